@@ -1,0 +1,53 @@
+"""The `chute` command. Each subcommand lives in its own module under chute/_cli/ and exposes
+`add_parser(subparsers)`, which registers its parser and sets `func=run` on it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from chute.errors import ChuteError
+
+__all__ = ["main", "build_parser"]
+
+# Module names under chute/_cli/, in the order `chute --help` lists them.
+_COMMANDS = ("convert", "info", "verify", "meta", "bench", "autotune", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chute",
+        description="Feed PyTorch training with decoded, augmented image batches: "
+        "convert data to chute shards, inspect and verify them, benchmark and autotune pipelines.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(f"chute._cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"chute._cli.{name}":
+                continue  # not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ChuteError as exc:
+        print(f"chute {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The two commands of the README:
+#   ./dev.sh demo   build a sample dataset, autotune, stream it through a Pipeline, print throughput
+#   ./dev.sh test   ruff + the test suite (what .ci/run calls)
+# Both set up everything first on a fresh Linux machine: the system libjpeg-turbo, .venv,
+# torch 2.13 (CPU build, before anything that depends on torch), then chute with its test extras.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=${CHUTE_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+need_turbojpeg() {
+  # ldconfig knows the library when the Debian package (or any system install) is present.
+  if /sbin/ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so\.0'; then return 0; fi
+  if [ -n "${CHUTE_TURBOJPEG:-}" ] && [ -f "$CHUTE_TURBOJPEG" ]; then return 0; fi
+  if command -v apt-get >/dev/null 2>&1; then
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "[chute] installing libturbojpeg0 (libjpeg-turbo's TurboJPEG library) with apt-get"
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0 >/dev/null
+    return 0
+  fi
+  echo "[chute] error: libturbojpeg.so.0 (libjpeg-turbo >= 2.0) was not found and apt-get is not" >&2
+  echo "        available. Install libjpeg-turbo with your package manager, or set" >&2
+  echo "        CHUTE_TURBOJPEG=/path/to/libturbojpeg.so.0, then run this command again." >&2
+  exit 1
+}
+
+setup() {
+  need_turbojpeg
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "[chute] creating $VENV"
+    "$PY" -m venv "$VENV"
+  fi
+  local pip="$VENV/bin/python -m pip --disable-pip-version-check -q"
+  # Skip the install when nothing changed since the last successful one.
+  local stamp="$VENV/.chute-installed" want
+  want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  echo "[chute] installing torch 2.13 (CPU build) and chute[test] into $VENV"
+  $pip install --upgrade pip >/dev/null
+  $pip install "torch==2.13.0"
+  $pip install -e ".[test]"
+  echo "$want" > "$stamp"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  demo)
+    setup
+    exec "$VENV/bin/chute" demo "$@"
+    ;;
+  test)
+    setup
+    "$VENV/bin/ruff" check chute tests benchmarks examples
+    "$VENV/bin/python" -m pytest -q "$@"
+    ;;
+  setup)
+    setup
+    ;;
+  *)
+    echo "usage: ./dev.sh demo [chute demo options] | ./dev.sh test [pytest options] | ./dev.sh setup" >&2
+    exit 2
+    ;;
+esac
