@@ -1,0 +1,124 @@
+import math
+
+import numpy as np
+import pytest
+
+from chute.pipelines._crops import CropConfig, crop_boxes
+
+
+def _sizes(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(50, 800, n), rng.integers(50, 800, n)
+
+
+def test_train_boxes_inside_image():
+    h, w = _sizes(5000)
+    boxes, flips = crop_boxes(1, 0, np.arange(5000), h, w, CropConfig((224, 224)))
+    top, left, bh, bw = boxes.T
+    assert boxes.dtype == np.int32 and boxes.shape == (5000, 4)
+    assert flips.dtype == bool and flips.shape == (5000,)
+    assert (top >= 0).all() and (left >= 0).all() and (bh >= 1).all() and (bw >= 1).all()
+    assert (top + bh <= h).all() and (left + bw <= w).all()
+
+
+def test_train_area_and_ratio_ranges_statistically():
+    n = 20000
+    h = np.full(n, 1000)
+    w = np.full(n, 1000)
+    cfg = CropConfig((224, 224), scale=(0.2, 0.6), ratio=(0.5, 2.0))
+    boxes, _ = crop_boxes(3, 2, np.arange(n), h, w, cfg)
+    frac = boxes[:, 2].astype(float) * boxes[:, 3] / 1e6
+    ratio = boxes[:, 3] / boxes[:, 2]
+    # rounding of h and w moves area/ratio slightly outside the exact range
+    assert frac.min() > 0.2 * 0.98 and frac.max() < 0.6 * 1.02
+    assert ratio.min() > 0.5 * 0.98 and ratio.max() < 2.0 * 1.02
+    # area uniform in [0.2, 0.6]: mean 0.4; log-ratio uniform: mean 0
+    assert abs(frac.mean() - 0.4) < 0.01
+    assert abs(np.log(ratio).mean()) < 0.02
+    # positions cover the image: the mean centre is near the image centre
+    cy = boxes[:, 0] + boxes[:, 2] / 2
+    assert abs(cy.mean() - 500) < 10
+
+
+def test_flips_about_half_and_configurable():
+    n = 20000
+    h, w = _sizes(n)
+    _, flips = crop_boxes(0, 0, np.arange(n), h, w, CropConfig((64, 64)))
+    assert abs(flips.mean() - 0.5) < 0.02
+    _, never = crop_boxes(0, 0, np.arange(n), h, w, CropConfig((64, 64), flip_p=0.0))
+    assert not never.any()
+
+
+def test_extreme_aspect_falls_back_to_center_crop():
+    # a 10x1000 strip: no attempt can fit a box of ratio <= 4/3 with area >= 8%
+    ids = np.arange(100)
+    h = np.full(100, 10)
+    w = np.full(100, 1000)
+    boxes, _ = crop_boxes(0, 0, ids, h, w, CropConfig((224, 224)))
+    expected_w = round(10 * 4 / 3)
+    assert (boxes[:, 2] == 10).all() and (boxes[:, 3] == expected_w).all()
+    assert (boxes[:, 0] == 0).all() and (boxes[:, 1] == (1000 - expected_w) // 2).all()
+    tall, _ = crop_boxes(0, 0, ids, w, h, CropConfig((224, 224)))
+    assert (tall[:, 3] == 10).all() and (tall[:, 2] == round(10 / (3 / 4))).all()
+
+
+def test_eval_box_math():
+    cfg = CropConfig((224, 224), mode="eval")
+    boxes, flips = crop_boxes(0, 0, np.arange(3), [375, 500, 224], [500, 375, 224], cfg)
+    assert not flips.any()
+    side = round(375 * 0.875)  # shorter side resized to 256, centre 224 -> 0.875 of it
+    assert boxes[0].tolist() == [round((375 - side) / 2), round((500 - side) / 2), side, side]
+    assert boxes[1].tolist() == [round((500 - side) / 2), round((375 - side) / 2), side, side]
+    assert boxes[2].tolist() == [14, 14, 196, 196]
+    rect = CropConfig((100, 200), mode="eval", crop_fraction=1.0)
+    (box,), _ = crop_boxes(0, 0, [0], [300], [300], rect)
+    assert box.tolist() == [75, 0, 150, 300]
+
+
+def test_deterministic_and_independent_of_batch_composition():
+    h, w = _sizes(1000)
+    cfg = CropConfig((224, 224))
+    ids = np.arange(1000)
+    a, fa = crop_boxes(7, 3, ids, h, w, cfg)
+    b, fb = crop_boxes(7, 3, ids, h, w, cfg)
+    assert np.array_equal(a, b) and np.array_equal(fa, fb)
+    perm = np.random.default_rng(1).permutation(1000)[:300]
+    c, fc = crop_boxes(7, 3, ids[perm], h[perm], w[perm], cfg)
+    assert np.array_equal(c, a[perm]) and np.array_equal(fc, fa[perm])
+    single, fs = crop_boxes(7, 3, ids[5:6], h[5:6], w[5:6], cfg)
+    assert np.array_equal(single[0], a[5]) and fs[0] == fa[5]
+
+
+def test_epoch_and_seed_change_boxes():
+    h, w = _sizes(500)
+    cfg = CropConfig((224, 224))
+    a, _ = crop_boxes(7, 0, np.arange(500), h, w, cfg)
+    b, _ = crop_boxes(7, 1, np.arange(500), h, w, cfg)
+    c, _ = crop_boxes(8, 0, np.arange(500), h, w, cfg)
+    assert (a != b).any(axis=1).mean() > 0.9
+    assert (a != c).any(axis=1).mean() > 0.9
+
+
+def test_tiny_images():
+    boxes, _ = crop_boxes(0, 0, np.arange(4), [1, 1, 2, 7], [1, 5, 1, 5], CropConfig((224, 224)))
+    assert (boxes[:, 2] >= 1).all() and (boxes[:, 3] >= 1).all()
+    assert (boxes[:, 0] + boxes[:, 2] <= [1, 1, 2, 7]).all()
+    assert (boxes[:, 1] + boxes[:, 3] <= [1, 5, 1, 5]).all()
+    ev, _ = crop_boxes(0, 0, [0], [1], [1], CropConfig((224, 224), mode="eval"))
+    assert ev[0].tolist() == [0, 0, 1, 1]
+
+
+def test_invalid_inputs_raise_clear_errors():
+    with pytest.raises(ValueError, match="mode"):
+        CropConfig((224, 224), mode="test")
+    with pytest.raises(ValueError, match="scale"):
+        CropConfig((224, 224), scale=(0.5, 0.1))
+    with pytest.raises(ValueError, match="sample 1"):
+        crop_boxes(0, 0, [0, 1], [10, 0], [10, 10], CropConfig((8, 8)))
+    with pytest.raises(ValueError, match="length"):
+        crop_boxes(0, 0, [0, 1], [10], [10], CropConfig((8, 8)))
+
+
+def test_scalar_size_is_square():
+    assert CropConfig(96).size == (96, 96)
+    assert math.isclose(CropConfig((1, 2)).ratio[1], 4 / 3)
