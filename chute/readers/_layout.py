@@ -1,0 +1,80 @@
+"""Where a dataset's files are: a chute v1 directory, or a bare Megatron-LM `.bin/.idx` pair."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from chute.errors import FormatError
+from chute.readers._manifest import MANIFEST, field_files, load_manifest, manifest_fingerprint
+from chute.readers._mmidx import read_index
+
+__all__ = ["Layout", "resolve_layout"]
+
+
+@dataclass
+class Layout:
+    root: Path  # dataset folder, or the Megatron prefix
+    manifest: dict
+    fingerprint: str
+    # per shard: field -> its file paths (bytes/json: (bin, idx); scalar: (npy,))
+    shard_files: list[dict[str, tuple[Path, ...]]]
+    expected_sizes: dict[Path, int]  # empty for Megatron pairs (no manifest)
+    trailing_index_ok: bool  # Megatron-LM may append sequence modes after the doc indices
+
+
+def resolve_layout(path, bytes_field: str) -> Layout:
+    path = Path(path)
+    if path.is_dir():
+        return _chute_layout(path)
+    if path.name == MANIFEST and path.is_file():
+        return _chute_layout(path.parent)
+    prefix = path.with_suffix("") if path.suffix in (".bin", ".idx") else path
+    bin_path, idx_path = Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
+    if bin_path.is_file() or idx_path.is_file():
+        return _megatron_layout(prefix, bin_path, idx_path, bytes_field)
+    raise FormatError(f"{path}: no such dataset (expected a chute folder with {MANIFEST}, "
+                      "or a PREFIX with PREFIX.bin + PREFIX.idx)")
+
+
+def _chute_layout(root: Path) -> Layout:
+    manifest = load_manifest(root)
+    shard_files, sizes = [], {}
+    for shard in manifest["shards"]:
+        folder = root / shard["name"]
+        files = {}
+        for name, spec in manifest["fields"].items():
+            files[name] = tuple(folder / f for f in field_files(name, spec))
+            for f in field_files(name, spec):
+                if f not in shard["files"]:
+                    raise FormatError(f"{root / MANIFEST}: shard {shard['name']} does not list "
+                                      f"{f}; the manifest is corrupt")
+        for fname, entry in shard["files"].items():
+            sizes[folder / fname] = entry["size"]
+        shard_files.append(files)
+    return Layout(root, manifest, manifest_fingerprint(manifest), shard_files, sizes, False)
+
+
+def _megatron_layout(prefix: Path, bin_path: Path, idx_path: Path, field: str) -> Layout:
+    for p in (bin_path, idx_path):
+        if not p.is_file():
+            raise FormatError(f"{p}: missing; a Megatron-LM dataset needs both "
+                              f"{bin_path.name} and {idx_path.name}")
+    index = read_index(idx_path, trailing_ok=True)
+    n = len(index.lengths)
+    manifest = {
+        "format": "megatron-mmidx",
+        "num_samples": n,
+        "fields": {field: {"kind": "bytes", "dtype": index.dtype.name}},
+        "class_names": None,
+        "shards": [{"name": prefix.name, "num_samples": n, "files": {}}],
+    }
+    # No checksums exist; identify the data by its index, size and modification time.
+    stat = os.stat(bin_path)
+    hasher = xxhash.xxh3_64(idx_path.read_bytes())
+    hasher.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    files = [{field: (bin_path, idx_path)}]
+    return Layout(prefix, manifest, hasher.hexdigest(), files, {}, True)
