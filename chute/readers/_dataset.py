@@ -144,10 +144,11 @@ class Dataset:
             i = int(i)
         except (TypeError, ValueError):
             raise TypeError(f"sample index must be an integer, got {i!r}") from None
+        given = i
         if i < 0:
             i += self._len
         if not 0 <= i < self._len:
-            raise SampleIndexError(f"sample {i} is out of range for {self.path} "
+            raise SampleIndexError(f"sample {given} is out of range for {self.path} "
                                    f"({self._len} samples: use 0..{self._len - 1})")
         shard = bisect.bisect_right(self._starts_list, i) - 1
         return shard, i - self._starts_list[shard]
