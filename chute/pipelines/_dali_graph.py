@@ -1,0 +1,152 @@
+"""DALI pipeline graphs of the `dali` and `dali-native` backends (DALI imported lazily).
+
+Both graphs share the reader: `fn.external_source` over a `DaliBatchSource`, then a ROI decode of
+exactly each sample's crop window (`fn.decoders.image_slice`, on the GPU with device="mixed", on
+the CPU with device="cpu"). Then:
+- "kernel" (backend `dali`): the decoded crops are the output; chute's fused CUDA kernel resizes,
+  flips, normalizes and lays them out afterwards.
+- "native" (backend `dali-native`): `fn.resize(antialias=True, linear)` to float (unrounded, as the
+  shared resize definition asks) + `fn.crop_mirror_normalize` (mirror, mean/std, dtype, layout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from chute.errors import BackendUnavailableError
+from chute.pipelines._dali_source import SOURCE_OUTPUTS, DaliBatchSource
+
+__all__ = ["DaliGraphConfig", "build_dali_pipeline", "import_dali"]
+
+DALI_PACKAGE = "nvidia-dali-cuda120"
+
+
+def import_dali():
+    """`nvidia.dali`, or a BackendUnavailableError naming the package and the extra to install."""
+    try:
+        import nvidia.dali as dali
+        import nvidia.dali.fn  # noqa: F401
+        import nvidia.dali.types  # noqa: F401
+    except ImportError as err:
+        raise BackendUnavailableError(
+            f"the DALI backends need NVIDIA DALI (package {DALI_PACKAGE}), which cannot be "
+            f"imported here ({err}). Install it with `pip install chute[dali]`, or use "
+            "backend='cpu'."
+        ) from err
+    return dali
+
+
+@dataclasses.dataclass(frozen=True)
+class DaliGraphConfig:
+    """What a DALI graph needs besides its source.
+
+    variant: "kernel" (decode only; chute's CUDA kernel does the rest) or "native" (DALI does all).
+    device_id: CUDA device ordinal, or None for DALI's CPU-only mode (decode on the CPU).
+    image_size: (H, W) of the output; dtype: "uint8" | "float16" | "float32";
+    layout: "NCHW" | "NHWC"; mean/std: per channel, in [0, 1] units (scaled by 255 here).
+    """
+
+    variant: str
+    batch_size: int
+    image_size: tuple[int, int]
+    device_id: int | None = None
+    dtype: str = "float16"
+    layout: str = "NCHW"
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    num_threads: int = 2
+    prefetch: int = 2
+    hw_decoder_load: float = 0.65
+    parallel: bool = False
+    py_num_workers: int = 1
+    bytes_per_sample_hint: int = 1 << 20
+    enable_checkpointing: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("kernel", "native"):
+            raise ValueError(f"variant must be 'kernel' or 'native', not {self.variant!r}")
+        if self.variant == "kernel" and self.device_id is None:
+            raise ValueError("the 'kernel' variant runs chute's CUDA kernel and needs a device_id")
+        if self.dtype not in ("uint8", "float16", "float32"):
+            raise ValueError(f"dtype must be uint8, float16 or float32, not {self.dtype!r}")
+        if self.layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"layout must be 'NCHW' or 'NHWC', not {self.layout!r}")
+
+
+def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkpoint=None):
+    """A built DALI Pipeline; its outputs are ("images", "index") for the native variant and
+    ("crops", "index") for the kernel variant (crops: uint8 HWC, one shape per sample)."""
+    dali = import_dali()
+    fn, types = dali.fn, dali.types
+    on_gpu = config.device_id is not None
+    no_copy = source.staging == "pinned" and not config.parallel
+
+    @dali.pipeline_def(
+        batch_size=config.batch_size,
+        num_threads=config.num_threads,
+        device_id=config.device_id,
+        prefetch_queue_depth=config.prefetch,
+        py_num_workers=config.py_num_workers,
+        py_start_method="fork",
+        enable_checkpointing=config.enable_checkpointing,
+        seed=config.seed,
+    )
+    def graph():
+        source_args = dict(parallel=True) if config.parallel else dict(no_copy=no_copy)
+        if config.parallel:
+            source_args["bytes_per_sample_hint"] = config.bytes_per_sample_hint
+        encoded, anchor, shape, flip, index = fn.external_source(
+            source=source,
+            num_outputs=len(SOURCE_OUTPUTS),
+            batch=True,
+            batch_info=True,
+            **source_args,
+        )
+        decode_args = dict(
+            axis_names="HW",
+            normalized_anchor=False,
+            normalized_shape=False,
+            output_type=types.RGB,
+        )
+        if on_gpu:
+            decode_args.update(device="mixed", hw_decoder_load=config.hw_decoder_load)
+        else:
+            decode_args.update(device="cpu")
+        crops = fn.decoders.image_slice(encoded, anchor, shape, **decode_args)
+        if config.variant == "kernel":
+            return crops, index
+        height, width = config.image_size
+        resized = fn.resize(
+            crops,
+            resize_x=float(width),
+            resize_y=float(height),
+            antialias=True,
+            interp_type=types.INTERP_LINEAR,
+            dtype=types.FLOAT,
+        )
+        scale = 1.0 if config.dtype == "uint8" else 255.0
+        images = fn.crop_mirror_normalize(
+            resized,
+            dtype=_DALI_DTYPES[config.dtype](types),
+            output_layout="CHW" if config.layout == "NCHW" else "HWC",
+            mean=[0.0] * 3 if config.dtype == "uint8" else [m * scale for m in config.mean],
+            std=[1.0] * 3 if config.dtype == "uint8" else [s * scale for s in config.std],
+            mirror=flip,
+        )
+        return images, index
+
+    kwargs = {} if checkpoint is None else {"checkpoint": checkpoint}
+    pipe = graph(**kwargs)
+    if config.parallel:
+        # Fork the source workers before anything creates a CUDA context in this process.
+        pipe.start_py_workers()
+    pipe.build()
+    return pipe
+
+
+_DALI_DTYPES = {
+    "uint8": lambda types: types.UINT8,
+    "float16": lambda types: types.FLOAT16,
+    "float32": lambda types: types.FLOAT,
+}

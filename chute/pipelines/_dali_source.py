@@ -1,0 +1,128 @@
+"""The DALI external source: one rank's batches as a pure function of DALI's BatchInfo.
+
+`DaliBatchSource(plan, first_iteration)(BatchInfo(iteration, epoch_idx))` returns the encoded
+bytes of this rank's batch `first_iteration + iteration` of epoch `plan.epoch` (for epoch_idx 0;
+DALI epoch k > 0 is batch `iteration` of epoch `plan.epoch + k` from position 0), the crop
+windows (anchor and shape, in source pixels, for `fn.decoders.image_slice`), the flip flags and
+the global sample ids.
+Nothing about the order lives in the object: the same BatchInfo gives the same batch in any process,
+which is what DALI's parallel external source (worker processes) and checkpointing require.
+
+The dataset is opened lazily, in the process that calls the source (a forked or spawned worker
+reopens its own memory maps); pickling drops the open dataset and the staging buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS"]
+
+# The order of the tuple a DaliBatchSource returns (external_source num_outputs=len(...)).
+SOURCE_OUTPUTS = ("encoded", "anchor", "shape", "flip", "index")
+
+
+@dataclasses.dataclass
+class DaliBatchSource:
+    """Picklable, stateless batch callable for `fn.external_source(batch=True, batch_info=True)`.
+
+    plan: a `chute.pipelines.BatchPlan` for the first epoch this DALI pipeline serves (its
+        `dataset_path` is reopened lazily by whichever process calls the source); DALI's
+        `epoch_idx` k (bumped by each `pipe.reset()`) selects epoch `plan.epoch + k`, starting at
+        position 0 (only epoch_idx 0 honours the plan's resume position).
+    first_iteration: the plan iteration that DALI iteration 0 of epoch_idx 0 maps to (resume).
+    field: the bytes field holding the encoded images.
+    staging: "views" returns zero-copy views of the memory-mapped shard bytes (DALI copies them);
+        "pinned" gathers the batch into a page-locked contiguous buffer and returns views of it, for
+        a GPU decoder fed with `no_copy=True`. Buffers rotate through a ring of `ring` slots so a
+        slot is rewritten only after DALI has consumed it (ring > DALI's prefetch_queue_depth).
+    """
+
+    plan: Any
+    first_iteration: int = 0
+    field: str = "image"
+    staging: str = "views"
+    ring: int = 4
+
+    def __post_init__(self) -> None:
+        if self.staging not in ("views", "pinned"):
+            raise ValueError(f"staging must be 'views' or 'pinned', not {self.staging!r}")
+        self._dataset = None
+        self._slots: list[np.ndarray | None] = [None] * self.ring
+
+    # -- pickling: only the description travels, never open maps or pinned memory ----------------
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_dataset"] = None
+        state["_slots"] = [None] * self.ring
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    # -- the source ------------------------------------------------------------------------------
+    def plan_for(self, epoch_idx: int):
+        """The BatchPlan of DALI epoch `epoch_idx` (0 = the plan this source was built with)."""
+        if epoch_idx == 0:
+            return self.plan
+        return dataclasses.replace(
+            self.plan, epoch=self.plan.epoch + epoch_idx, start_position=0
+        )
+
+    def plan_iteration(self, batch_info) -> tuple[Any, int]:
+        """(plan, plan iteration) that a DALI BatchInfo stands for."""
+        epoch_idx, iteration = int(batch_info.epoch_idx), int(batch_info.iteration)
+        if epoch_idx == 0:
+            return self.plan, self.first_iteration + iteration
+        return self.plan_for(epoch_idx), iteration
+
+    def __call__(self, batch_info) -> tuple:
+        plan, iteration = self.plan_iteration(batch_info)
+        # BatchPlan.batch raises StopIteration past the end, consistently for any lookahead.
+        ids, boxes, flips = plan.batch(iteration)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        boxes = np.asarray(boxes, dtype=np.int32)
+        if self.staging == "pinned":
+            encoded = self._gather_pinned(ids, iteration)
+        else:
+            encoded = self.dataset().views(ids, field=self.field)
+        anchor = np.ascontiguousarray(boxes[:, 0:2], dtype=np.float32)  # (top, left)
+        shape = np.ascontiguousarray(boxes[:, 2:4], dtype=np.float32)  # (height, width)
+        flip = np.ascontiguousarray(flips, dtype=np.int32)
+        return encoded, anchor, shape, flip, ids
+
+    def dataset(self):
+        if self._dataset is None:
+            from chute.readers import open_dataset
+
+            self._dataset = open_dataset(self.plan.dataset_path)
+        return self._dataset
+
+    def _gather_pinned(self, ids: np.ndarray, iteration: int) -> list[np.ndarray]:
+        ds = self.dataset()
+        needed = sum(view.nbytes for view in ds.views(ids, field=self.field))
+        slot = iteration % self.ring
+        buffer = self._slots[slot]
+        if buffer is None or buffer.nbytes < needed:
+            # Grow by doubling so the steady state never allocates page-locked memory.
+            size = max(needed, 0 if buffer is None else 2 * buffer.nbytes)
+            self._slots[slot] = buffer = pinned_bytes(size)
+        data, offsets = ds.gather(ids, field=self.field, out=buffer)
+        return [data[offsets[k] : offsets[k + 1]] for k in range(len(ids))]
+
+
+def pinned_bytes(nbytes: int) -> np.ndarray:
+    """A page-locked uint8 host array (CuPy's pinned allocator), imported only when asked for."""
+    try:
+        import cupyx
+    except ImportError as err:
+        from chute.errors import BackendUnavailableError
+
+        raise BackendUnavailableError(
+            "pinned staging for the DALI GPU decoder needs CuPy, which is not installed. "
+            "Install it with `pip install chute[gpu]` (cupy-cuda12x)."
+        ) from err
+    return cupyx.empty_pinned((max(int(nbytes), 1),), dtype=np.uint8)
