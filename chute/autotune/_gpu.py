@@ -1,0 +1,106 @@
+"""GPU facts and utilisation through pynvml, imported lazily; everything degrades to "unknown"
+(None / empty) where pynvml or the NVIDIA driver is missing."""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["gpu_facts", "GpuSampler"]
+
+
+def _nvml():
+    """The initialised pynvml module, or None when it cannot be used here."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()  # refcounted by NVML: cheap to repeat
+    except pynvml.NVMLError:  # NVMLError_LibraryNotFound / DriverNotLoaded without a driver
+        return None
+    return pynvml
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpu_facts() -> dict:
+    """{"driver": str | None, "gpus": [name, ...]} of this machine (empty without NVML)."""
+    nvml = _nvml()
+    if nvml is None:
+        return {"driver": None, "gpus": []}
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        count = nvml.nvmlDeviceGetCount()
+        names = [_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
+                 for i in range(count)]
+    except nvml.NVMLError:
+        return {"driver": None, "gpus": []}
+    return {"driver": driver, "gpus": names}
+
+
+def _device_index(device: str) -> int:
+    _, _, index = device.partition(":")
+    return int(index) if index else 0
+
+
+def _nvml_handle(nvml, device: str):
+    """The NVML handle of torch's `device`. NVML numbers every GPU of the machine while CUDA
+    numbers the visible ones (CUDA_VISIBLE_DEVICES), so match by UUID when torch knows it."""
+    index = _device_index(device)
+    try:
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+        return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:
+        return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+class GpuSampler:
+    """Samples the GPU utilisation (%) of `device` on a background thread while active.
+
+    Use as a context manager around the measured window; `mean` is None when nothing could be
+    sampled (CPU device, no pynvml, no driver)."""
+
+    def __init__(self, device: str, interval: float = 0.05):
+        self.device = device
+        self.interval = interval
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handle = None
+        self._nvml = None
+
+    def __enter__(self) -> GpuSampler:
+        if not self.device.startswith("cuda"):
+            return self
+        nvml = _nvml()
+        if nvml is None:
+            return self
+        try:
+            self._handle = _nvml_handle(nvml, self.device)
+        except nvml.NVMLError:
+            return self
+        self._nvml = nvml
+        self._thread = threading.Thread(target=self._run, name="chute-gpu-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
+            except self._nvml.NVMLError:
+                return
+            self.samples.append(float(rates.gpu))
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None

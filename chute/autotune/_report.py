@@ -1,0 +1,95 @@
+"""Presenting a decision: the JSON object of `chute autotune --json` and the printed table.
+
+The JSON object (also the body of a cached decision) is::
+
+    {
+      "choice": "cpu",                      # backend name for Pipeline(backend=...)
+      "backend_options": {"threads": 2, "dct_scaling": true},  # for Pipeline(backend_options=...)
+      "reason": "cpu threads=2 dct=on won by 1.80x over ...",
+      "key": "3f1c...",                     # cache key (machine + dataset + parameters)
+      "candidates": [                       # every candidate, cheapest first
+        {"name": "cpu threads=1 dct=on",    # display name, unique
+         "backend": "cpu",
+         "params": {"threads": 1, "dct_scaling": true},
+         "available": true,
+         "status": "measured",              # measured | failed | not measured | unavailable
+         "reason": null,                    # why not measured / unavailable / failed, else null
+         "img_per_s": 812.4,                # null unless measured
+         "cpu_percent": 99.1,               # process CPU time / wall time x 100 (200 = 2 cores)
+         "gpu_percent": null}, ...]         # NVML utilisation; null without a CUDA device/pynvml
+    }
+"""
+
+from __future__ import annotations
+
+from chute.autotune._select import Decision, Trial
+
+__all__ = ["decision_json", "candidate_json", "format_table", "JSON_KEYS", "CANDIDATE_KEYS"]
+
+JSON_KEYS = ("choice", "backend_options", "reason", "key", "candidates")
+CANDIDATE_KEYS = ("name", "backend", "params", "available", "status", "reason",
+                  "img_per_s", "cpu_percent", "gpu_percent")
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def candidate_json(trial: Trial) -> dict:
+    c, m = trial.candidate, trial.measurement
+    if trial.status == "unavailable":
+        reason = c.reason
+    else:
+        reason = trial.note or None
+    return {
+        "name": c.name,
+        "backend": c.backend,
+        "params": dict(c.params),
+        "available": c.available,
+        "status": trial.status,
+        "reason": reason,
+        "img_per_s": _round(m.img_per_s) if m else None,
+        "cpu_percent": _round(m.cpu_percent) if m else None,
+        "gpu_percent": _round(m.gpu_percent) if m else None,
+    }
+
+
+def decision_json(decision: Decision, key: str) -> dict:
+    return {
+        "choice": decision.choice.backend,
+        "backend_options": dict(decision.choice.params),
+        "reason": decision.reason,
+        "key": key,
+        "candidates": [candidate_json(t) for t in decision.trials],
+    }
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def format_table(result: dict) -> str:
+    """The table of a decision_json() object, then the decision line."""
+    header = ("candidate", "img/s", "CPU %", "GPU %", "note")
+    rows = []
+    for c in result["candidates"]:
+        chosen = c["backend"] == result["choice"] and c["params"] == result["backend_options"]
+        note = "<- chosen" if chosen else (c["reason"] or "")
+        rows.append((c["name"], _cell(c["img_per_s"], ".0f"), _cell(c["cpu_percent"], ".0f"),
+                     _cell(c["gpu_percent"], ".0f"), note))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = []
+    for r in [header, *rows]:
+        lines.append(
+            f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  "
+            f"{r[3]:>{widths[3]}}  {r[4]}".rstrip()
+        )
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("")
+    lines.append(f"decision: {result['choice']} {_options(result['backend_options'])}".rstrip())
+    lines.append(f"  {result['reason']}")
+    return "\n".join(lines)
+
+
+def _options(options: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in options.items())

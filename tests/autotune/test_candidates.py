@@ -1,0 +1,55 @@
+import pytest
+
+import chute.autotune._candidates as cmod
+from chute.autotune import dali_unavailable_reason, enumerate_candidates
+
+
+def test_thread_grid_stays_small():
+    assert cmod.cpu_thread_counts(1) == [1]
+    assert cmod.cpu_thread_counts(2) == [1, 2]
+    assert cmod.cpu_thread_counts(6) == [1, 2, 4, 6]
+    assert cmod.cpu_thread_counts(64) == [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_no_cuda_lists_dali_unavailable_with_the_reason():
+    cands = enumerate_candidates("cpu", cpu_count=2, cuda_devices=0)
+    cpu = [c for c in cands if c.backend == "cpu"]
+    assert [c.params for c in cpu] == [
+        {"threads": 1, "dct_scaling": True}, {"threads": 1, "dct_scaling": False},
+        {"threads": 2, "dct_scaling": True}, {"threads": 2, "dct_scaling": False}]
+    assert all(c.available for c in cpu)
+    gpu = [c for c in cands if c.backend != "cpu"]
+    assert {c.backend for c in gpu} == {"dali", "dali-native"}
+    assert {c.params["hw_decoder_load"] for c in gpu} == set(cmod.DALI_HW_DECODER_LOADS)
+    assert all(not c.available and c.reason == "no CUDA device available" for c in gpu)
+    assert len({c.name for c in cands}) == len(cands)
+    assert cands == sorted(cands, key=lambda c: c.cost)  # cheapest first: cpu, dali, native
+
+
+def test_dali_reasons(monkeypatch):
+    assert dali_unavailable_reason("cuda:0", 0) == "no CUDA device available"
+    assert "deliver batches on a CUDA device" in dali_unavailable_reason("cpu", 1)
+    monkeypatch.setattr(cmod, "_dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
+    assert dali_unavailable_reason("cuda:0", 1) == (
+        "nvidia-dali-cuda120 not installed (pip install chute[dali])")
+    cands = enumerate_candidates("cuda:0", cpu_count=1, cuda_devices=1)
+    assert all(c.reason == cmod.DALI_INSTALL_HINT for c in cands if c.backend != "cpu")
+    monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
+    cands = enumerate_candidates("cuda:0", cpu_count=1, cuda_devices=1)
+    assert all(c.available for c in cands)
+
+
+def test_each_backend_default_is_measured_first():
+    cands = enumerate_candidates("cuda:0", cpu_count=4, cuda_devices=1)
+    first = sorted(cands, key=lambda c: (c.priority, c.cost))[:3]
+    assert [c.name for c in first] == [
+        "cpu threads=4 dct=on", "dali hw_decoder_load=0.65", "dali-native hw_decoder_load=0.65"]
+
+
+@pytest.mark.parametrize("mod", ["cupy", "cvcuda", "pynvml", "nvidia.dali"])
+def test_importing_autotune_pulls_no_gpu_library(mod):
+    import subprocess
+    import sys
+
+    code = f"import chute.autotune, sys; assert {mod!r} not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
