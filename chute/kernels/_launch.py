@@ -1,0 +1,130 @@
+"""Launch the fused resize/flip/normalize kernel with CuPy (imported lazily, only here)."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import numpy as np
+
+from chute._device import require_cuda
+from chute.errors import BackendUnavailableError
+from chute.kernels._plan import (
+    BLOCK,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    kernel_name,
+    launch_grid,
+    output_view,
+    pack_args,
+    source_views,
+)
+
+__all__ = ["resize_normalize", "kernel_source", "stream_pointer"]
+
+_SOURCE_FILE = "resize_normalize.cu"
+_NVRTC_OPTIONS = ("-std=c++17",)
+
+
+def kernel_source() -> str:
+    """The CUDA C source of the fused kernel, as shipped inside the package."""
+    return resources.files("chute.kernels").joinpath(_SOURCE_FILE).read_text(encoding="utf-8")
+
+
+def stream_pointer(stream) -> int | None:
+    """The raw cudaStream_t of `stream`: None (caller's current stream), an int pointer, a
+    CuPy stream (`.ptr`), a torch.cuda.Stream (`.cuda_stream`) or a DALI stream handle."""
+    if stream is None:
+        return None
+    if isinstance(stream, (int, np.integer)):
+        return int(stream)
+    for attr in ("ptr", "cuda_stream", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+    raise TypeError(
+        f"stream must be None, an int cudaStream_t, a CuPy stream or a torch.cuda.Stream; "
+        f"got {type(stream).__name__}"
+    )
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            "chute.kernels needs CuPy to launch its CUDA kernels, but `import cupy` failed "
+            f"({exc}). Install the GPU extra: pip install 'chute[gpu]'."
+        ) from exc
+    return cupy
+
+
+@functools.cache
+def _module(device_id: int):
+    """The compiled RawModule for one device (compiled by NVRTC on first use, cached by CuPy)."""
+    cupy = _import_cupy()
+    with cupy.cuda.Device(device_id):
+        return cupy.RawModule(code=kernel_source(), options=_NVRTC_OPTIONS)
+
+
+def resize_normalize(
+    sources,
+    boxes,
+    flips,
+    out,
+    *,
+    layout: str = "NCHW",
+    mean=IMAGENET_MEAN,
+    std=IMAGENET_STD,
+    stream=None,
+) -> None:
+    """Crop + antialiased bilinear resize + flip + normalize a batch on the GPU, into `out`.
+
+    sources: B decoded HWC uint8 RGB images in device memory (a DALI TensorListGPU, a list of
+        CuPy arrays / torch CUDA tensors / DALI TensorGPU, or one dense [B, H, W, 3] array).
+    boxes: [B, 4] (y0, x0, height, width) floats in each source's pixel units.
+    flips: [B] bools, True mirrors the sample horizontally.
+    out: preallocated contiguous CUDA tensor (torch or CuPy), uint8/float16/float32, shaped
+        [B, 3, H, W] (layout "NCHW") or [B, H, W, 3] ("NHWC"). uint8 output ignores mean/std.
+    stream: where to launch (None = CuPy's current stream). The call only enqueues work: the
+        sources must stay alive and unchanged until the stream reaches the kernel.
+    """
+    require_cuda("chute.kernels.resize_normalize")
+    cupy = _import_cupy()
+    target = output_view(out, layout)
+    views = source_views(sources)
+    if len(views) != target.batch:
+        raise ValueError(f"{len(views)} source images for an output batch of {target.batch}")
+    if target.batch == 0 or target.height == 0 or target.width == 0:
+        return
+    packed = pack_args(views, boxes, flips, mean, std)
+    device_id = int(cupy.cuda.runtime.pointerGetAttributes(target.ptr).device)
+    with cupy.cuda.Device(device_id):
+        ptr = stream_pointer(stream)
+        launch_stream = (
+            cupy.cuda.get_current_stream() if ptr is None
+            else cupy.cuda.ExternalStream(ptr, device_id)
+        )
+        kernel = _module(device_id).get_function(kernel_name(target.dtype, layout))
+        with launch_stream:
+            # CuPy's memory pool is stream-ordered per stream, so freeing `args` when this
+            # function returns cannot hand its memory to other work before the kernel ran.
+            # The host buffer is pageable: the copy has read it by the time set() returns.
+            args = cupy.empty(packed.buffer.size, dtype=cupy.uint8)
+            args.set(packed.buffer, stream=launch_stream)
+            base = args.data.ptr
+            kernel(
+                launch_grid(target),
+                BLOCK,
+                (
+                    np.uint64(base + packed.srcs),
+                    np.uint64(base + packed.shapes),
+                    np.uint64(base + packed.boxes),
+                    np.uint64(base + packed.flips),
+                    np.uint64(base + packed.norm),
+                    np.uint64(target.ptr),
+                    np.int32(target.height),
+                    np.int32(target.width),
+                ),
+                stream=launch_stream,
+            )

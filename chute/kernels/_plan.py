@@ -1,0 +1,212 @@
+"""Host-side launch plan of the fused resize kernel: pure NumPy, no CUDA library needed.
+
+Everything here only reads `__cuda_array_interface__` dictionaries and packs numbers, so it is
+tested on machines without a GPU (also by feeding host pointers to the kernel's C++ host shim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "BLOCK",
+    "SourceView",
+    "OutputView",
+    "PackedArgs",
+    "source_views",
+    "output_view",
+    "kernel_name",
+    "launch_grid",
+    "pack_args",
+]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# 32 threads along x make the stores of a warp contiguous in both layouts; 8 rows give 256
+# threads per block, matching __launch_bounds__(256) in the .cu.
+BLOCK = (32, 8, 1)
+_MAX_GRID_Z = 65535
+_KERNEL_DTYPES = {
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.float32): "f32",
+}
+_BOX_SLACK = 1e-3  # source pixels a box may overhang (float rounding of rescaled boxes)
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """One decoded HWC uint8 RGB image in device memory."""
+
+    ptr: int
+    height: int
+    width: int
+    pitch: int  # bytes between rows
+
+
+@dataclass(frozen=True)
+class OutputView:
+    """The preallocated output batch."""
+
+    ptr: int
+    batch: int
+    height: int
+    width: int
+    dtype: np.dtype
+    layout: str
+
+
+@dataclass(frozen=True)
+class PackedArgs:
+    """All per-launch metadata in one host buffer, copied to the device in one transfer.
+
+    The offsets are byte offsets of the kernel's srcs, shapes, boxes, flips and norm arrays.
+    """
+
+    buffer: np.ndarray  # uint8
+    srcs: int
+    shapes: int
+    boxes: int
+    flips: int
+    norm: int
+
+
+def _interface(obj, what: str) -> dict:
+    iface = getattr(obj, "__cuda_array_interface__", None)
+    if iface is None:
+        raise TypeError(
+            f"{what} is a {type(obj).__name__}, which is not a CUDA array; pass CuPy arrays, "
+            "torch CUDA tensors, DALI TensorGPU/TensorListGPU or anything exposing "
+            "__cuda_array_interface__"
+        )
+    return iface
+
+
+def _source_view(iface: dict, ptr: int, shape: Sequence[int], strides, what: str) -> SourceView:
+    if iface["typestr"] != "|u1" or len(shape) != 3 or shape[2] != 3:
+        raise ValueError(
+            f"{what} must be an HWC uint8 RGB image (shape (H, W, 3), dtype uint8), got shape "
+            f"{tuple(shape)} typestr {iface['typestr']!r}; decode to RGB uint8 first"
+        )
+    height, width = int(shape[0]), int(shape[1])
+    pitch = width * 3 if strides is None else int(strides[0])
+    if strides is not None and (int(strides[1]) != 3 or int(strides[2]) != 1):
+        raise ValueError(
+            f"{what} has strides {tuple(strides)}; pixels must be 3 contiguous bytes "
+            "(only the row pitch may differ); make it contiguous first"
+        )
+    if height < 1 or width < 1:
+        raise ValueError(f"{what} is empty (shape {tuple(shape)}); every sample needs pixels")
+    return SourceView(ptr=ptr, height=height, width=width, pitch=pitch)
+
+
+def source_views(sources) -> list[SourceView]:
+    """Describe the batch's source images: a sequence of CUDA arrays (HWC uint8, e.g. a DALI
+    TensorListGPU or a list of CuPy/torch arrays) or one dense [B, H, W, 3] CUDA array."""
+    iface = getattr(sources, "__cuda_array_interface__", None)
+    if iface is not None:  # one dense batch
+        shape, strides = iface["shape"], iface.get("strides")
+        if len(shape) != 4:
+            raise ValueError(
+                f"a dense source batch must have shape (B, H, W, 3), got {tuple(shape)}"
+            )
+        batch_stride = int(np.prod(shape[1:])) if strides is None else int(strides[0])
+        base = int(iface["data"][0])
+        return [
+            _source_view(iface, base + b * batch_stride, shape[1:],
+                         None if strides is None else strides[1:], f"source sample {b}")
+            for b in range(shape[0])
+        ]
+    views = []
+    for b in range(len(sources)):
+        item = _interface(sources[b], f"source sample {b}")
+        views.append(_source_view(item, int(item["data"][0]), item["shape"],
+                                  item.get("strides"), f"source sample {b}"))
+    return views
+
+
+def output_view(out, layout: str) -> OutputView:
+    """Check the preallocated output tensor against the layout and describe it."""
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    iface = _interface(out, "the output")
+    shape, strides = tuple(int(s) for s in iface["shape"]), iface.get("strides")
+    dtype = np.dtype(iface["typestr"])
+    channel_axis = 1 if layout == "NCHW" else 3
+    if len(shape) != 4 or shape[channel_axis] != 3:
+        raise ValueError(f"the output must be a {layout} batch with 3 channels, got {shape}")
+    if dtype not in _KERNEL_DTYPES:
+        raise ValueError(f"the output dtype must be uint8, float16 or float32, not {dtype}")
+    contiguous = tuple(int(np.prod(shape[i + 1:])) * dtype.itemsize for i in range(4))
+    if strides is not None and tuple(int(s) for s in strides) != contiguous:
+        raise ValueError(f"the output must be C-contiguous; got strides {tuple(strides)}")
+    if layout == "NCHW":
+        batch, _, height, width = shape
+    else:
+        batch, height, width, _ = shape
+    return OutputView(ptr=int(iface["data"][0]), batch=batch, height=height, width=width,
+                      dtype=dtype, layout=layout)
+
+
+def kernel_name(dtype, layout: str) -> str:
+    """The extern "C" entry point of resize_normalize.cu for this output type and layout."""
+    return f"chute_resize_normalize_{_KERNEL_DTYPES[np.dtype(dtype)]}_{layout.lower()}"
+
+
+def launch_grid(out: OutputView) -> tuple[int, int, int]:
+    """Grid of BLOCK-sized blocks covering (x, y, sample)."""
+    if out.batch > _MAX_GRID_Z:
+        raise ValueError(f"batch {out.batch} exceeds the {_MAX_GRID_Z} samples of one launch")
+    return (-(-out.width // BLOCK[0]), -(-out.height // BLOCK[1]), out.batch)
+
+
+def _checked_boxes(boxes, views: list[SourceView]) -> np.ndarray:
+    boxes = np.asarray(boxes, dtype=np.float64)
+    if boxes.shape != (len(views), 4):
+        raise ValueError(f"boxes must have shape ({len(views)}, 4), got {boxes.shape}")
+    limits = np.array([[v.height, v.width] for v in views], dtype=np.float64).reshape(-1, 2)
+    bad = ~np.isfinite(boxes).all(axis=1)
+    bad |= (boxes[:, 2:] <= 0).any(axis=1)
+    bad |= (boxes[:, :2] < -_BOX_SLACK).any(axis=1)
+    bad |= (boxes[:, :2] + boxes[:, 2:] > limits + _BOX_SLACK).any(axis=1)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"box {boxes[b].tolist()} (y0, x0, h, w) of sample {b} does not lie inside its "
+            f"{views[b].height}x{views[b].width} source with a positive size; boxes are in the "
+            "pixel units of the array given as source"
+        )
+    return boxes.astype(np.float32)
+
+
+def pack_args(views: list[SourceView], boxes, flips, mean, std) -> PackedArgs:
+    """Pack pointers, shapes, boxes, flips and normalisation into one aligned byte buffer."""
+    n = len(views)
+    flips = np.asarray(flips, dtype=bool).reshape(-1)
+    if flips.shape != (n,):
+        raise ValueError(f"flips must have {n} entries, got {flips.shape[0]}")
+    mean = np.asarray(mean, dtype=np.float32).reshape(-1)
+    std = np.asarray(std, dtype=np.float32).reshape(-1)
+    if mean.shape != (3,) or std.shape != (3,) or not (std > 0).all():
+        raise ValueError(f"mean and std need 3 values each, std > 0; got {mean}, {std}")
+    parts = [
+        ("srcs", np.array([v.ptr for v in views], dtype=np.uint64)),
+        ("boxes", _checked_boxes(boxes, views)),
+        # The definition computes 255*mean and 255*std in float32.
+        ("norm", np.concatenate([mean * np.float32(255), std * np.float32(255)])),
+        ("shapes", np.array([[v.height, v.width, v.pitch] for v in views], dtype=np.int32)),
+        ("flips", flips.astype(np.uint8)),
+    ]
+    offsets, chunks, size = {}, [], 0
+    for name, arr in parts:  # 8-byte alignment first, then 4, then 1: no padding needed
+        offsets[name] = size
+        raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        chunks.append(raw)
+        size += raw.size
+    return PackedArgs(buffer=np.concatenate(chunks), **offsets)

@@ -1,0 +1,45 @@
+"""Generated test batches for the resize kernel: variable-size sources, boxes and flips."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# (source height, source width, box (y0, x0, h, w) or None for the full image, pad columns)
+SOURCES = [
+    (1, 1, None, 0),  # 1x1 source: every output pixel is that pixel
+    (37, 53, None, 0),  # odd sizes, full image
+    (300, 260, (3.5, 2.25, 290.5, 250.0), 0),  # > 8x downscale at small outputs
+    (9, 13, (1.25, 2.5, 5.5, 7.75), 0),  # upscale with a fractional box
+    (64, 80, (10.3, 7.7, 40.6, 55.1), 5),  # fractional box, row pitch wider than the row
+    (21, 18, (0.0, 11.0, 21.0, 7.0), 2),  # box touching the right and bottom edges
+]
+
+# Output sizes: 1x1, odd, a typical small one, and one larger than some sources.
+OUTPUT_SIZES = [(1, 1), (7, 5), (24, 32), (33, 31)]
+
+
+def smooth_noise(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """uint8 RGB: gradients plus noise, so both edges and flat areas occur."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    base = np.stack([yy * 255.0 / max(height, 1), xx * 255.0 / max(width, 1),
+                     (yy + xx) % 64 * 4.0], axis=-1)
+    noisy = base + rng.normal(0.0, 30.0, size=base.shape)
+    return np.clip(noisy, 0, 255).astype(np.uint8)
+
+
+def make_batch(seed: int = 0):
+    """-> (images, padded, boxes [B,4] float32, flips [B] bool).
+
+    `padded` are the arrays actually handed to the kernel: views of wider arrays where a
+    case asks for a row pitch larger than width * 3.
+    """
+    rng = np.random.default_rng(seed)
+    images, padded, boxes = [], [], []
+    for h, w, box, pad in SOURCES:
+        store = smooth_noise(rng, h, w + pad)
+        image = store[:, :w]
+        images.append(np.ascontiguousarray(image))
+        padded.append(image)
+        boxes.append((0.0, 0.0, float(h), float(w)) if box is None else box)
+    flips = np.arange(len(SOURCES)) % 2 == 1
+    return images, padded, np.asarray(boxes, dtype=np.float32), flips

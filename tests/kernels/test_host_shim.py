@@ -1,0 +1,131 @@
+"""The CUDA source of the fused kernel, compiled as C++ through a host shim, run on the CPU and
+compared with the NumPy reference of resize definition #3 (and the reference with PIL)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, kernel_name
+from chute.kernels._plan import BLOCK, launch_grid, output_view, pack_args, source_views
+from tests.kernels.cases import OUTPUT_SIZES, make_batch, smooth_noise
+from tests.kernels.reference import reference_batch, resample
+
+
+class HostAsDevice:
+    """A host NumPy array dressed as a CUDA array: the shim dereferences host pointers."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        a = self.array
+        strides = None if a.flags.c_contiguous else a.strides
+        return {"shape": a.shape, "typestr": a.dtype.str, "data": (a.ctypes.data, False),
+                "strides": strides, "version": 3}
+
+
+def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    """Same host-side path as chute.kernels.resize_normalize, with the shim as the 'device'."""
+    target = output_view(HostAsDevice(out), layout)
+    packed = pack_args(source_views([HostAsDevice(s) for s in sources]), boxes, flips, mean, std)
+    base = packed.buffer.ctypes.data
+    grid = np.array(launch_grid(target), dtype=np.uint32)
+    block = np.array(BLOCK, dtype=np.uint32)
+    rc = lib.run_kernel(
+        kernel_name(target.dtype, layout).encode(), grid.ctypes.data, block.ctypes.data,
+        base + packed.srcs, base + packed.shapes, base + packed.boxes, base + packed.flips,
+        base + packed.norm, target.ptr, target.height, target.width,
+    )
+    assert rc == 0
+
+
+def assert_matches_reference(got: np.ndarray, want: np.ndarray) -> None:
+    """float32: 1e-4 absolute; float16: at most 1 ulp (or 1e-5 absolute next to 0, where the
+    float32 error of v - 255*mean exceeds an fp16 ulp); uint8: off by at most 1, rarely."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if got.dtype == np.uint8:
+        diff = np.abs(got.astype(np.int16) - want.astype(np.int16))
+        assert diff.max() <= 1
+        assert (diff == 0).mean() >= 0.99
+    elif got.dtype == np.float16:
+        ulp = np.spacing(np.abs(want)).astype(np.float32)
+        diff = np.abs(got.astype(np.float32) - want.astype(np.float32))
+        assert (diff <= np.maximum(ulp, 1e-5)).all()
+        assert (diff == 0).mean() >= 0.95
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32])
+@pytest.mark.parametrize("out_size", OUTPUT_SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_kernel_matches_reference(kernel_shim, out_size, dtype, layout):
+    images, padded, boxes, flips = make_batch(seed=1)
+    out_h, out_w = out_size
+    shape = (len(images), 3, out_h, out_w) if layout == "NCHW" else (len(images), out_h, out_w, 3)
+    out = np.full(shape, 77, dtype=dtype)  # a stale value the kernel must overwrite
+    run_shim(kernel_shim, padded, boxes, flips, out, layout)
+    want = reference_batch(images, boxes, flips, out_h, out_w, dtype, layout,
+                           IMAGENET_MEAN, IMAGENET_STD)
+    assert_matches_reference(out, want)
+
+
+def test_flip_and_layout_are_not_symmetric_noops(kernel_shim):
+    """Guards the comparison itself: a wrong flip or a transposed layout must be detected."""
+    images, padded, boxes, flips = make_batch(seed=2)
+    out = np.zeros((len(images), 3, 24, 32), dtype=np.float32)
+    run_shim(kernel_shim, padded, boxes, flips, out, "NCHW")
+    want = reference_batch(images, boxes, ~flips, 24, 32, np.float32, "NCHW",
+                           IMAGENET_MEAN, IMAGENET_STD)
+    assert np.abs(out - want).max() > 0.1
+
+
+def test_custom_mean_std(kernel_shim):
+    images, padded, boxes, flips = make_batch(seed=3)
+    mean, std = (0.1, 0.5, 0.9), (0.3, 0.2, 0.1)
+    out = np.zeros((len(images), 7, 5, 3), dtype=np.float32)
+    run_shim(kernel_shim, padded, boxes, flips, out, "NHWC", mean=mean, std=std)
+    want = reference_batch(images, boxes, flips, 7, 5, np.float32, "NHWC", mean, std)
+    assert_matches_reference(out, want)
+
+
+def test_half_conversion_rounds_to_nearest_even(kernel_shim):
+    rng = np.random.default_rng(0)
+    patterns = rng.integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)
+    special = np.array([0.0, -0.0, 65504.0, 65519.99, 65520.0, 1e9, np.inf, -np.inf,
+                        2.0**-24, 2.0**-25, 1.5 * 2.0**-25, 2.0**-14, 2.0**-14 - 2.0**-25,
+                        1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, 6.1e-5, 0.1, -300.7],
+                       dtype=np.float32)
+    # values near the fp16 range exercise the normal/subnormal/overflow branches densely
+    near = rng.uniform(-7e4, 7e4, 100_000).astype(np.float32) * rng.choice(
+        [1.0, 1e-3, 1e-6], 100_000).astype(np.float32)
+    values = np.concatenate([patterns.view(np.float32), special, near])
+    bits = np.empty(values.size, dtype=np.uint16)
+    kernel_shim.floats_to_half_bits(values.ctypes.data, bits.ctypes.data, values.size)
+    with np.errstate(over="ignore"):
+        want = values.astype(np.float16)
+    nan = np.isnan(want)
+    assert np.isnan(bits.view(np.float16)[nan]).all()
+    np.testing.assert_array_equal(bits[~nan], want.view(np.uint16)[~nan])
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_reference_is_pil_bilinear_with_box(case):
+    """The reference itself is definition #3: compare with PIL (which rounds between passes)."""
+    rng = np.random.default_rng(case)
+    h, w = int(rng.integers(20, 400)), int(rng.integers(20, 400))
+    image = smooth_noise(rng, h, w)
+    bh, bw = rng.uniform(0.1, 1.0) * h, rng.uniform(0.1, 1.0) * w
+    y0, x0 = rng.uniform(0, h - bh), rng.uniform(0, w - bw)
+    out_h, out_w = int(rng.integers(1, 300)), int(rng.integers(1, 300))
+    flip = bool(case % 2)
+    ours = np.clip(np.floor(resample(image, (y0, x0, bh, bw), out_h, out_w, flip) + 0.5), 0, 255)
+    pil = np.asarray(Image.fromarray(image).resize(
+        (out_w, out_h), Image.BILINEAR, box=(x0, y0, x0 + bw, y0 + bh)))
+    if flip:
+        pil = pil[:, ::-1]
+    diff = np.abs(ours - pil.astype(np.float64))
+    assert diff.mean() <= 1.0 and diff.max() <= 8
