@@ -15,7 +15,7 @@ from chute.readers._manifest import FORMAT, MANIFEST, VERSION, write_manifest
 from chute.readers._mmidx import MAX_LENGTH, encode_index
 from chute.readers._sizes import parse_size
 
-__all__ = ["ShardWriter", "infer_fields", "encode_json"]
+__all__ = ["ShardWriter", "infer_fields", "encode_json", "write_index"]
 
 
 def encode_json(value) -> bytes:
@@ -69,6 +69,15 @@ def _to_scalar(name: str, value, dtype: str, sample: int) -> np.ndarray:
     return cast
 
 
+def write_index(path: Path, lengths: list[int]) -> dict:
+    """Atomically write the MMIDIDX index of back-to-back records; returns its manifest entry."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    pointers = np.zeros_like(lengths)
+    np.cumsum(lengths[:-1], out=pointers[1:])
+    index = encode_index(lengths, pointers, np.arange(len(lengths) + 1))
+    return atomic_write_bytes(path, index)
+
+
 class _Shard:
     """The files of the shard being written."""
 
@@ -98,11 +107,7 @@ class _Shard:
         files = {}
         for name, writer in self.bins.items():
             files[writer.path.name] = writer.commit()
-            lengths = np.asarray(self.lengths[name], dtype=np.int64)
-            pointers = np.zeros_like(lengths)
-            np.cumsum(lengths[:-1], out=pointers[1:])
-            index = encode_index(lengths, pointers, np.arange(self.count + 1))
-            files[f"{name}.idx"] = atomic_write_bytes(self.folder / f"{name}.idx", index)
+            files[f"{name}.idx"] = write_index(self.folder / f"{name}.idx", self.lengths[name])
         for name, values in self.scalars.items():
             column = np.array(values, dtype=self.fields[name]["dtype"])
             buf = io.BytesIO()
@@ -138,7 +143,8 @@ class ShardWriter:
         self.path = Path(path)
         self.shard_size = parse_size(shard_size)
         self._fields = None if fields is None else {n: _field_spec(n, s) for n, s in fields.items()}
-        self._extra = {"class_names": class_names, **(manifest_extra or {})}
+        # keys added to the manifest at close (may be changed until then)
+        self.manifest_extra = {"class_names": class_names, **(manifest_extra or {})}
         self._shards: list[dict] = []
         self._current: _Shard | None = None
         self._count = 0
@@ -210,7 +216,7 @@ class ShardWriter:
             "checksum": CHECKSUM,
             "num_samples": self._count,
             "fields": self._fields or {},
-            **self._extra,
+            **self.manifest_extra,
             "shards": self._shards,
         }
         write_manifest(self.path, manifest)

@@ -1,0 +1,85 @@
+"""`chute convert imagefolder|csv ...`: build a chute dataset from image files."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from chute.readers import ConvertOptions, convert_csv, convert_imagefolder, parse_size
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dst", metavar="DST", help="new dataset folder (e.g. train.chute)")
+    parser.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
+                        help="payload bytes per shard, e.g. 1GiB, 512MiB, 64MB (default 1GiB)")
+    parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
+                        metavar="N", help="reader/check processes (default: CPU count)")
+    parser.add_argument("--max-side", type=_positive_int, metavar="N",
+                        help="downscale images whose longer side exceeds N and re-encode them "
+                             "as JPEG (default: JPEG bytes are stored unchanged)")
+    parser.add_argument("--quality", type=int, default=95, metavar="Q",
+                        help="JPEG quality for transcoded/downscaled images (default 95)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on the first unreadable or truncated image instead of "
+                             "skipping it")
+    parser.add_argument("--report", metavar="FILE",
+                        help="where to list skipped images (default DST/skipped.tsv)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace DST if it already holds a chute dataset")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "convert", help="convert an image folder or a CSV of image paths to a chute dataset",
+        description="Convert images to a chute v1 dataset. JPEG files are stored byte for byte "
+        "(height/width read from their headers); other formats are transcoded to JPEG. "
+        "Unreadable or truncated files are skipped and listed in a report.")
+    kinds = parser.add_subparsers(dest="source_kind", metavar="SOURCE", required=True)
+    folder = kinds.add_parser(
+        "imagefolder", help="SRC/<class>/<image> folders -> integer labels + class names",
+        description="Each sub-folder of SRC is a class (labels = sorted folder index, names in "
+        "the manifest's class_names). meta['key'] is the image path relative to SRC.")
+    folder.add_argument("src", metavar="SRC", help="folder with one sub-folder per class")
+    _common(folder)
+    table = kinds.add_parser(
+        "csv", help="CSV with columns path, optional label, text, ...",
+        description="Rows of FILE: `path` (relative to --root, default the CSV's folder), "
+        "optional `label` (integers, or names mapped to sorted class indices), and any other "
+        "columns (e.g. `text`) stored as metadata. meta['key'] is the `path` value.")
+    table.add_argument("src", metavar="FILE", help="CSV file with a header row")
+    table.add_argument("--root", metavar="DIR", help="folder the paths are relative to")
+    _common(table)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    options = ConvertOptions(
+        shard_size=args.shard_size, workers=args.workers, max_side=args.max_side,
+        quality=args.quality, strict=args.strict, overwrite=args.overwrite,
+        progress=not args.no_progress, report=args.report)
+    if args.source_kind == "imagefolder":
+        report = convert_imagefolder(args.src, args.dst, options)
+    else:
+        report = convert_csv(args.src, args.dst, options, root=args.root)
+    done = ", ".join(f"{n} {action}" for action, n in sorted(report.actions.items()))
+    print(f"wrote {report.written} samples to {args.dst} ({done or 'none'})")
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} unreadable images, listed in {report.report_path}")
+    else:
+        print("skipped 0 images")
+    return 0

@@ -1,0 +1,41 @@
+"""`chute info DST [--json]`: samples, fields, shards, bytes and index overhead."""
+
+from __future__ import annotations
+
+import json
+
+from chute.readers import dataset_info, format_size
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "info", help="show samples, fields, shards, sizes and index overhead of a dataset",
+        description="Summarise a chute dataset (or a Megatron-LM PREFIX.bin/.idx pair). "
+        "overhead_pct = (index files + scalar columns) / payload bytes * 100.")
+    parser.add_argument("dst", metavar="DST", help="dataset folder or Megatron PREFIX")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    info = dataset_info(args.dst)
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    fields = ", ".join(f"{name} ({kind})" for name, kind in info["fields"].items())
+    sizes = info["bytes"]
+    lines = [
+        f"dataset     {info['path']} ({info['format']})",
+        f"samples     {info['samples']}",
+        f"fields      {fields}",
+        f"shards      {info['shards']}",
+        f"classes     {info['class_names']}",
+        f"payload     {format_size(sizes['payload'])}",
+        f"index       {format_size(sizes['index'])}",
+        f"columns     {format_size(sizes['columns'])}",
+        f"metadata    {format_size(sizes['metadata'])} ({info['metadata_pct']:.3f}% of payload)",
+        f"overhead    {info['overhead_pct']:.3f}% of payload (index + columns)",
+        f"fingerprint {info['fingerprint']}",
+    ]
+    print("\n".join(lines))
+    return 0

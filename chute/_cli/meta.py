@@ -1,0 +1,38 @@
+"""`chute meta update DST FILE.jsonl`: replace per-sample metadata, payloads untouched."""
+
+from __future__ import annotations
+
+from chute.readers import update_metadata
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "meta", help="manage per-sample JSON metadata (e.g. better captions)",
+        description="Per-sample metadata lives apart from the payloads; updating it rewrites "
+        "only the metadata files and the manifest.")
+    actions = parser.add_subparsers(dest="meta_action", metavar="ACTION", required=True)
+    update = actions.add_parser(
+        "update", help="replace the metadata of samples matched by key",
+        description="Each line of FILE.jsonl is a JSON object; it replaces the metadata of the "
+        "sample whose metadata has the same value under --key (default 'key': the source path "
+        "relative to the image folder, or the CSV `path` value, as stored by `chute convert`). "
+        "Samples not in the file keep their metadata. New files are written, then the manifest "
+        "is swapped atomically; payload files are not touched.")
+    update.add_argument("dst", metavar="DST", help="dataset folder")
+    update.add_argument("jsonl", metavar="FILE.jsonl", help="one JSON object per line")
+    update.add_argument("--key", default="key", help="metadata entry to match on (default key)")
+    update.add_argument("--field", default="meta", help="JSON field to update (default meta)")
+    update.add_argument("--merge", action="store_true",
+                        help="merge each object into the existing metadata instead of replacing")
+    update.add_argument("--allow-unmatched", action="store_true",
+                        help="ignore lines whose key matches no sample (default: error)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    result = update_metadata(args.dst, args.jsonl, key=args.key, field=args.field,
+                             merge=args.merge, allow_unmatched=args.allow_unmatched)
+    print(f"updated the metadata of {result.updated} samples in {args.dst}")
+    if result.unmatched:
+        print(f"{len(result.unmatched)} keys matched no sample (first: {result.unmatched[0]!r})")
+    return 0

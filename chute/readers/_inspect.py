@@ -1,0 +1,93 @@
+"""Inspecting a dataset: sizes and overhead (`chute info`), full checksum verification
+(`chute verify`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tqdm import tqdm
+
+from chute.errors import FormatError
+from chute.readers._dataset import open_dataset
+from chute.readers._files import CHECKSUM, file_checksum
+from chute.readers._manifest import MANIFEST, field_files, load_manifest
+
+__all__ = ["dataset_info", "verify_dataset"]
+
+
+def _file_roles(manifest: dict) -> dict[str, str]:
+    """File name inside a shard -> payload | index | columns | metadata."""
+    roles = {}
+    for name, spec in manifest["fields"].items():
+        files = field_files(name, spec)
+        if spec["kind"] == "scalar":
+            roles[files[0]] = "columns"
+        else:
+            roles[files[0]] = "payload" if spec["kind"] == "bytes" else "metadata"
+            roles[files[1]] = "index"
+    return roles
+
+
+def dataset_info(path) -> dict:
+    """Samples, fields, shards and bytes by role. overhead_pct = (index + columns) / payload."""
+    ds = open_dataset(path)
+    manifest = ds.manifest
+    totals = {"payload": 0, "index": 0, "columns": 0, "metadata": 0}
+    if manifest["format"] == "chute":
+        roles = _file_roles(manifest)
+        for shard in manifest["shards"]:
+            for fname, entry in shard["files"].items():
+                totals[roles.get(fname, "metadata")] += entry["size"]
+        totals["manifest"] = (Path(ds.path) / MANIFEST).stat().st_size
+    else:  # a Megatron pair: sizes from the files themselves
+        totals["payload"] = Path(f"{ds.path}.bin").stat().st_size
+        totals["index"] = Path(f"{ds.path}.idx").stat().st_size
+    payload = totals["payload"]
+    return {
+        "path": str(ds.path),
+        "format": manifest["format"],
+        "samples": len(ds),
+        "fields": ds.fields,
+        "shards": len(manifest["shards"]),
+        "class_names": len(ds.class_names) if ds.class_names else 0,
+        "bytes": {**totals, "total": sum(totals.values())},
+        "overhead_pct": 100.0 * (totals["index"] + totals["columns"]) / payload if payload else 0.0,
+        "metadata_pct": 100.0 * totals["metadata"] / payload if payload else 0.0,
+        "fingerprint": ds.fingerprint,
+        "source": manifest.get("source"),
+    }
+
+
+def verify_dataset(path, *, progress: bool = False) -> list[str]:
+    """Check every file's size and checksum against the manifest, then the structure (index
+    magic, counts, bounds). Returns the problems found, each naming its file; [] means OK."""
+    root = Path(path)
+    if root.name == MANIFEST:
+        root = root.parent
+    if not (root / MANIFEST).exists() and not root.is_dir():
+        open_dataset(path)  # a Megatron pair has no checksums: structural checks only
+        return []
+    manifest = load_manifest(root)
+    algo = manifest.get("checksum", CHECKSUM)
+    if algo != CHECKSUM:
+        raise FormatError(f"{root / MANIFEST}: checksum {algo!r} is not supported ({CHECKSUM})")
+    files = [(root / shard["name"] / fname, entry)
+             for shard in manifest["shards"] for fname, entry in shard["files"].items()]
+    problems = []
+    bar = tqdm(total=sum(e["size"] for _, e in files), unit="B", unit_scale=True,
+               disable=not progress, desc="verify")
+    for file, entry in files:
+        bar.update(entry["size"])
+        if not file.is_file():
+            problems.append(f"{file}: missing")
+        elif file.stat().st_size != entry["size"]:
+            problems.append(f"{file}: size {file.stat().st_size}, manifest says {entry['size']}")
+        elif file_checksum(file) != entry[algo]:
+            problems.append(f"{file}: checksum mismatch (the file was modified or corrupted)")
+    bar.close()
+    if not problems:
+        try:
+            open_dataset(root)
+        except FormatError as exc:
+            problems.append(str(exc))
+    return problems

@@ -1,0 +1,109 @@
+"""Replacing per-sample JSON metadata without touching payload files.
+
+The new metadata is written as a new file generation (`meta.1.bin/.idx`, then `meta.2...`) in
+every shard; the manifest rename switches readers over atomically, then the old files go."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from chute.errors import ChuteError, FormatError
+from chute.readers._dataset import open_dataset
+from chute.readers._files import HashingWriter
+from chute.readers._manifest import field_files, write_manifest
+from chute.readers._writer import encode_json, write_index
+
+__all__ = ["MetaUpdate", "update_metadata"]
+
+
+@dataclass(frozen=True)
+class MetaUpdate:
+    updated: int
+    unmatched: list[str]  # keys in the file that match no sample (only with allow_unmatched)
+    files: list[str]  # metadata files written
+
+
+def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
+    updates = {}
+    try:
+        lines = Path(jsonl).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ChuteError(f"{jsonl}: no such file") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ChuteError(f"{jsonl}:{number}: not valid JSON ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get(key), str):
+            raise ChuteError(f"{jsonl}:{number}: needs a JSON object with a string {key!r}")
+        if record[key] in updates:
+            raise ChuteError(f"{jsonl}:{number}: key {record[key]!r} appears twice")
+        updates[record[key]] = record
+    return updates
+
+
+def _next_stem(field: str, stem: str) -> str:
+    generation = stem.rsplit(".", 1)[1] if "." in stem else "0"
+    return f"{field}.{int(generation) + 1}"
+
+
+def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge: bool = False,
+                    allow_unmatched: bool = False) -> MetaUpdate:
+    """Replace (or with `merge`, update) the metadata of the samples whose `meta[key]` equals a
+    record's `key` in FILE.jsonl (one JSON object per line). Other samples keep theirs."""
+    ds = open_dataset(path)
+    if ds.manifest["format"] != "chute" or ds.fields.get(field) != "json":
+        raise ChuteError(f"{ds.path}: has no JSON metadata field {field!r} to update")
+    updates = _read_updates(Path(jsonl), key)
+    current = [ds[i][field] for i in range(len(ds))]
+    ids = {}
+    for i, meta in enumerate(current):
+        k = meta.get(key) if isinstance(meta, dict) else None
+        if k in ids:
+            raise FormatError(f"{ds.path}: samples {ids[k]} and {i} share {key}={k!r}; "
+                              "keys must be unique to match updates")
+        if k is not None:
+            ids[k] = i
+    unmatched = [k for k in updates if k not in ids]
+    if unmatched and not allow_unmatched:
+        raise ChuteError(f"{jsonl}: {len(unmatched)} keys match no sample of {ds.path} "
+                         f"(first: {unmatched[0]!r}); fix them or pass --allow-unmatched")
+    for k, record in updates.items():
+        if k in ids:
+            i = ids[k]
+            current[i] = {**current[i], **record} if merge else record
+    return MetaUpdate(len(updates) - len(unmatched), unmatched, _rewrite(ds, field, current))
+
+
+def _rewrite(ds, field: str, records: list) -> list[str]:
+    manifest = json.loads(json.dumps(ds.manifest))  # deep copy
+    spec = manifest["fields"][field]
+    old_files = field_files(field, spec)
+    spec["file"] = _next_stem(field, spec.get("file", field))
+    bin_name, idx_name = field_files(field, spec)
+    written, start = [], 0
+    for shard in manifest["shards"]:
+        folder = Path(ds.path) / shard["name"]
+        count = shard["num_samples"]
+        writer = HashingWriter(folder / bin_name)
+        lengths = []
+        for record in records[start:start + count]:
+            data = encode_json(record)
+            writer.write(data)
+            lengths.append(len(data))
+        start += count
+        for old in old_files:
+            shard["files"].pop(old)
+        shard["files"][bin_name] = writer.commit()
+        shard["files"][idx_name] = write_index(folder / idx_name, lengths)
+        shard["files"] = dict(sorted(shard["files"].items()))
+        written += [str(folder / bin_name), str(folder / idx_name)]
+    write_manifest(ds.path, manifest)  # the switch-over
+    for shard in manifest["shards"]:
+        for old in old_files:
+            (Path(ds.path) / shard["name"] / old).unlink(missing_ok=True)
+    return written

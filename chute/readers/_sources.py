@@ -1,0 +1,87 @@
+"""What to convert: image folders with class sub-folders, and CSV files of paths."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chute.errors import FormatError
+
+__all__ = ["Source", "IMAGE_EXTENSIONS", "list_imagefolder", "list_csv"]
+
+IMAGE_EXTENSIONS = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".jfif"}
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path  # file to read
+    key: str  # stable name stored as meta["key"] (used by `chute meta update`)
+    label: int | None = None
+    meta: dict = field(default_factory=dict)  # extra metadata (CSV columns)
+
+
+def _image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*")
+                  if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+
+
+def list_imagefolder(root) -> tuple[list[Source], list[str]]:
+    """Every image under ROOT/<class>/..., labels = index of the class folder in sorted order.
+    Keys are paths relative to ROOT ("n01440764/img_001.JPEG")."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FormatError(f"{root}: not a folder; `convert imagefolder` needs ROOT/<class>/<image>")
+    class_names = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if not class_names:
+        raise FormatError(f"{root}: has no class sub-folders; put images in ROOT/<class>/")
+    sources = [Source(path, path.relative_to(root).as_posix(), label)
+               for label, name in enumerate(class_names)
+               for path in _image_files(root / name)]
+    if not sources:
+        raise FormatError(f"{root}: no image files found in its class folders "
+                          f"(extensions: {', '.join(sorted(IMAGE_EXTENSIONS))})")
+    return sources, class_names
+
+
+def _labels(values: list[str], csv_path: Path) -> tuple[list[int], list[str] | None]:
+    """Integer labels as they are; any other labels become indices into sorted class names."""
+    try:
+        return [int(v) for v in values], None
+    except ValueError:
+        pass
+    if any(v == "" for v in values):
+        raise FormatError(f"{csv_path}: some rows have an empty label; fill them or drop the "
+                          "label column")
+    names = sorted(set(values))
+    index = {name: i for i, name in enumerate(names)}
+    return [index[v] for v in values], names
+
+
+def list_csv(csv_path, root=None) -> tuple[list[Source], list[str] | None]:
+    """Rows of a CSV with a `path` column (relative to `root`, default the CSV's folder), an
+    optional `label` column, and any other columns (e.g. `text`) kept as metadata.
+    Keys are the `path` values as written."""
+    csv_path = Path(csv_path)
+    root = Path(root) if root is not None else csv_path.parent
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            columns = reader.fieldnames or []
+    except FileNotFoundError:
+        raise FormatError(f"{csv_path}: no such CSV file") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise FormatError(f"{csv_path}: cannot read it as UTF-8 CSV ({exc})") from None
+    if "path" not in columns:
+        raise FormatError(f"{csv_path}: needs a `path` column (has {columns})")
+    has_label = "label" in columns
+    labels, class_names = _labels([r["label"] for r in rows], csv_path) if has_label else \
+        ([None] * len(rows), None)
+    sources = []
+    for row, label in zip(rows, labels, strict=True):
+        extra = {k: v for k, v in row.items() if k not in ("path", "label") and k is not None}
+        sources.append(Source(root / row["path"], row["path"], label, extra))
+    return sources, class_names
