@@ -62,11 +62,17 @@ class BatchPlan:
     def batch(self, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids int64 [B], boxes int32 [B, 4], flips bool [B]) of batch `iteration`."""
         ids = self.ids(iteration)
-        heights, widths = _image_sizes(self.dataset_path)
-        boxes, flips = crop_boxes(
-            self.seed, self.epoch, ids, heights[ids], widths[ids], self.crop
-        )
+        heights, widths = self.sizes()
+        boxes, flips = self.crops(ids, heights[ids], widths[ids])
         return ids, boxes, flips
+
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dataset's full image heights and widths (global columns, cached per process)."""
+        return _image_sizes(self.dataset_path)
+
+    def crops(self, ids, heights, widths) -> tuple[np.ndarray, np.ndarray]:
+        """Crop boxes and flips of samples `ids` in this plan's epoch."""
+        return crop_boxes(self.seed, self.epoch, ids, heights, widths, self.crop)
 
     def position_after(self, batches_done: int) -> int:
         """Global resume position once every rank has delivered `batches_done` batches."""

@@ -1,0 +1,51 @@
+"""Where this process sits in a distributed job, and which device it should use."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+__all__ = ["detect_rank_world", "resolve_device"]
+
+
+def detect_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """Explicit values win; else initialised torch.distributed; else RANK/WORLD_SIZE; else 0/1."""
+    if rank is None or world_size is None:
+        auto_rank, auto_world = _detected()
+        rank = auto_rank if rank is None else rank
+        world_size = auto_world if world_size is None else world_size
+    rank, world_size = int(rank), int(world_size)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(
+            f"Pipeline got rank={rank}, world_size={world_size}; need 0 <= rank < world_size "
+            "(pass rank/world_size explicitly, or fix the RANK/WORLD_SIZE environment variables)"
+        )
+    return rank, world_size
+
+
+def _detected() -> tuple[int, int]:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    if "WORLD_SIZE" in os.environ:
+        return int(os.environ.get("RANK", 0)), int(os.environ["WORLD_SIZE"])
+    return 0, 1
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """None -> cuda when available else cpu; bare "cuda" -> cuda:LOCAL_RANK under a launcher."""
+    from chute._device import cuda_device_count, require_cuda
+
+    if device is None:
+        device = "cuda" if cuda_device_count() else "cpu"
+    device = torch.device(device)
+    if device.type == "cuda":
+        require_cuda("Pipeline", str(device))
+        if device.index is None:
+            local = os.environ.get("LOCAL_RANK")
+            index = int(local) if local is not None else torch.cuda.current_device()
+            device = torch.device("cuda", index)
+    elif device.type != "cpu":
+        raise ValueError(f"Pipeline device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return device
