@@ -43,6 +43,7 @@ class Measurement:
     seconds: float
     warmup_seconds: float
     cut_short: bool = False  # the budget ended the window before `window` seconds
+    over_budget: bool = False  # warm-up ended past the deadline (finish_past_deadline)
 
 
 class BudgetExhausted(Exception):
@@ -62,22 +63,28 @@ def measure(
     device: str = "cpu",
     warmup_batches: int = 2,
     min_batches: int = 3,
+    finish_past_deadline: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Measurement:
     """Warm `source` up with `warmup_batches`, then run it for `window` seconds (and at least
     `min_batches` batches) unless `deadline` (a `clock()` time) comes first.
 
-    Raises BudgetExhausted when the deadline passes before any steady-state batch completed;
-    exceptions of the source propagate (the caller records them as the candidate's failure)."""
+    Raises BudgetExhausted when the deadline passes before any steady-state batch completed --
+    unless `finish_past_deadline`, which completes the warm-up and `min_batches` whatever the
+    deadline (so a first-run JIT compile longer than the budget still yields one measurement).
+    Exceptions of the source propagate (the caller records them as the candidate's failure)."""
     start = clock()
-    for _ in range(warmup_batches):
-        if clock() >= deadline:
+
+    def check_budget() -> None:
+        if clock() >= deadline and not finish_past_deadline:
             raise BudgetExhausted(f"budget ran out during warm-up ({clock() - start:.1f}s)")
+
+    for _ in range(warmup_batches):
+        check_budget()
         source.next_batch()
     source.synchronize()
     warmed = clock()
-    if warmed >= deadline:
-        raise BudgetExhausted(f"budget ran out during warm-up ({warmed - start:.1f}s)")
+    check_budget()
 
     images = batches = 0
     cut_short = False
@@ -90,7 +97,7 @@ def measure(
             now = clock()
             if batches >= min_batches and now - t0 >= window:
                 break
-            if now >= deadline:
+            if now >= deadline and (batches >= min_batches or not finish_past_deadline):
                 cut_short = True
                 break
         source.synchronize()
@@ -105,4 +112,5 @@ def measure(
         seconds=elapsed,
         warmup_seconds=warmed - start,
         cut_short=cut_short,
+        over_budget=warmed >= deadline,
     )

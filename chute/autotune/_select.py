@@ -93,7 +93,7 @@ def select(trials, *, tie_tolerance: float = TIE_TOLERANCE) -> Decision:
         margin = rate / _rate(runner_up)
         other = f"{runner_up.candidate.name} ({_rate(runner_up):.0f} img/s)"
         if margin >= 1.0 + tie_tolerance:
-            reason = f"{name} won by {margin:.2f}x over {other}: {rate:.0f} img/s"
+            reason = f"{name} ({rate:.0f} img/s) won by {margin:.2f}x over {other}"
         else:
             reason = (
                 f"{name} ({rate:.0f} img/s) tied with {other} within {tie_tolerance:.0%}; "

@@ -42,7 +42,10 @@ def _run_one(candidate: Candidate, runner: Runner, *, device: str, window: float
                     **measure_kw)
     finally:
         source.close()
-    note = "window cut short by the budget" if m.cut_short else ""
+    if m.over_budget:
+        note = f"over budget: warm-up took {m.warmup_seconds:.1f}s (JIT compile, first touch)"
+    else:
+        note = "window cut short by the budget" if m.cut_short else ""
     return Trial(candidate, m, note)
 
 
@@ -80,6 +83,8 @@ def tune(
                     candidate, runner, device=device, clock=clock, deadline=deadline,
                     window=_window_for(remaining, len(todo) - i, window, min_window),
                     warmup_batches=warmup_batches, min_batches=min_batches,
+                    # the first measurement completes whatever the budget: a decision needs one
+                    finish_past_deadline=not any(t.measurement for t in done.values()),
                 )
             except BudgetExhausted as exc:
                 done[candidate.name] = Trial(candidate, None, f"not measured: {exc}")

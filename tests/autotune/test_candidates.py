@@ -1,4 +1,3 @@
-import pytest
 
 import chute.autotune._candidates as cmod
 from chute.autotune import dali_unavailable_reason, enumerate_candidates
@@ -46,10 +45,11 @@ def test_each_backend_default_is_measured_first():
         "cpu threads=4 dct=on", "dali hw_decoder_load=0.65", "dali-native hw_decoder_load=0.65"]
 
 
-@pytest.mark.parametrize("mod", ["cupy", "cvcuda", "pynvml", "nvidia.dali"])
-def test_importing_autotune_pulls_no_gpu_library(mod):
+def test_importing_autotune_pulls_no_gpu_library():
     import subprocess
     import sys
 
-    code = f"import chute.autotune, sys; assert {mod!r} not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    gpu = ["cupy", "cvcuda", "pynvml", "nvidia.dali", "torch"]
+    code = f"import chute.autotune, sys; print([m for m in {gpu!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"

@@ -56,4 +56,4 @@ def test_table_lists_every_candidate_and_the_decision():
     assert any(line.startswith("dali") and line.endswith("no CUDA device available")
                for line in lines)
     assert "decision: cpu n=2" in text
-    assert "cpu threads=2 won by 1.80x over cpu threads=1 (100 img/s)" in text
+    assert "cpu threads=2 (180 img/s) won by 1.80x over cpu threads=1 (100 img/s)" in text

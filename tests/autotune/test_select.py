@@ -16,7 +16,7 @@ def test_clear_winner_and_margin():
     assert d.choice.name == "b"
     assert d.runner_up.name == "a"
     assert d.margin == pytest.approx(1.8)
-    assert d.reason.startswith("b won by 1.80x over a (100 img/s)")
+    assert d.reason.startswith("b (180 img/s) won by 1.80x over a (100 img/s)")
 
 
 def test_tie_prefers_the_cheaper_candidate_whatever_the_order():

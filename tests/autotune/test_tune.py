@@ -64,9 +64,30 @@ def test_budget_exhaustion_decides_among_measured_in_priority_order():
     assert "2 not measured" in d.reason
 
 
-def test_budget_gone_in_warmup_and_nothing_measured_is_an_error():
+def test_first_measurement_completes_past_the_budget_then_tuning_stops():
     clock = FakeClock()
-    runner = FakeRunner(clock, {"a": 10.0, "b": 10.0}, first_batch_s=100.0)
-    with pytest.raises(ChuteError, match="a: not measured: budget ran out during warm-up"):
-        tune([cand("a", 0), cand("b", 1)], runner, budget=5.0, clock=clock)
+    runner = FakeRunner(clock, {"a": 10.0, "b": 10.0}, first_batch_s=100.0)  # a long "JIT"
+    d = tune([cand("a", 0), cand("b", 1)], runner, budget=5.0, clock=clock)
     assert runner.opened == ["a"]
+    a, b = d.trials
+    assert a.measurement.img_per_s == pytest.approx(10.0) and a.measurement.batches == 3
+    assert a.note == "over budget: warm-up took 102.0s (JIT compile, first touch)"
+    assert b.note == "not measured: the budget of 5s was used up"
+    assert d.choice.name == "a"
+
+
+def test_budget_gone_in_a_later_warmup_is_not_waited_for():
+    clock = FakeClock()
+    runner = FakeRunner(clock, {"a": 10.0, "b": 10.0})  # 1 s per batch
+    d = tune([cand("a", 0), cand("b", 1)], runner, budget=6.5, window=1.0, clock=clock)
+    # a: 2 s warm-up + 3 s window; b starts with 1.5 s left and stops after its two warm-up batches
+    assert runner.opened == ["a", "b"]
+    assert d.trials[1].note == "not measured: budget ran out during warm-up (2.0s)"
+    assert d.choice.name == "a"
+
+
+def test_nothing_measured_is_an_error():
+    clock = FakeClock()
+    runner = FakeRunner(clock, {}, fail={"a": OSError("no libturbojpeg"), "b": ValueError("x")})
+    with pytest.raises(ChuteError, match="a: failed: OSError: no libturbojpeg"):
+        tune([cand("a", 0), cand("b", 1)], runner, budget=5.0, clock=clock)

@@ -1,0 +1,95 @@
+"""`chute autotune DATASET`: measure every backend this machine can run on DATASET at a batch
+shape, print the table and the decision, and store the decision for Pipeline(backend="auto").
+
+The command always measures (it is how a decision is refreshed); `--no-cache` neither reads nor
+writes the decision cache. `--json` prints exactly one JSON object on stdout; its schema is in
+chute/autotune/_report.py (keys: choice, backend_options, reason, key, candidates[name, backend,
+params, available, status, reason, img_per_s, cpu_percent, gpu_percent]). The progress display
+goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def _image_size(text: str):
+    parts = text.lower().split("x")
+    try:
+        sizes = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected S or HxW, got {text!r}") from None
+    if len(sizes) not in (1, 2) or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected S or HxW with positive sizes, got {text!r}")
+    return sizes[0] if len(sizes) == 1 else (sizes[0], sizes[1])
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    from chute.autotune import DEFAULT_BUDGET
+
+    p = subparsers.add_parser(
+        "autotune",
+        help="measure the backends on a dataset and store the fastest for backend='auto'",
+        description="Measure every backend this machine can run (cpu threads x DCT scaling, "
+        "DALI hw_decoder_load grid) on DATASET at the given batch shape, print img/s, CPU %% "
+        "and GPU %% per candidate, and store the winner for Pipeline(backend='auto').",
+    )
+    p.add_argument("dataset", metavar="DATASET", help="a chute dataset directory")
+    p.add_argument("--batch-size", type=_positive(int), required=True)
+    p.add_argument("--image-size", type=_image_size, default=224, metavar="S|HxW",
+                   help="output size (default 224)")
+    p.add_argument("--augment", choices=("train", "eval"), default="train")
+    p.add_argument("--device", default=None,
+                   help="cpu or cuda[:N] (default: cuda:0 when a CUDA device exists, else cpu)")
+    p.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16")
+    p.add_argument("--budget", type=_positive(float), default=DEFAULT_BUDGET, metavar="SECONDS",
+                   help=f"total time for all measurements (default {DEFAULT_BUDGET:g})")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor store the decision")
+    p.set_defaults(func=run)
+    return p
+
+
+def _default_device() -> str:
+    from chute._device import cuda_device_count
+
+    return "cuda:0" if cuda_device_count() > 0 else "cpu"
+
+
+def run(args) -> int:
+    from chute.autotune import TuneParams, autotune, decision_path, format_table
+    from chute.readers import open_dataset
+
+    dataset = open_dataset(args.dataset)
+    params = TuneParams(args.batch_size, args.image_size, args.augment, args.dtype,
+                        args.device or _default_device())
+    result = autotune(dataset, params, budget=args.budget, use_cache=not args.no_cache,
+                      progress=sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"autotune {dataset.path} batch {params.batch_size} "
+          f"{params.image_size[0]}x{params.image_size[1]} {params.augment} {params.dtype} "
+          f"on {params.device} (budget {args.budget:g}s)\n")
+    print(format_table(result))
+    if not args.no_cache:
+        print(f"  stored: {decision_path(result['key'])}")
+    return 0

@@ -1,0 +1,98 @@
+"""`chute autotune` end to end on a small real JPEG dataset, on this machine (no CUDA device)."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from chute import cli
+from chute.autotune import CANDIDATE_KEYS, JSON_KEYS, load_record
+
+BUDGET = "4"  # seconds: keeps the run short; the first candidate completes even past it
+
+
+@pytest.fixture(scope="module")
+def jpeg_dataset(tmp_path_factory):
+    from PIL import Image
+
+    from chute.readers import ShardWriter
+
+    path = tmp_path_factory.mktemp("autotune") / "small.chute"
+    rng = np.random.default_rng(0)
+    fields = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
+    with ShardWriter(path, fields) as writer:
+        for i in range(24):
+            h, w = int(rng.integers(40, 72)), int(rng.integers(40, 72))
+            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            buf = io.BytesIO()
+            Image.fromarray(pixels).save(buf, format="JPEG", quality=85)
+            writer.write({"image": buf.getvalue(), "label": i % 3, "height": h, "width": w})
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
+    return tmp_path / "cache"
+
+
+def _run(capsys, *argv):
+    code = cli.main(["autotune", *map(str, argv)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
+def test_json_on_this_machine_picks_cpu_and_lists_gpu_unavailable(jpeg_dataset, cache, capsys):
+    out = _run(capsys, jpeg_dataset, "--batch-size", 8, "--image-size", 32, "--augment", "train",
+               "--budget", BUDGET, "--json")
+    result = json.loads(out)  # exactly one object: json.loads rejects trailing data
+    assert tuple(result) == JSON_KEYS
+    assert result["choice"] == "cpu"
+    assert set(result["backend_options"]) == {"threads", "dct_scaling"}
+    cands = result["candidates"]
+    assert all(tuple(c) == CANDIDATE_KEYS for c in cands)
+    measured = [c for c in cands if c["status"] == "measured"]
+    assert measured and all(c["backend"] == "cpu" and c["img_per_s"] > 0 for c in measured)
+    assert all(c["gpu_percent"] is None for c in cands)
+    gpu = [c for c in cands if c["backend"] in ("dali", "dali-native")]
+    assert len(gpu) == 6
+    assert all(not c["available"] and c["reason"] == "no CUDA device available"
+               and c["status"] == "unavailable" and c["img_per_s"] is None for c in gpu)
+    winner = [c for c in measured if c["params"] == result["backend_options"]]
+    assert len(winner) == 1 and winner[0]["name"] in result["reason"]
+    # stored for Pipeline(backend="auto"), with what was measured
+    record = load_record(result["key"])
+    assert record["choice"] == "cpu" and record["candidates"] == cands
+    assert record["params"]["batch_size"] == 8 and record["params"]["device"] == "cpu"
+
+    from chute.autotune import resolve_auto_backend
+
+    name, options, reason = resolve_auto_backend(
+        jpeg_dataset, batch_size=8, image_size=32, augment="train", dtype="float16",
+        device="cpu")
+    assert (name, options) == ("cpu", result["backend_options"])
+    assert result["key"] in reason
+
+
+def test_table_and_no_cache(jpeg_dataset, cache, capsys):
+    out = _run(capsys, jpeg_dataset, "--batch-size", 8, "--image-size", "32x40", "--augment",
+               "eval", "--budget", BUDGET, "--no-cache")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
+    assert lines[header].split() == ["candidate", "img/s", "CPU", "%", "GPU", "%", "note"]
+    assert sum("<- chosen" in line for line in lines) == 1
+    assert sum(line.endswith("no CUDA device available") for line in lines) == 6
+    assert any(line.startswith("decision: cpu threads=") for line in lines)
+    assert "stored:" not in out and not cache.exists()
+
+
+def test_bad_arguments_exit_with_usage(jpeg_dataset, cache, capsys):
+    for argv in (["--batch-size", "0"], ["--batch-size", "8", "--budget", "-1"],
+                 ["--batch-size", "8", "--image-size", "big"]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["autotune", str(jpeg_dataset), *argv])
+        assert exc.value.code == 2
+    assert "must be positive" in capsys.readouterr().err
