@@ -106,7 +106,7 @@ def resize_normalize(
             else cupy.cuda.ExternalStream(ptr, device_id)
         )
         kernel = _module(device_id).get_function(kernel_name(target.dtype, layout))
-        with launch_stream:
+        with launch_stream:  # allocation, copy and launch all go to this stream
             # CuPy's memory pool is stream-ordered per stream, so freeing `args` when this
             # function returns cannot hand its memory to other work before the kernel ran.
             # The host buffer is pageable: the copy has read it by the time set() returns.
@@ -126,5 +126,4 @@ def resize_normalize(
                     np.int32(target.height),
                     np.int32(target.width),
                 ),
-                stream=launch_stream,
             )
