@@ -1,0 +1,82 @@
+import json
+
+import pytest
+
+from chute.cli import main
+from chute.readers import open_dataset
+from tests.readers._images import converted_imagefolder
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    return converted_imagefolder(tmp_path)
+
+
+def payload_state(root):
+    """bytes and mtime of every payload-side file (everything but metadata and manifest)."""
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in root.glob("*/*") if not p.name.startswith("meta")}
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_update_replaces_metadata_only(tmp_path, dataset, capsys):
+    before = open_dataset(dataset)
+    old_meta = [before[i]["meta"] for i in range(len(before))]
+    state = payload_state(dataset)
+    updates = write_jsonl(tmp_path / "new.jsonl", [
+        {"key": "cat/c1.jpg", "caption": "a better caption"},
+        {"key": "dog/sub/d2.JPEG", "caption": "a dog", "tags": ["x"]},
+    ])
+    assert main(["meta", "update", str(dataset), str(updates)]) == 0
+    assert "updated the metadata of 2 samples" in capsys.readouterr().out
+    assert payload_state(dataset) == state
+    after = open_dataset(dataset)
+    assert after.fingerprint != before.fingerprint
+    for i in range(len(after)):
+        meta = after[i]["meta"]
+        if meta["key"] == "cat/c1.jpg":
+            assert meta == {"key": "cat/c1.jpg", "caption": "a better caption"}
+        elif meta["key"] == "dog/sub/d2.JPEG":
+            assert meta["tags"] == ["x"]
+        else:
+            assert meta == old_meta[i]
+        assert after[i]["image"].tobytes() == before[i]["image"].tobytes()
+    assert not list(dataset.glob("*/meta.bin"))  # old generation removed
+    assert main(["verify", str(dataset), "--no-progress"]) == 0
+
+
+def test_second_update_and_merge(tmp_path, dataset):
+    first = write_jsonl(tmp_path / "a.jsonl", [{"key": "cat/c0.jpg", "caption": "one"}])
+    second = write_jsonl(tmp_path / "b.jsonl", [{"key": "cat/c0.jpg", "score": 3}])
+    assert main(["meta", "update", str(dataset), str(first)]) == 0
+    assert main(["meta", "update", str(dataset), str(second), "--merge"]) == 0
+    ds = open_dataset(dataset)
+    meta = next(ds[i]["meta"] for i in range(len(ds)) if ds[i]["meta"]["key"] == "cat/c0.jpg")
+    assert meta == {"key": "cat/c0.jpg", "caption": "one", "score": 3}
+    assert ds.manifest["fields"]["meta"]["file"] == "meta.2"
+
+
+def test_unmatched_keys(tmp_path, dataset, capsys):
+    updates = write_jsonl(tmp_path / "u.jsonl", [{"key": "cat/c0.jpg", "x": 1},
+                                                 {"key": "nope.jpg", "x": 2}])
+    manifest_before = (dataset / "chute.json").read_bytes()
+    assert main(["meta", "update", str(dataset), str(updates)]) == 1
+    assert "nope.jpg" in capsys.readouterr().err
+    assert (dataset / "chute.json").read_bytes() == manifest_before
+    assert main(["meta", "update", str(dataset), str(updates), "--allow-unmatched"]) == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"caption": "no key"}\n', "needs a JSON object"),
+    ("not json\n", "not valid JSON"),
+    ('{"key": "cat/c0.jpg"}\n{"key": "cat/c0.jpg"}\n', "appears twice"),
+])
+def test_bad_jsonl(tmp_path, dataset, capsys, content, message):
+    (tmp_path / "bad.jsonl").write_text(content)
+    assert main(["meta", "update", str(dataset), str(tmp_path / "bad.jsonl")]) == 1
+    assert message in capsys.readouterr().err
+
