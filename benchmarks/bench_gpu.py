@@ -1,0 +1,249 @@
+"""GPU path side by side: chute `dali` vs `dali-native` vs DALI's own random-crop pipeline vs
+chute `cpu`, RandomResizedCrop to 224 and 64, float16 NCHW, one run, img/s + GPU utilisation.
+
+    python benchmarks/bench_gpu.py DATASET_OR_JPEG_FOLDER [--batch-size 256] [--sizes 224 64]
+                                   [--batches 40] [--warmup 5] [--hw-decoder-load 0.65]
+    python benchmarks/bench_gpu.py DATASET_OR_JPEG_FOLDER --cpu-mode   # no GPU needed
+
+A folder of JPEGs is first written to a temporary chute dataset. Every contender gets the same
+images, batch size and output size; the DALI reference uses fn.decoders.image_random_crop (its own
+RRC sampling, so not the same crops) + fn.resize + fn.crop_mirror_normalize. GPU utilisation is
+sampled every 50 ms with pynvml in a thread (mean of nvmlDeviceGetUtilizationRates().gpu and of the
+NVJPG engine utilisation while the contender runs).
+
+On a machine without a CUDA device, and without --cpu-mode, it prints "no CUDA device: nothing to
+measure" and exits with status 0 (there is nothing wrong, there is just nothing to measure).
+--cpu-mode compares on the CPU: `dali-native` in DALI's CPU-only mode vs chute `cpu` vs DALI's own
+random-crop pipeline in CPU-only mode, outputs on the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def ensure_dataset(path: Path, workdir: Path) -> Path:
+    """`path` if it is a chute dataset, else a dataset written from the JPEGs under `path`."""
+    if (path / "chute.json").exists():
+        return path
+    from PIL import Image
+
+    from chute.readers import ShardWriter
+
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
+    if not files:
+        raise SystemExit(f"{path}: neither a chute dataset nor a folder of JPEG files")
+    out = workdir / "bench.chute"
+    fields = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
+    with ShardWriter(out, fields) as writer:
+        for i, file in enumerate(files):
+            with Image.open(file) as img:
+                if img.mode != "RGB":
+                    continue  # DALI and chute both decode RGB JPEGs; skip CMYK/greyscale here
+                width, height = img.size
+            writer.write({"image": file.read_bytes(), "label": i, "height": height,
+                          "width": width})
+    return out
+
+
+class GpuSampler:
+    """Samples GPU and NVJPG utilisation with pynvml in a background thread."""
+
+    def __init__(self, device_index: int = 0, period: float = 0.05):
+        self.period, self.samples, self._stop = period, [], threading.Event()
+        self._handle = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        except Exception as err:  # no pynvml or no driver: report "n/a", measure anyway
+            print(f"(GPU utilisation not sampled: {err})")
+
+    def __enter__(self):
+        if self._handle is not None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self):
+        nvml = self._nvml
+        while not self._stop.wait(self.period):
+            gpu = nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+            try:
+                jpg = nvml.nvmlDeviceGetJpgUtilization(self._handle)[0]
+            except Exception:  # GPUs without NVJPG engines
+                jpg = float("nan")
+            self.samples.append((gpu, jpg))
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._handle is not None:
+            self._thread.join()
+
+    def summary(self) -> str:
+        if not self.samples:
+            return "n/a"
+        gpu, jpg = np.asarray(self.samples, dtype=float).mean(axis=0)
+        return f"{gpu:.0f}% (nvjpg {jpg:.0f}%)" if np.isfinite(jpg) else f"{gpu:.0f}%"
+
+
+def time_batches(batches, count: int, warmup: int, sync) -> tuple[float, int]:
+    """(seconds, images) over `count` batches after `warmup` untimed ones."""
+    it = iter(batches)
+    for _ in range(warmup):
+        next(it)
+    sync()
+    images, start = 0, time.perf_counter()
+    for _ in range(count):
+        images += next(it)
+    sync()
+    return time.perf_counter() - start, images
+
+
+def chute_batches(dataset, backend: str, device: str, size: int, args):
+    from chute import Pipeline
+
+    options = {"hw_decoder_load": args.hw_decoder_load} if backend == "dali" else None
+    pipe = Pipeline(dataset, args.batch_size, image_size=size, backend=backend, device=device,
+                    dtype="float16", backend_options=options)
+    try:
+        for epoch in range(1 << 30):
+            pipe.set_epoch(epoch)
+            for batch in pipe:
+                yield int(batch["image"].shape[0])
+    finally:
+        pipe.close()
+
+
+def dali_reference_batches(dataset, device_id, size: int, args):
+    """DALI's own pipeline: same bytes (our external source), its own random-crop ROI decode."""
+    from chute.pipelines import BatchPlan, CropConfig
+    from chute.pipelines._dali_graph import import_dali
+    from chute.pipelines._dali_source import DaliBatchSource
+
+    dali = import_dali()
+    fn, types = dali.fn, dali.types
+    mixed = device_id is not None
+    plan = BatchPlan(str(dataset.path), len(dataset), 0, 0, 0, 1, args.batch_size, True, 0,
+                     CropConfig((size, size)))
+
+    source = EncodedOnly(DaliBatchSource(plan))
+
+    @dali.pipeline_def(batch_size=args.batch_size, num_threads=args.dali_threads,
+                       device_id=device_id, prefetch_queue_depth=2)
+    def graph():
+        encoded = fn.external_source(source=source, batch=True, batch_info=True)
+        extra = {"hw_decoder_load": args.hw_decoder_load} if mixed else {}
+        images = fn.decoders.image_random_crop(
+            encoded, device="mixed" if mixed else "cpu", output_type=types.RGB,
+            random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=10,
+            **extra)
+        images = fn.resize(images, resize_x=size, resize_y=size, antialias=True,
+                           interp_type=types.INTERP_LINEAR)
+        return fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT16, output_layout="CHW", mirror=fn.random.coin_flip(),
+            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255,
+                                                               0.225 * 255])
+
+    pipe = graph()
+    pipe.build()
+    while True:
+        try:
+            (images,) = pipe.run()
+        except StopIteration:
+            pipe.reset()
+            continue
+        yield len(images)
+
+
+class EncodedOnly:
+    """Only the encoded bytes of a DaliBatchSource batch (DALI draws its own crops)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __call__(self, batch_info):
+        return self.source(batch_info)[0]
+
+
+def contenders(cpu_mode: bool):
+    """(label, factory(dataset, size, args)) in table order."""
+    device = "cpu" if cpu_mode else "cuda"
+    device_id = None if cpu_mode else 0
+    rows = [] if cpu_mode else [("chute dali", lambda ds, s, a: chute_batches(ds, "dali",
+                                                                              device, s, a))]
+    rows += [
+        ("chute dali-native" + (" (DALI CPU mode)" if cpu_mode else ""),
+         lambda ds, s, a: chute_batches(ds, "dali-native", device, s, a)),
+        ("DALI image_random_crop" + (" (CPU mode)" if cpu_mode else ""),
+         lambda ds, s, a: dali_reference_batches(ds, device_id, s, a)),
+        ("chute cpu", lambda ds, s, a: chute_batches(ds, "cpu", device, s, a)),
+    ]
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path, help="chute dataset or folder of JPEG files")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[224, 64])
+    parser.add_argument("--batches", type=int, default=40, help="timed batches per contender")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--hw-decoder-load", type=float, default=0.65)
+    parser.add_argument("--dali-threads", type=int, default=4)
+    parser.add_argument("--cpu-mode", action="store_true",
+                        help="no GPU: DALI CPU-only mode vs chute cpu, outputs on the host")
+    args = parser.parse_args(argv)
+
+    from chute._device import cuda_device_count
+
+    if not args.cpu_mode and cuda_device_count() == 0:
+        print("no CUDA device: nothing to measure (--cpu-mode compares DALI's CPU-only mode "
+              "with chute's cpu backend)")
+        return 0
+    if args.cpu_mode:
+        sync = lambda: None  # noqa: E731
+    else:
+        import torch
+
+        sync = torch.cuda.synchronize
+    with tempfile.TemporaryDirectory() as tmp:
+        from chute.readers import open_dataset
+
+        dataset = open_dataset(ensure_dataset(args.data, Path(tmp)))
+        print(f"{len(dataset)} images, batch {args.batch_size}, {args.batches} timed batches "
+              f"after {args.warmup} warm-up, float16 NCHW, "
+              f"{'DALI CPU-only mode' if args.cpu_mode else 'CUDA device 0'}")
+        for size in args.sizes:
+            print(f"\nRandomResizedCrop {size}x{size}")
+            print(f"{'contender':<36}{'img/s':>10}{'vs chute cpu':>14}  GPU utilisation")
+            results = []
+            for label, factory in contenders(args.cpu_mode):
+                batches = factory(dataset, size, args)
+                sampler = GpuSampler() if not args.cpu_mode else None
+                if sampler is None:
+                    seconds, images = time_batches(batches, args.batches, args.warmup, sync)
+                    util = "n/a (CPU mode)"
+                else:
+                    with sampler:
+                        seconds, images = time_batches(batches, args.batches, args.warmup, sync)
+                    util = sampler.summary()
+                batches.close()
+                results.append((label, images / seconds, util))
+            reference = results[-1][1]
+            for label, rate, util in results:
+                print(f"{label:<36}{rate:>10.0f}{rate / reference:>13.2f}x  {util}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
