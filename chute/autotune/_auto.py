@@ -8,7 +8,7 @@ import datetime
 import logging
 
 from chute.autotune._cache import load_record, store_record
-from chute.autotune._candidates import enumerate_candidates
+from chute.autotune._candidates import dali_unavailable_reason, enumerate_candidates
 from chute.autotune._fingerprint import TuneParams, decision_key, machine_fingerprint
 from chute.autotune._report import decision_json
 from chute.autotune._runner import pipeline_runner
@@ -93,9 +93,9 @@ def resolve_auto_backend(
 ) -> tuple[str, dict, str]:
     """(backend name, backend_options, reason) for Pipeline(backend="auto").
 
-    A stored decision for this machine + dataset + parameters wins; else, without a CUDA device,
-    "cpu" with its default options and no measuring; else a quick tune within `budget` seconds,
-    stored for next time."""
+    A stored decision for this machine + dataset + parameters wins; else, when the GPU backends
+    cannot run (no CUDA device, device="cpu", DALI not installed), "cpu" with its default options
+    and no measuring; else a quick tune within `budget` seconds, stored for next time."""
     from chute._device import cuda_device_count
 
     ds = _open(dataset)
@@ -105,8 +105,10 @@ def resolve_auto_backend(
     if record is not None and _cached_choice_available(record, params.device):
         return (record["choice"], dict(record["backend_options"]),
                 f"autotune decision {key} of {record.get('created', '?')}: {record['reason']}")
-    if cuda_device_count() == 0:
-        return "cpu", {}, "no CUDA device on this machine: cpu chosen without measuring"
+    gpu_unavailable = dali_unavailable_reason(params.device, cuda_device_count())
+    if gpu_unavailable:  # only cpu candidates: nothing to compare the CPU with
+        return "cpu", {}, ("cpu chosen without measuring: the GPU backends cannot run here "
+                           f"({gpu_unavailable})")
     result = autotune(ds, params, budget=budget, use_cache=use_cache, progress=progress)
     return (result["choice"], result["backend_options"],
             f"quick autotune ({budget:g}s budget, decision {key}): {result['reason']}")

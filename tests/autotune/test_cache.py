@@ -130,7 +130,8 @@ def test_changed_dataset_or_parameter_invalidates_the_decision(monkeypatch, chan
                       "dtype": "float32"}[change]
     name, options, reason = resolve_auto_backend(ds, **kw)
     assert (name, options) == ("cpu", {})
-    assert reason == "no CUDA device on this machine: cpu chosen without measuring"
+    assert reason == ("cpu chosen without measuring: the GPU backends cannot run here "
+                      "(no CUDA device available)")
 
 
 def test_no_cache_neither_reads_nor_writes(cache, monkeypatch):
@@ -173,3 +174,20 @@ def test_stale_choice_no_longer_available_is_not_reused(monkeypatch):
     got = resolve_auto_backend(FakeDataset("fp-1"), batch_size=16, image_size=64,
                                augment="train")
     assert got[1] == {}
+
+
+@pytest.mark.parametrize("device, dali_error, why", [
+    ("cpu", None, "device='cpu' requested"),
+    ("cuda:0", "nvidia-dali-cuda120 not installed (pip install chute[dali])", "not installed"),
+])
+def test_gpu_machine_measures_nothing_when_only_cpu_could_run(monkeypatch, device, dali_error,
+                                                               why):
+    import chute.autotune._candidates as cmod
+
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cmod, "_dali_import_error", lambda: dali_error)
+    monkeypatch.setattr(auto_mod, "autotune", lambda *a, **k: pytest.fail("must not measure"))
+    name, options, reason = resolve_auto_backend(
+        FakeDataset("fp-1"), batch_size=8, image_size=64, augment="eval", device=device)
+    assert (name, options) == ("cpu", {})
+    assert reason.startswith("cpu chosen without measuring") and why in reason
