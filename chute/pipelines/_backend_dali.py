@@ -42,12 +42,15 @@ class DaliOptions:
     worker processes (DALI parallel external source). staging: "pinned" (GPU decode: gather each
     batch into page-locked memory handed to DALI without a copy) or "views" (DALI copies the
     memory-mapped bytes itself); CPU mode and parallel workers always use "views".
+    py_start_method: "fork" or "spawn" for the workers; None picks "fork" unless this process
+    already holds a CUDA context (forking it would break CUDA in the workers), then "spawn".
     """
 
     hw_decoder_load: float = 0.65
     num_threads: int = max(1, min(4, os.cpu_count() or 1))
     py_workers: int = 0
     staging: str = "pinned"
+    py_start_method: str | None = None
 
     @classmethod
     def from_dict(cls, options: dict | None) -> DaliOptions:
@@ -61,6 +64,9 @@ class DaliOptions:
         made = cls(**options)
         if not 0.0 <= made.hw_decoder_load <= 1.0:
             raise ValueError(f"hw_decoder_load must be in [0, 1], got {made.hw_decoder_load}")
+        if made.py_start_method not in (None, "fork", "spawn"):
+            raise ValueError(f"py_start_method must be 'fork' or 'spawn', got "
+                             f"{made.py_start_method!r}")
         if made.staging not in ("pinned", "views"):
             raise ValueError(f"staging must be 'pinned' or 'views', got {made.staging!r}")
         return made
@@ -86,6 +92,14 @@ def _device_id(name: str, device: str, variant: str) -> int | None:
             "or backend='cpu'."
         )
     return None
+
+
+def _default_start_method() -> str:
+    import sys
+
+    torch = sys.modules.get("torch")  # only asked when torch is already in use
+    initialized = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+    return "spawn" if initialized else "fork"
 
 
 class DaliBackend:
@@ -119,6 +133,7 @@ class DaliBackend:
             hw_decoder_load=opts.hw_decoder_load,
             parallel=opts.py_workers > 0,
             py_num_workers=max(1, opts.py_workers),
+            py_start_method=opts.py_start_method or _default_start_method(),
         )
 
     def make_source(self, plan, first_iteration: int) -> DaliBatchSource:

@@ -59,6 +59,7 @@ class DaliGraphConfig:
     hw_decoder_load: float = 0.65
     parallel: bool = False
     py_num_workers: int = 1
+    py_start_method: str = "fork"
     bytes_per_sample_hint: int = 1 << 20
     enable_checkpointing: bool = False
     seed: int = 0
@@ -88,7 +89,7 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
         device_id=config.device_id,
         prefetch_queue_depth=config.prefetch,
         py_num_workers=config.py_num_workers,
-        py_start_method="fork",
+        py_start_method=config.py_start_method,
         enable_checkpointing=config.enable_checkpointing,
         seed=config.seed,
     )
@@ -139,7 +140,7 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
     kwargs = {} if checkpoint is None else {"checkpoint": checkpoint}
     pipe = graph(**kwargs)
     if config.parallel:
-        # Fork the source workers before anything creates a CUDA context in this process.
+        # Start the source workers before DALI itself creates a CUDA context in this process.
         pipe.start_py_workers()
     pipe.build()
     return pipe

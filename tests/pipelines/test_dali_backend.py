@@ -13,8 +13,6 @@ import pytest
 
 pytest.importorskip("nvidia.dali")
 
-from _dali_data import pil_reference, to_255_nhwc, write_jpeg_dataset  # noqa: E402
-
 from chute._device import cuda_device_count  # noqa: E402
 from chute.errors import BackendUnavailableError  # noqa: E402
 from chute.pipelines._backend import BackendSpec, create_backend  # noqa: E402
@@ -23,6 +21,7 @@ from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline  # 
 from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
 from chute.pipelines._plan import BatchPlan  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
+from tests.pipelines._dali_data import pil_reference, to_255_nhwc, write_jpeg_dataset  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 TOLERANCE = 1.0  # mean |difference| per batch, 0..255 units
@@ -119,10 +118,12 @@ def test_resume_mid_epoch_starts_at_the_asked_iteration(dataset):
     backend.close()
 
 
-def test_parallel_external_source_gives_the_same_batches(dataset):
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_parallel_external_source_gives_the_same_batches(dataset, start_method):
     size = (24, 24)
     plain = make_spec(dataset, size)
-    parallel = make_spec(dataset, size, options={"py_workers": 1})
+    parallel = make_spec(dataset, size,
+                         options={"py_workers": 1, "py_start_method": start_method})
     plan = make_plan(dataset, size)
     outs = []
     for spec in (plain, parallel):

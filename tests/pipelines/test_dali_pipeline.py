@@ -14,9 +14,9 @@ import textwrap
 
 import numpy as np
 import pytest
-from _dali_data import to_255_nhwc, write_jpeg_dataset
 
 from chute.readers import open_dataset
+from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 TOLERANCE = 1.0

@@ -10,7 +10,6 @@ import pytest
 
 pytest.importorskip("nvidia.dali")
 
-from _dali_data import write_jpeg_dataset  # noqa: E402
 from nvidia.dali.types import BatchInfo  # noqa: E402
 
 import chute.pipelines._dali_source as dali_source  # noqa: E402
@@ -19,6 +18,7 @@ from chute.pipelines._crops import CropConfig  # noqa: E402
 from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
 from chute.pipelines._plan import BatchPlan  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
+from tests.pipelines._dali_data import write_jpeg_dataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")
