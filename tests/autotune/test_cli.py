@@ -96,3 +96,28 @@ def test_bad_arguments_exit_with_usage(jpeg_dataset, cache, capsys):
             cli.main(["autotune", str(jpeg_dataset), *argv])
         assert exc.value.code == 2
     assert "must be positive" in capsys.readouterr().err
+
+
+def test_auto_without_a_decision_on_this_machine_is_cpu_unmeasured(jpeg_dataset, cache):
+    from chute.autotune import resolve_auto_backend
+
+    name, options, reason = resolve_auto_backend(
+        jpeg_dataset, batch_size=4, image_size=32, augment="eval", device="cpu")
+    assert (name, options) == ("cpu", {})
+    assert reason == ("cpu chosen without measuring: the GPU backends cannot run here "
+                      "(no CUDA device available)")
+    assert not cache.exists()
+
+
+def test_a_real_candidate_that_fails_is_reported_not_hidden(jpeg_dataset, cache):
+    from chute.autotune import Candidate, TuneParams, autotune
+
+    good = Candidate("cpu threads=1 dct=on", "cpu", {"threads": 1, "dct_scaling": True},
+                     cost=(0, 1, 0))
+    bad = Candidate("cpu bogus", "cpu", {"threads": 1, "bogus": True}, cost=(0, 0, 0))
+    result = autotune(jpeg_dataset, TuneParams(8, 32, "eval"), budget=2.0, use_cache=False,
+                      candidates=[bad, good])
+    assert result["choice"] == "cpu" and result["backend_options"] == good.params
+    failed = result["candidates"][0]
+    assert failed["status"] == "failed" and "bogus" in failed["reason"]
+    assert failed["reason"].startswith("failed: ValueError: unknown backend_options")

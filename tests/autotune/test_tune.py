@@ -91,3 +91,13 @@ def test_nothing_measured_is_an_error():
     runner = FakeRunner(clock, {}, fail={"a": OSError("no libturbojpeg"), "b": ValueError("x")})
     with pytest.raises(ChuteError, match="a: failed: OSError: no libturbojpeg"):
         tune([cand("a", 0), cand("b", 1)], runner, budget=5.0, clock=clock)
+
+
+def test_progress_display_goes_to_stderr(capsys):
+    clock = FakeClock()
+    runner = FakeRunner(clock, {"a": 100.0, "b": 200.0})
+    d = tune([cand("a", 0), cand("b", 1)], runner, budget=60.0, window=0.5, clock=clock,
+             progress=True)
+    captured = capsys.readouterr()
+    assert d.choice.name == "b"
+    assert "autotune" in captured.err and captured.out == ""
