@@ -1,34 +1,48 @@
 """The chute v1 shard format: writer, memory-mapped reader, Megatron-LM .bin/.idx import,
-converters (image folders, CSV), inspection, verification and metadata updates."""
+converters (image folders, CSV), inspection, verification and metadata updates.
 
-from chute.readers._convert import (
-    ConvertOptions,
-    ConvertReport,
-    convert_csv,
-    convert_imagefolder,
-)
+The reading/writing names load eagerly; the converters (which need PIL and tqdm) load on first
+use, so processes that only read a dataset stay light."""
+
+import importlib
+
 from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._errors import SampleIndexError
-from chute.readers._images import jpeg_is_complete
-from chute.readers._inspect import dataset_info, verify_dataset
-from chute.readers._meta_update import MetaUpdate, update_metadata
 from chute.readers._sizes import format_size, parse_size
 from chute.readers._writer import ShardWriter
+
+# public name -> module that defines it (loaded on first access)
+_LAZY = {
+    "ConvertOptions": "chute.readers._convert",
+    "ConvertReport": "chute.readers._convert",
+    "convert_imagefolder": "chute.readers._convert",
+    "convert_csv": "chute.readers._convert",
+    "dataset_info": "chute.readers._inspect",
+    "verify_dataset": "chute.readers._inspect",
+    "MetaUpdate": "chute.readers._meta_update",
+    "update_metadata": "chute.readers._meta_update",
+    "jpeg_is_complete": "chute.readers._images",
+}
 
 __all__ = [
     "Dataset",
     "open_dataset",
     "ShardWriter",
     "SampleIndexError",
-    "ConvertOptions",
-    "ConvertReport",
-    "convert_imagefolder",
-    "convert_csv",
-    "dataset_info",
-    "verify_dataset",
-    "MetaUpdate",
-    "update_metadata",
-    "jpeg_is_complete",
     "parse_size",
     "format_size",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chute.readers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(__all__)

@@ -59,7 +59,8 @@ def _results(sources: list[Source], options: ConvertOptions):
     if workers <= 1 or len(sources) < 2:
         yield from map(_prepare, jobs)
         return
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
+    # spawn: forking a process that already runs thread pools (numba, torch) is unsafe
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
         yield from pool.imap(_prepare, jobs, chunksize=8)
 
 

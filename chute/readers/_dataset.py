@@ -169,8 +169,17 @@ class Dataset:
             rec = self._records[name]
             start = int(rec.pointers[global_id])
             view = rec.bins[shard][start:start + int(rec.lengths[global_id])]
-            sample[name] = json.loads(view.tobytes()) if kind == "json" else view
+            sample[name] = self._decode_json(name, shard, local, view) if kind == "json" else view
         return sample
+
+    def _decode_json(self, field: str, shard: int, local: int, raw: np.ndarray):
+        try:
+            return json.loads(raw.tobytes())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            stem = self.manifest["fields"][field].get("file", field)
+            raise FormatError(f"{self.path / self._names[shard] / stem}.bin: record {local} of "
+                              f"field {field!r} is not valid JSON ({exc}); run `chute verify` "
+                              "and restore the file") from None
 
     # -- columns and batches ---------------------------------------------------------------
     def _names_of(self, kind: str) -> list[str]:

@@ -129,3 +129,27 @@ def test_help_lists_options(capsys):
     out = capsys.readouterr().out
     for option in ("--shard-size", "--workers", "--max-side", "--quality", "--strict"):
         assert option in out
+
+
+def test_real_jpegs_stored_byte_for_byte(tmp_path, shared_images):
+    """The acceptance check on real ImageNet JPEGs (skipped where ../shared is absent)."""
+    files = sorted(shared_images.glob("*.JPEG"))[:60]
+    src = tmp_path / "src"
+    for k, path in enumerate(files):
+        (src / f"class{k % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"class{k % 3}" / path.name).symlink_to(path)
+    dst = tmp_path / "real.chute"
+    assert main(["convert", "imagefolder", str(src), str(dst), "--workers", "1",
+                 "--no-progress"]) == 0
+    ds = open_dataset(dst)
+    assert len(ds) == len(files)
+    for i in range(len(ds)):
+        key = ds[i]["meta"]["key"]
+        assert ds[i]["image"].tobytes() == (src / key).read_bytes()
+        assert ds.class_names[ds[i]["label"]] == key.split("/")[0]
+    assert main(["verify", str(dst), "--no-progress"]) == 0
+    bin_path = next(dst.glob("*/image.bin"))
+    raw = bytearray(bin_path.read_bytes())
+    raw[12345] ^= 0xFF
+    bin_path.write_bytes(bytes(raw))
+    assert main(["verify", str(dst), "--no-progress"]) == 1

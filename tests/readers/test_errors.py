@@ -124,3 +124,13 @@ def test_pickled_copy_fails_cleanly_when_files_vanish(dataset_dir):
     shard_file(dataset_dir, "meta.idx", 3).unlink()
     with pytest.raises(FormatError, match="meta.idx: missing"):
         pickle.loads(blob)
+
+
+def test_corrupt_json_record(dataset_dir):
+    path = shard_file(dataset_dir, "meta.bin")
+    raw = bytearray(path.read_bytes())
+    raw[0:1] = b"#"  # same size, so only `chute verify` or decoding can notice
+    path.write_bytes(bytes(raw))
+    ds = open_dataset(dataset_dir)
+    with pytest.raises(FormatError, match=f"{path}: record 0 of field 'meta' is not valid JSON"):
+        ds[0]
