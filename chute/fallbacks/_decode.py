@@ -1,0 +1,155 @@
+"""decode_batch: the CPU path's public entry (DESIGN contract #4).
+
+Holds the per-process resources of the jitted kernels: one TurboJPEG handle and one scratch
+buffer per Numba thread, re-created after a fork (handles are per process) and grown, never
+shrunk, as larger images arrive (no per-batch allocation in steady state).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from chute.fallbacks import _turbojpeg
+from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
+from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
+from chute.fallbacks._slow_path import decode_with_pil, resample_decoded
+from chute.fallbacks._status import NEEDS_PIL, OK
+
+__all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+_KINDS = {np.dtype(np.uint8): KIND_UINT8, np.dtype(np.float32): KIND_FLOAT32,
+          np.dtype(np.float16): KIND_FLOAT16}
+
+
+@dataclass
+class _Resources:
+    pid: int
+    handles: np.ndarray  # int64 [threads]: tjhandle per Numba thread
+    scratch: np.ndarray  # uint8 [threads, bytes]: decoded pixels
+    rows: np.ndarray  # float32 [threads, values]: one intermediate row
+
+
+_lock = threading.Lock()
+_resources: _Resources | None = None
+
+
+def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
+    """This process's handles and scratch, at least as large as asked. Call with _lock held."""
+    global _resources
+    threads = numba.config.NUMBA_NUM_THREADS
+    res = _resources
+    if res is None or res.pid != os.getpid():
+        # After a fork the parent's handles are not ours to use or destroy: start afresh.
+        lib = _turbojpeg.load()
+        res = _Resources(os.getpid(), _turbojpeg.create_handles(lib, threads),
+                         np.empty((threads, 0), np.uint8), np.empty((threads, 0), np.float32))
+        _resources = res
+    if res.scratch.shape[1] < scratch_bytes:
+        res.scratch = np.empty((threads, int(scratch_bytes * 1.25) + 4096), np.uint8)
+    if res.rows.shape[1] < row_values:
+        res.rows = np.empty((threads, int(row_values * 1.25) + 64), np.float32)
+    return res
+
+
+def _normalization(mean, std) -> tuple[np.ndarray, np.ndarray]:
+    mean = IMAGENET_MEAN if mean is None else mean
+    std = IMAGENET_STD if std is None else std
+    mean255 = (255.0 * np.asarray(mean, dtype=np.float64)).astype(np.float32)
+    std255 = (255.0 * np.asarray(std, dtype=np.float64)).astype(np.float32)
+    if mean255.shape != (3,) or std255.shape != (3,) or not np.all(std255 > 0):
+        raise ValueError(f"mean and std must be 3 values each with std > 0, got {mean}, {std}")
+    return mean255, std255
+
+
+def _check_arguments(data, offsets, boxes, flips, out, layout):
+    n = len(boxes)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise ValueError(f"data must be a 1-D uint8 array (Dataset.gather), got {data.dtype} "
+                         f"{data.shape}")
+    if offsets.shape != (n + 1,) or (n and (offsets[0] < 0 or offsets[-1] > len(data)
+                                           or np.any(np.diff(offsets) < 0))):
+        raise ValueError(f"offsets must be {n + 1} non-decreasing positions inside data "
+                         f"(Dataset.gather), got shape {offsets.shape}")
+    if boxes.shape != (n, 4) or flips.shape != (n,):
+        raise ValueError(f"boxes must be [B, 4] and flips [B], got {boxes.shape} and "
+                         f"{flips.shape}")
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    if out.dtype not in _KINDS:
+        raise ValueError(f"out must be uint8, float16 or float32, got {out.dtype}")
+    channels = out.shape[1] if layout == "NCHW" else out.shape[-1]
+    if out.ndim != 4 or out.shape[0] != n or channels != 3 or not out.flags.c_contiguous:
+        shape = "[B, 3, H, W]" if layout == "NCHW" else "[B, H, W, 3]"
+        raise ValueError(f"out must be a C-contiguous {shape} array with B={n} for layout "
+                         f"{layout}, got shape {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+
+
+def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layout="NCHW",
+                 dct_scaling=True, threads=None, fast_dct=False) -> np.ndarray:
+    """Decode, crop, resize, flip and normalize a batch of encoded images into `out`.
+
+    data/offsets: the payloads back to back, payload k = data[offsets[k]:offsets[k+1]] (what
+    Dataset.gather returns). boxes int32 [B, 4] (top, left, height, width) in full-image pixels,
+    flips bool [B]. out: preallocated uint8, float16 or float32 array, [B, 3, H, W] for "NCHW"
+    or [B, H, W, 3] for "NHWC". Float outputs are (v - 255*mean) / (255*std); uint8 outputs
+    are the rounded resampled values (mean/std unused). dct_scaling lets libjpeg-turbo decode at
+    1/2, 1/4 or 1/8 size when the crop stays at least the output size; fast_dct trades a little
+    accuracy for decode speed (TJFLAG_FASTDCT); threads bounds the Numba threads of this call.
+
+    Returns status uint8 [B]: 0 ok, else a DecodeStatus; failed slots are zero-filled.
+    """
+    data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    boxes = np.ascontiguousarray(boxes, dtype=np.int64)
+    flips = np.ascontiguousarray(flips, dtype=np.bool_)
+    _check_arguments(data, offsets, boxes, flips, out, layout)
+    kind = _KINDS[out.dtype]
+    mean255, std255 = _normalization(mean, std)
+    nchw = layout == "NCHW"
+    out_h, out_w = (out.shape[2], out.shape[3]) if nchw else (out.shape[1], out.shape[2])
+    target = out.view(np.uint16) if kind == KIND_FLOAT16 else out
+    n = len(boxes)
+    plan = np.zeros((n, PLAN_COLUMNS), dtype=np.int64)
+    header = np.zeros((n, 4), dtype=np.int32)
+    flags = _turbojpeg.TJFLAG_FASTDCT if fast_dct else 0
+
+    previous = numba.get_num_threads()
+    with _lock:
+        try:
+            if threads is not None:
+                numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+            res = _acquire(0, 0)
+            plan_batch(data, offsets, boxes, out_h, out_w, bool(dct_scaling), res.handles,
+                       header, plan)
+            fast = plan[:, 0] == OK
+            pixels = plan[fast, 2] * plan[fast, 3]
+            bpp = np.where(plan[fast, 4] == _turbojpeg.TJPF_CMYK, 4, 3)
+            need = int((pixels * bpp).max()) if fast.any() else 0
+            widest = int(plan[fast, 3].max()) * 3 if fast.any() else 0
+            res = _acquire(need, widest)
+            # Dynamic scheduling, one sample at a time: decode times vary by image size.
+            with numba.parallel_chunksize(1):
+                decode_resample_batch(data, offsets, boxes, flips, plan, res.handles,
+                                      res.scratch, res.rows, flags, target, kind, nchw, mean255,
+                                      std255)
+        finally:
+            numba.set_num_threads(previous)
+
+    status = plan[:, 0].copy()
+    for i in np.flatnonzero(status == NEEDS_PIL):
+        status[i], pixels_rgb = decode_with_pil(data[offsets[i]:offsets[i + 1]])
+        if pixels_rgb is not None:
+            status[i] = resample_decoded(pixels_rgb, boxes[i], flips[i], target, int(i), kind,
+                                         nchw, mean255, std255)
+        if status[i] != OK:
+            out[i] = 0
+    return status.astype(np.uint8)

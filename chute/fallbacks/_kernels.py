@@ -1,0 +1,115 @@
+"""The jitted batch functions: header pass (plan) and decode + fused resample pass.
+
+Both are `prange` loops over samples. Each thread uses its own TurboJPEG handle and scratch
+rows, indexed by `numba.get_thread_id()`. Sample status codes written here: 0 ok, the
+DecodeStatus failures, or NEEDS_PIL for payloads the slow path must look at.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_thread_id, njit, prange
+
+from chute.fallbacks._resample import resample_into
+from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, NEEDS_PIL, OK
+from chute.fallbacks._turbojpeg import (
+    TJCS_CMYK,
+    TJCS_YCCK,
+    TJPF_CMYK,
+    TJPF_RGB,
+    tj_decompress2,
+    tj_decompress_header3,
+    tj_get_error_code,
+)
+
+__all__ = ["plan_batch", "decode_resample_batch", "PLAN_COLUMNS"]
+
+# Columns of the int64 plan array [B, PLAN_COLUMNS].
+P_STATUS, P_SCALE, P_HEIGHT, P_WIDTH, P_FORMAT = range(5)
+PLAN_COLUMNS = 5
+_DCT_SCALES = (8, 4, 2)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header, plan):
+    """Read each JPEG header; choose the DCT scale; check the box fits the image."""
+    base = data.ctypes.data
+    hptr = header.ctypes.data
+    for i in prange(boxes.shape[0]):
+        handle = handles[get_thread_id()]
+        start = offsets[i]
+        size = offsets[i + 1] - start
+        plan[i, P_STATUS] = OK
+        plan[i, P_SCALE] = 1
+        if size < 4 or data[start] != 0xFF or data[start + 1] != 0xD8 or data[start + 2] != 0xFF:
+            plan[i, P_STATUS] = NEEDS_PIL  # not a JPEG: PNG, WebP, ...
+            continue
+        h = hptr + i * 16
+        if tj_decompress_header3(handle, base + start, size, h, h + 4, h + 8, h + 12) != 0:
+            plan[i, P_STATUS] = CORRUPT
+            continue
+        width = np.int64(header[i, 0])
+        height = np.int64(header[i, 1])
+        top, left, box_h, box_w = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
+        if (top < 0 or left < 0 or box_h < 1 or box_w < 1 or top + box_h > height
+                or left + box_w > width):
+            plan[i, P_STATUS] = BOX_OUTSIDE
+            continue
+        scale = 1
+        if dct_scaling:
+            for s in _DCT_SCALES:
+                if box_h >= s * out_h and box_w >= s * out_w:
+                    scale = s
+                    break
+        plan[i, P_SCALE] = scale
+        # TJSCALED: libjpeg's scaled size is the ceiling of size / scale.
+        plan[i, P_HEIGHT] = (height + scale - 1) // scale
+        plan[i, P_WIDTH] = (width + scale - 1) // scale
+        cmyk = header[i, 3] == TJCS_CMYK or header[i, 3] == TJCS_YCCK
+        plan[i, P_FORMAT] = TJPF_CMYK if cmyk else TJPF_RGB
+
+
+@njit(inline="always", nogil=True)
+def _cmyk_to_rgb_inplace(buf, pixels):
+    """Adobe (inverted) CMYK -> RGB as PIL converts it, in place (RGB is written behind)."""
+    for p in range(pixels):
+        c = np.int32(buf[4 * p])
+        m = np.int32(buf[4 * p + 1])
+        y = np.int32(buf[4 * p + 2])
+        k = np.int32(buf[4 * p + 3])
+        for ch, v in enumerate((c, m, y)):
+            t = (255 - v) * k + 128
+            buf[3 * p + ch] = np.uint8(k - (((t >> 8) + t) >> 8))
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def decode_resample_batch(data, offsets, boxes, flips, plan, handles, scratch, rows, flags,
+                          out, kind, nchw, mean255, std255):
+    """Decode every planned JPEG into its thread's scratch and resample it into out[i].
+
+    Slots of failed or not-yet-decoded samples are zero-filled.
+    """
+    base = data.ctypes.data
+    for i in prange(boxes.shape[0]):
+        if plan[i, P_STATUS] != OK:
+            out[i] = 0
+            continue
+        t = get_thread_id()
+        src = scratch[t]
+        start = offsets[i]
+        height = plan[i, P_HEIGHT]
+        width = plan[i, P_WIDTH]
+        pixel_format = plan[i, P_FORMAT]
+        status = tj_decompress2(handles[t], base + start, offsets[i + 1] - start,
+                                src.ctypes.data, width, 0, height, pixel_format, flags)
+        if status != 0:
+            # Warnings (TJERR_WARNING = 0) include truncation but also harmless extraneous
+            # bytes: let PIL, the reference, decide; fatal errors fail here.
+            plan[i, P_STATUS] = NEEDS_PIL if tj_get_error_code(handles[t]) == 0 else CORRUPT
+            out[i] = 0
+            continue
+        if pixel_format == TJPF_CMYK:
+            _cmyk_to_rgb_inplace(src, height * width)
+        s = np.float64(plan[i, P_SCALE])
+        resample_into(src, height, width, boxes[i, 0] / s, boxes[i, 1] / s, boxes[i, 2] / s,
+                      boxes[i, 3] / s, flips[i], out, i, kind, nchw, mean255, std255, rows[t])
