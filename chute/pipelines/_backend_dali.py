@@ -209,7 +209,7 @@ class DaliEpoch:
 
         stream = torch.cuda.current_stream(out.device)
         # Outputs bound to the caller's stream: our kernel/copy enqueued on it runs after DALI.
-        return self.pipe.run(stream.cuda_stream)
+        return self.pipe.run(stream)
 
     def _check_ids(self, index_tl, ids, iteration) -> None:
         delivered = np.asarray(index_tl.as_array()).reshape(-1)  # a CPU output in every graph

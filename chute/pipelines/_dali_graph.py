@@ -40,7 +40,8 @@ def import_dali():
 class DaliGraphConfig:
     """What a DALI graph needs besides its source.
 
-    variant: "kernel" (decode only; chute's CUDA kernel does the rest) or "native" (DALI does all).
+    variant: "kernel" (decode only; chute's CUDA kernel does the rest; with device_id None it
+        decodes on the CPU, which the tests use) or "native" (DALI does all).
     device_id: CUDA device ordinal, or None for DALI's CPU-only mode (decode on the CPU).
     image_size: (H, W) of the output; dtype: "uint8" | "float16" | "float32";
     layout: "NCHW" | "NHWC"; mean/std: per channel, in [0, 1] units (scaled by 255 here).
@@ -67,8 +68,6 @@ class DaliGraphConfig:
     def __post_init__(self) -> None:
         if self.variant not in ("kernel", "native"):
             raise ValueError(f"variant must be 'kernel' or 'native', not {self.variant!r}")
-        if self.variant == "kernel" and self.device_id is None:
-            raise ValueError("the 'kernel' variant runs chute's CUDA kernel and needs a device_id")
         if self.dtype not in ("uint8", "float16", "float32"):
             raise ValueError(f"dtype must be uint8, float16 or float32, not {self.dtype!r}")
         if self.layout not in ("NCHW", "NHWC"):
@@ -77,7 +76,7 @@ class DaliGraphConfig:
 
 def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkpoint=None):
     """A built DALI Pipeline; its outputs are ("images", "index") for the native variant and
-    ("crops", "index") for the kernel variant (crops: uint8 HWC, one shape per sample)."""
+    ("crops", "flip", "index") for the kernel variant (crops: uint8 HWC, one shape per sample)."""
     dali = import_dali()
     fn, types = dali.fn, dali.types
     on_gpu = config.device_id is not None
@@ -116,7 +115,9 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
             decode_args.update(device="cpu")
         crops = fn.decoders.image_slice(encoded, anchor, shape, **decode_args)
         if config.variant == "kernel":
-            return crops, index
+            # flip is returned (and unused: the kernel takes the plan's flips) so that every
+            # source output is consumed, which keeps DALI from warning on each build.
+            return crops, flip, index
         height, width = config.image_size
         resized = fn.resize(
             crops,

@@ -32,7 +32,7 @@ def write_native(images, out) -> None:
         raise ValueError("the DALI backend writes into contiguous output slots only")
     stream = torch.cuda.current_stream(out.device)
     dense.copy_to_external(
-        ctypes.c_void_p(out.data_ptr()), cuda_stream=stream.cuda_stream, non_blocking=True
+        ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(stream.cuda_stream), non_blocking=True
     )
 
 

@@ -52,12 +52,14 @@ class DaliBatchSource:
             raise ValueError(f"staging must be 'views' or 'pinned', not {self.staging!r}")
         self._dataset = None
         self._slots: list[np.ndarray | None] = [None] * self.ring
+        self._held: list[tuple | None] = [None] * self.ring
 
     # -- pickling: only the description travels, never open maps or pinned memory ----------------
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_dataset"] = None
         state["_slots"] = [None] * self.ring
+        state["_held"] = [None] * self.ring
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -92,7 +94,12 @@ class DaliBatchSource:
         anchor = np.ascontiguousarray(boxes[:, 0:2], dtype=np.float32)  # (top, left)
         shape = np.ascontiguousarray(boxes[:, 2:4], dtype=np.float32)  # (height, width)
         flip = np.ascontiguousarray(flips, dtype=np.int32)
-        return encoded, anchor, shape, flip, ids
+        batch = (encoded, anchor, shape, flip, ids)
+        if self.staging == "pinned":
+            # Fed with no_copy=True: DALI reads every output array in place later, so the ring
+            # keeps all of them alive (not only the staged bytes) until the slot comes round.
+            self._held[iteration % self.ring] = batch
+        return batch
 
     def dataset(self):
         if self._dataset is None:
