@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # e.g. `chute info X | head`: the reader went away; exit quietly like other CLI tools.
+        sys.stderr.close()
+        return 141
 
 
 if __name__ == "__main__":
