@@ -17,8 +17,8 @@ import numpy as np
 from chute.fallbacks import _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
-from chute.fallbacks._slow_path import decode_with_pil, resample_decoded
-from chute.fallbacks._status import NEEDS_PIL, OK
+from chute.fallbacks._slow_path import decode_warned_jpeg, decode_with_pil, resample_decoded
+from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
 
 __all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -145,8 +145,9 @@ def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layou
             numba.set_num_threads(previous)
 
     status = plan[:, 0].copy()
-    for i in np.flatnonzero(status == NEEDS_PIL):
-        status[i], pixels_rgb = decode_with_pil(data[offsets[i]:offsets[i + 1]])
+    for i in np.flatnonzero((status == NEEDS_PIL) | (status == JPEG_WARNING)):
+        decode = decode_with_pil if status[i] == NEEDS_PIL else decode_warned_jpeg
+        status[i], pixels_rgb = decode(data[offsets[i]:offsets[i + 1]])
         if pixels_rgb is not None:
             status[i] = resample_decoded(pixels_rgb, boxes[i], flips[i], target, int(i), kind,
                                          nchw, mean255, std255)

@@ -11,7 +11,7 @@ import numpy as np
 from numba import get_thread_id, njit, prange
 
 from chute.fallbacks._resample import resample_into
-from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, NEEDS_PIL, OK
+from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, JPEG_WARNING, NEEDS_PIL, OK
 from chute.fallbacks._turbojpeg import (
     TJCS_CMYK,
     TJCS_YCCK,
@@ -19,7 +19,9 @@ from chute.fallbacks._turbojpeg import (
     TJPF_RGB,
     tj_decompress2,
     tj_decompress_header3,
+    tj_destroy,
     tj_get_error_code,
+    tj_init_decompress,
 )
 
 __all__ = ["plan_batch", "decode_resample_batch", "PLAN_COLUMNS"]
@@ -30,13 +32,20 @@ PLAN_COLUMNS = 5
 _DCT_SCALES = (8, 4, 2)
 
 
+@njit(inline="always", nogil=True)
+def _renew_handle(handles, t):
+    """Replace thread t's handle after a failure (0 if allocation fails: later calls fail)."""
+    tj_destroy(handles[t])
+    handles[t] = tj_init_decompress()
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header, plan):
     """Read each JPEG header; choose the DCT scale; check the box fits the image."""
     base = data.ctypes.data
     hptr = header.ctypes.data
     for i in prange(boxes.shape[0]):
-        handle = handles[get_thread_id()]
+        t = get_thread_id()
         start = offsets[i]
         size = offsets[i + 1] - start
         plan[i, P_STATUS] = OK
@@ -45,11 +54,16 @@ def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header,
             plan[i, P_STATUS] = NEEDS_PIL  # not a JPEG: PNG, WebP, ...
             continue
         h = hptr + i * 16
-        if tj_decompress_header3(handle, base + start, size, h, h + 4, h + 8, h + 12) != 0:
+        if tj_decompress_header3(handles[t], base + start, size, h, h + 4, h + 8, h + 12) != 0:
             plan[i, P_STATUS] = CORRUPT
+            _renew_handle(handles, t)
             continue
         width = np.int64(header[i, 0])
         height = np.int64(header[i, 1])
+        if width < 1 or height < 1:  # header data ended early (libjpeg only warned)
+            plan[i, P_STATUS] = CORRUPT
+            _renew_handle(handles, t)
+            continue
         top, left, box_h, box_w = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
         if (top < 0 or left < 0 or box_h < 1 or box_w < 1 or top + box_h > height
                 or left + box_w > width):
@@ -104,8 +118,9 @@ def decode_resample_batch(data, offsets, boxes, flips, plan, handles, scratch, r
                                 src.ctypes.data, width, 0, height, pixel_format, flags)
         if status != 0:
             # Warnings (TJERR_WARNING = 0) include truncation but also harmless extraneous
-            # bytes: let PIL, the reference, decide; fatal errors fail here.
-            plan[i, P_STATUS] = NEEDS_PIL if tj_get_error_code(handles[t]) == 0 else CORRUPT
+            # bytes after the last scan: the slow path decides; fatal errors fail here.
+            plan[i, P_STATUS] = JPEG_WARNING if tj_get_error_code(handles[t]) == 0 else CORRUPT
+            _renew_handle(handles, t)
             out[i] = 0
             continue
         if pixel_format == TJPF_CMYK:

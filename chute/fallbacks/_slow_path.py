@@ -1,21 +1,59 @@
-"""The slower correct path through PIL: non-JPEG payloads and JPEGs libjpeg warned about.
+"""The slower correct path: non-JPEG payloads through PIL, and JPEGs libjpeg warned about.
 
-PIL is the reference here: a JPEG it rejects as truncated or corrupt fails, one it decodes
-(e.g. with harmless extraneous bytes) is resampled with exactly the fast path's arithmetic.
+A libjpeg warning means corrupt data (truncation, broken entropy-coded segments, ...): such a
+JPEG fails, with one exception that leaves every pixel intact and is common in real datasets:
+stray bytes between the last scan and the end-of-image marker. Pixels that pass are resampled
+with exactly the fast path's arithmetic.
 """
 
 from __future__ import annotations
 
+import ctypes
 import io
 import warnings
 
 import numpy as np
 from numba import njit
 
+from chute.fallbacks import _turbojpeg
 from chute.fallbacks._resample import resample_into
 from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, OK, UNREADABLE
 
-__all__ = ["decode_with_pil", "resample_decoded"]
+__all__ = ["decode_with_pil", "decode_warned_jpeg", "resample_decoded"]
+
+_BENIGN_WARNING = b"extraneous bytes before marker 0xd9"
+
+
+def first_jpeg_warning(payload: np.ndarray) -> bytes | None:
+    """libjpeg's first warning (or error) message for a JPEG, None if it decodes cleanly."""
+    lib = _turbojpeg.load()
+    handle = ctypes.c_void_p(lib.tjInitDecompress())
+    try:
+        buf = payload.ctypes.data_as(ctypes.c_void_p)
+        size = ctypes.c_ulong(len(payload))
+        dims = [ctypes.c_int() for _ in range(4)]
+        if lib.tjDecompressHeader3(handle, buf, size, *(ctypes.byref(d) for d in dims)) != 0:
+            return lib.tjGetErrorStr2(handle)
+        width, height = dims[0].value, dims[1].value
+        pixel_format = (_turbojpeg.TJPF_CMYK if dims[3].value in (_turbojpeg.TJCS_CMYK,
+                        _turbojpeg.TJCS_YCCK) else _turbojpeg.TJPF_RGB)
+        pixels = np.empty(width * height * 4, dtype=np.uint8)
+        if lib.tjDecompress2(handle, buf, size, pixels.ctypes.data_as(ctypes.c_void_p), width,
+                             0, height, pixel_format, _turbojpeg.TJFLAG_STOPONWARNING) != 0:
+            return lib.tjGetErrorStr2(handle)
+        return None
+    finally:
+        lib.tjDestroy(handle)
+
+
+def decode_warned_jpeg(payload: np.ndarray) -> tuple[int, np.ndarray | None]:
+    """(status, RGB pixels) for a JPEG the fast path's decoder warned about."""
+    payload = np.ascontiguousarray(payload)
+    warning = first_jpeg_warning(payload)
+    if warning is not None and _BENIGN_WARNING not in warning:
+        return CORRUPT, None
+    status, pixels = decode_with_pil(payload)
+    return (CORRUPT, None) if status != OK else (status, pixels)
 
 
 def decode_with_pil(payload: np.ndarray) -> tuple[int, np.ndarray | None]:

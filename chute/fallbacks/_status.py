@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["DecodeStatus", "OK", "CORRUPT", "UNREADABLE", "BOX_OUTSIDE", "NEEDS_PIL"]
+__all__ = [
+    "DecodeStatus", "OK", "CORRUPT", "UNREADABLE", "BOX_OUTSIDE", "NEEDS_PIL", "JPEG_WARNING",
+]
 
 OK = 0
 CORRUPT = 1
 UNREADABLE = 2
 BOX_OUTSIDE = 3
-# Internal: the payload goes to the PIL path (not a JPEG, or libjpeg warned). Never returned.
+# Internal, never returned: the payload is not a JPEG (PIL path), or libjpeg warned about it.
 NEEDS_PIL = 100
+JPEG_WARNING = 101
 
 
 class DecodeStatus(IntEnum):

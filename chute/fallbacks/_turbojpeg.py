@@ -30,6 +30,9 @@ __all__ = [
     "tj_decompress_header3",
     "tj_decompress2",
     "tj_get_error_code",
+    "tj_init_decompress",
+    "tj_destroy",
+    "TJFLAG_STOPONWARNING",
     "TJPF_RGB",
     "TJPF_CMYK",
     "TJCS_CMYK",
@@ -43,6 +46,7 @@ TJPF_CMYK = 11
 TJCS_CMYK = 3
 TJCS_YCCK = 4
 TJFLAG_FASTDCT = 2048
+TJFLAG_STOPONWARNING = 8192
 
 _SONAME = "libturbojpeg.so.0"
 _SEARCH_DIRS = (
@@ -70,6 +74,10 @@ tj_decompress2 = types.ExternalFunction(
 )
 # int tjGetErrorCode(tjhandle): TJERR_WARNING = 0, TJERR_FATAL = 1
 tj_get_error_code = types.ExternalFunction("tjGetErrorCode", _i32(_i64))
+# A handle whose last call failed can stay in a bad libjpeg state ("Improper call to JPEG
+# library in state ..."), failing every later image: jitted code replaces it with these.
+tj_init_decompress = types.ExternalFunction("tjInitDecompress", _i64())
+tj_destroy = types.ExternalFunction("tjDestroy", _i32(_i64))
 
 _lock = threading.Lock()
 _loaded: dict[str, ctypes.CDLL] = {}
