@@ -239,9 +239,11 @@ class Pipeline:
         if self._substitute_decoder is None:
             from chute.pipelines._backend_cpu import CpuBackend
 
-            self._substitute_decoder = CpuBackend(
-                BackendSpec(**{**self._spec.__dict__, "name": "cpu", "options": {"threads": 1}})
-            )
+            # same decoder options as the main backend when it is the cpu one: a substitute
+            # then gets the pixels it gets anywhere else in the epoch
+            options = {**self._spec.options, "threads": 1} if self._spec.name == "cpu" else {}
+            spec = BackendSpec(**{**self._spec.__dict__, "name": "cpu", "options": options})
+            self._substitute_decoder = CpuBackend(spec)
         return self._substitute_decoder.decode
 
 

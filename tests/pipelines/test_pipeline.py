@@ -7,11 +7,11 @@ import time
 import numpy as np
 import pytest
 import torch
-from _pipeline_data import write_dataset
 
 import chute.pipelines._backend as backend_registry
 import chute.pipelines._plan as plan_module
 from chute.pipelines import EpochOrder, Pipeline
+from tests.pipelines._pipeline_data import write_dataset
 
 N = 53
 
@@ -23,8 +23,8 @@ def dataset_path(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def id_backend(monkeypatch):
-    monkeypatch.setitem(backend_registry.BACKENDS, "test-ids", "_id_backend")
-    import _id_backend
+    monkeypatch.setitem(backend_registry.BACKENDS, "test-ids", "tests.pipelines._id_backend")
+    from tests.pipelines import _id_backend
 
     _id_backend.CALLS.clear()
     return _id_backend

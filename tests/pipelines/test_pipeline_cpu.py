@@ -1,0 +1,85 @@
+"""The Pipeline on the real cpu backend: same pixels as the decoder, bad samples handled."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from chute.errors import DecodeError
+from chute.pipelines import Pipeline
+from tests.pipelines._pipeline_data import write_dataset
+
+pytest.importorskip("chute.fallbacks._decode")
+from chute.fallbacks import decode_batch  # noqa: E402
+
+N = 24
+BAD = 5
+
+
+@pytest.fixture(scope="module")
+def dataset_path(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("cpu") / "ds.chute", n=N)
+
+
+@pytest.fixture(scope="module")
+def corrupt_path(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("bad") / "bad.chute", n=N, corrupt=(BAD,))
+
+
+def make(path, **kw):
+    kw = {"image_size": 16, "device": "cpu", "backend": "cpu", "rank": 0, "world_size": 1,
+          "backend_options": {"threads": 1}, **kw}
+    return Pipeline(path, 8, **kw)
+
+
+@pytest.mark.parametrize("dtype,layout", [("float16", "NCHW"), ("uint8", "NHWC")])
+def test_batches_equal_the_decoder_on_the_plan(dataset_path, dtype, layout):
+    with make(dataset_path, dtype=dtype, layout=layout, seed=3) as pipe:
+        plan = pipe.plan()
+        batches = [{k: v.clone() for k, v in b.items()} for b in pipe]
+    assert len(batches) == len(plan) == N // 8
+    ds = pipe.dataset
+    for k, batch in enumerate(batches):
+        ids, boxes, flips = plan.batch(k)
+        assert torch.equal(batch["index"], torch.from_numpy(ids))
+        assert torch.equal(batch["label"], torch.from_numpy(ds.column("label")[ids]))
+        data, offsets = ds.gather(ids)
+        shape = (8, 3, 16, 16) if layout == "NCHW" else (8, 16, 16, 3)
+        expected = np.empty(shape, dtype)
+        status = decode_batch(data, offsets, boxes, flips, expected, layout=layout,
+                              mean=None if dtype == "uint8" else (0.485, 0.456, 0.406),
+                              std=None if dtype == "uint8" else (0.229, 0.224, 0.225))
+        assert not status.any()
+        assert batch["image"].dtype == getattr(torch, dtype)
+        assert np.array_equal(batch["image"].numpy(), expected)
+
+
+def run_eval(path, **kw):
+    with make(path, augment="eval", **kw) as pipe:
+        out = [(b["index"].clone(), b["label"].clone(), b["image"].clone()) for b in pipe]
+        return out, pipe.stats
+
+
+def test_skip_replaces_a_truncated_jpeg_deterministically(corrupt_path):
+    with pytest.warns(RuntimeWarning, match=rf"sample {BAD} \(shard \S+, local index \d+\)"):
+        first, stats = run_eval(corrupt_path)
+    ids = torch.cat([b[0] for b in first])
+    labels = torch.cat([b[1] for b in first])
+    assert BAD not in ids.tolist()
+    assert len(ids) == N
+    assert stats.decode_errors == 1
+    assert torch.equal(labels, ids + 1000)  # the substitute brings its own label
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        second, _ = run_eval(corrupt_path)
+    for a, b in zip(first, second, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    # no substitute image is blank: it was decoded, not zero-filled
+    images = torch.cat([b[2] for b in first]).float()
+    assert (images.flatten(1).abs().amax(dim=1) > 0).all()
+
+
+def test_raise_names_the_sample_and_shard(corrupt_path):
+    with pytest.raises(DecodeError, match=rf"sample {BAD} \(shard \S+, local index \d+\)"):
+        run_eval(corrupt_path, on_error="raise")
