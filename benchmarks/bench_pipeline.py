@@ -1,0 +1,96 @@
+"""End-to-end Pipeline (cpu backend) vs the bare CPU batch decoder on the same images.
+
+Both decode exactly the same batches (the Pipeline's plan: same ids, RandomResizedCrop boxes and
+flips, 224 px, float16 NCHW) with the same decoder threads, alternating epochs in one run. The
+ratio (Pipeline img/s / bare decoder img/s) measures what order, gathering, prefetch, slots and
+tensor wrapping cost on top of decoding. Target: >= 0.95.
+
+    .venv/bin/python benchmarks/bench_pipeline.py [--images DIR] [--threads 2] [--epochs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from chute.fallbacks import decode_batch
+from chute.pipelines import Pipeline
+from chute.readers import ShardWriter, open_dataset
+
+DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"
+
+
+def build_dataset(images: Path, dest: Path) -> Path:
+    files = sorted(images.glob("*.JPEG"))
+    if not files:
+        raise SystemExit(f"no *.JPEG under {images}")
+    fields = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
+    with ShardWriter(dest, fields) as writer:
+        for i, f in enumerate(files):
+            with Image.open(f) as im:
+                width, height = im.size
+            writer.write({"image": f.read_bytes(), "label": i, "height": height,
+                          "width": width})
+    return dest
+
+
+def bare_epoch(ds, plan, out, threads) -> int:
+    images = 0
+    for it in range(len(plan)):
+        ids, boxes, flips = plan.batch(it)
+        data, offsets = ds.gather(ids)
+        decode_batch(data, offsets, boxes, flips, out[: len(ids)], mean=MEAN, std=STD,
+                     layout="NCHW", threads=threads)
+        images += len(ids)
+    return images
+
+
+def pipeline_epoch(pipe) -> int:
+    return sum(batch["image"].shape[0] for batch in pipe)
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=Path, default=DEFAULT_IMAGES)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--epochs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_dataset(args.images, Path(tmp) / "sample.chute")
+        ds = open_dataset(path)
+        pipe = Pipeline(ds, args.batch_size, image_size=224, augment="train", backend="cpu",
+                        device="cpu", dtype="float16", rank=0, world_size=1,
+                        backend_options={"threads": args.threads})
+        out = np.empty((args.batch_size, 3, 224, 224), np.float16)
+        pipe.set_epoch(0)
+        bare_epoch(ds, pipe.plan(), out, args.threads)  # JIT + page cache warm-up
+        pipeline_epoch(pipe)
+        bare_t, pipe_t, bare_n, pipe_n = 0.0, 0.0, 0, 0
+        for epoch in range(1, args.epochs + 1):
+            pipe.set_epoch(epoch)
+            t0 = time.perf_counter()
+            bare_n += bare_epoch(ds, pipe.plan(), out, args.threads)
+            t1 = time.perf_counter()
+            pipe_n += pipeline_epoch(pipe)
+            t2 = time.perf_counter()
+            bare_t, pipe_t = bare_t + t1 - t0, pipe_t + t2 - t1
+        pipe.close()
+    bare_rate, pipe_rate = bare_n / bare_t, pipe_n / pipe_t
+    print(f"images {len(ds)}, batch {args.batch_size}, RRC 224 float16 NCHW, "
+          f"threads {args.threads}, epochs {args.epochs}")
+    print(f"bare decode_batch   {bare_rate:8.1f} img/s")
+    print(f"Pipeline (cpu)      {pipe_rate:8.1f} img/s")
+    print(f"ratio               {pipe_rate / bare_rate:8.3f}  (target >= 0.95)")
+
+
+if __name__ == "__main__":
+    main()

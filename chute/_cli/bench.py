@@ -1,0 +1,68 @@
+"""`chute bench DATASET`: stream a dataset through a Pipeline and print images/s per epoch.
+
+The first epoch is reported separately: it pays for JIT compilation and a cold page cache.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="measure Pipeline throughput (images/s) on a dataset",
+        description="Iterate a Pipeline over DATASET for a few epochs and print images/s per "
+        "epoch; the first epoch (JIT compilation, cold cache) is reported separately.")
+    parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--augment", choices=("train", "eval"), default="train")
+    parser.add_argument("--backend", default="auto",
+                        help="auto, cpu, dali or dali-native (default: auto)")
+    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: auto)")
+    parser.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="decoder threads of the cpu backend (default: all cores)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from chute.pipelines import Pipeline
+
+    options = {"threads": args.threads} if args.threads else None
+    with Pipeline(args.dataset, args.batch_size, image_size=args.image_size,
+                  augment=args.augment, backend=args.backend, device=args.device,
+                  dtype=args.dtype, backend_options=options, rank=0, world_size=1) as pipe:
+        print(f"chute bench: {args.dataset}: {len(pipe.dataset)} samples, backend "
+              f"{pipe.backend.name}, device {pipe.device}, batch {args.batch_size}, "
+              f"{args.image_size}px {args.dtype} {args.augment}")
+        rates = []
+        for epoch in range(args.epochs):
+            pipe.set_epoch(epoch)
+            images = 0
+            start = time.perf_counter()
+            for batch in tqdm(pipe, total=len(pipe), unit="batch", leave=False,
+                              disable=args.no_progress, desc=f"epoch {epoch}"):
+                images += batch["image"].shape[0]
+            _synchronize(pipe.device)
+            seconds = time.perf_counter() - start
+            rates.append(images / seconds if seconds > 0 else float("nan"))
+            label = "first epoch (JIT, cold cache)" if epoch == 0 else f"epoch {epoch}"
+            print(f"{label:30s} {images:8d} images {seconds:8.2f} s {rates[-1]:10.1f} img/s")
+        if len(rates) > 1:
+            steady = sorted(rates[1:])[len(rates[1:]) // 2]
+            print(f"{'steady state (median)':30s} {steady:35.1f} img/s")
+        print(f"decode errors replaced: {pipe.stats.decode_errors}; "
+              f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s")
+    return 0
+
+
+def _synchronize(device) -> None:
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
