@@ -17,7 +17,8 @@ __all__ = ["synthetic_jpeg", "write_image_folder"]
 def synthetic_jpeg(rng: np.random.Generator, height: int, width: int, quality: int = 90) -> bytes:
     from PIL import Image
 
-    coarse = rng.integers(0, 256, size=(max(2, height // 32), max(2, width // 32), 3), dtype=np.uint8)
+    coarse_shape = (max(2, height // 32), max(2, width // 32), 3)
+    coarse = rng.integers(0, 256, size=coarse_shape, dtype=np.uint8)
     img = Image.fromarray(coarse).resize((width, height), Image.BICUBIC)
     pixels = np.asarray(img, dtype=np.int16)
     grain = rng.integers(-12, 13, size=pixels.shape, dtype=np.int16)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
-from chute.pipelines._resolve import _resolve_backend
+from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import allocate_slots, begin_fill, release, stage, wait_ready
 from chute.pipelines._substitute import Substitutor
 
@@ -44,6 +44,9 @@ class PipelineStats:
     batches: int = 0
     decode_errors: int = 0  # samples that failed to decode and were replaced (on_error="skip")
     wait_seconds: float = 0.0  # time the training loop spent waiting for batches
+    backend: str = ""  # the backend in use (what backend="auto" chose)
+    backend_options: dict = field(default_factory=dict)
+    backend_reason: str = ""  # why that backend: requested, stored decision, or measured
 
 
 class Pipeline:
@@ -84,17 +87,18 @@ class Pipeline:
         self.on_error = on_error
         self.fields = self._check_fields(tuple(fields))
         dtype_name = _DTYPES[dtype]
-        name = _resolve_backend(backend, device=self.device, dataset=self.dataset,
-                                batch_size=self.batch_size, image_size=self.crop.size,
-                                dtype=dtype_name, augment=augment)
+        name, options, reason = resolve_backend(
+            backend, device=self.device, dataset=self.dataset, batch_size=self.batch_size,
+            image_size=self.crop.size, dtype=dtype_name, augment=augment,
+            backend_options=backend_options)
         self._spec = BackendSpec(
             name=name, dataset=self.dataset, batch_size=self.batch_size, size=self.crop.size,
             dtype=dtype_name, layout=layout, mean=tuple(mean), std=tuple(std),
-            device=str(self.device), prefetch=int(prefetch), options=dict(backend_options or {}),
+            device=str(self.device), prefetch=int(prefetch), options=options,
         )
         self.backend = create_backend(self._spec)
         self._substitute_decoder = None
-        self.stats = PipelineStats()
+        self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason)
         self._epoch = 0
         self._position = 0
         self._resume_pending = False
