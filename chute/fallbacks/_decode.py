@@ -3,6 +3,11 @@
 Holds the per-process resources of the jitted kernels: one TurboJPEG handle and one scratch
 buffer per Numba thread, re-created after a fork (handles are per process) and grown, never
 shrunk, as larger images arrive (no per-batch allocation in steady state).
+
+Numba's GNU-OpenMP threading layer aborts any child forked after a parallel call, so unless
+NUMBA_THREADING_LAYER says otherwise chute asks Numba for a fork-safe layer ("forksafe": TBB
+when installed, else the built-in workqueue). Calls are serialised by a lock, which the
+workqueue layer (not thread-safe) needs anyway, and so do the shared per-thread buffers.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ class _Resources:
     scratch: np.ndarray  # uint8 [threads, bytes]: decoded pixels
     rows: np.ndarray  # float32 [threads, values]: one intermediate row
 
+
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    # Takes effect only if no parallel Numba function has run yet in this process.
+    numba.config.THREADING_LAYER = "forksafe"
 
 _lock = threading.Lock()
 _resources: _Resources | None = None

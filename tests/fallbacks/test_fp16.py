@@ -1,0 +1,32 @@
+import numpy as np
+from numba import njit
+
+from chute.fallbacks._fp16 import float32_to_half_bits
+
+
+@njit
+def _convert(values, out):
+    for i in range(values.size):
+        out[i] = float32_to_half_bits(values[i])
+
+
+def test_matches_numpy_rounding_on_all_float32_classes():
+    rng = np.random.default_rng(0)
+    edges = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x477FE000, 0x477FEFFF,
+                      0x477FF000, 0x38800000, 0x387FFFFF, 0x33000000, 0x33000001, 0x32FFFFFF],
+                     dtype=np.uint32)
+    bits = np.concatenate([
+        edges,
+        rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32),
+        np.arange(0x33000000, 0x38900000, 61, dtype=np.uint32),  # subnormal halves
+        np.arange(0x47700000, 0x47800000, 3, dtype=np.uint32),  # around overflow
+        np.arange(0x3F800000, 0x40000000, 1, dtype=np.uint32)[::7],  # [1, 2): every tie
+    ])
+    values = bits.view(np.float32)
+    out = np.empty(values.size, np.uint16)
+    _convert(values, out)
+    with np.errstate(all="ignore"):
+        expected = values.astype(np.float16).view(np.uint16)
+    nan = np.isnan(values)
+    assert np.array_equal(out[~nan], expected[~nan])
+    assert np.isnan(out[nan].view(np.float16)).all()
