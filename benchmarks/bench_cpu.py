@@ -212,8 +212,9 @@ from ffcv.writer import DatasetWriter
 from ffcv.fields import RGBImageField, IntField
 from ffcv.loader import Loader, OrderOption
 from ffcv.fields.decoders import RandomResizedCropRGBImageDecoder, IntDecoder
-from ffcv.transforms import RandomHorizontalFlip, ToTensor, ToTorchImage, NormalizeImage, ToDevice
-folder, beton, batch, threads, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+from ffcv.transforms import RandomHorizontalFlip, ToTensor, ToTorchImage, NormalizeImage
+folder, beton = sys.argv[1], sys.argv[2]
+batch, threads, reps = (int(v) for v in sys.argv[3:6])
 paths = sorted(Path(folder).glob("*.jpg"))
 class Data:
     def __len__(self): return len(paths)
