@@ -237,15 +237,19 @@ print("RATES", json.dumps(rates))
 """
 
 
-def run_ffcv(python: str, folder: Path, batch: int, threads: int, reps: int):
+def run_ffcv(python: str, folder: Path, batch: int, threads: int, reps: int,
+             timeout: int):
     """(rates, None) or (None, reason)."""
     if not python or not Path(python).exists():
         return None, f"not built: no FFCV environment at {python!r} (see --ffcv-python)"
     script = folder / "ffcv_bench.py"
     script.write_text(_FFCV_SCRIPT)
-    proc = subprocess.run([python, str(script), str(folder), str(folder / "q90.beton"),
-                           str(batch), str(threads), str(reps)],
-                          capture_output=True, text=True, timeout=1800)
+    try:
+        proc = subprocess.run([python, str(script), str(folder), str(folder / "q90.beton"),
+                               str(batch), str(threads), str(reps)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"failed: no result within {timeout} s (FFCV Loader did not finish)"
     for line in proc.stdout.splitlines():
         if line.startswith("RATES "):
             import json
@@ -287,6 +291,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--only", default="a,b,c,d,e,f,g")
     parser.add_argument("--ffcv-python", default="/tmp/ffcv-venv/bin/python")
+    parser.add_argument("--ffcv-timeout", type=int, default=600)
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     paths = sorted(p for p in args.images.iterdir() if p.suffix.lower() in (".jpeg", ".jpg"))
@@ -328,7 +333,8 @@ def main(argv=None) -> int:
             q90 = Images(reencode_q90(paths, Path(tmp)))
             add("(g) q90: bound", lambda: bound_runner(q90, b))
             add("(g) q90: chute RRC 224", lambda: chute_runner(q90, b, 224, "train"))
-            rates, why = run_ffcv(args.ffcv_python, Path(tmp), b, threads, reps)
+            rates, why = run_ffcv(args.ffcv_python, Path(tmp), b, threads, reps,
+                                  args.ffcv_timeout)
             rows.append(("(g) q90: FFCV 1.0.2 RRC 224", rates, why or ""))
     print(f"\nNumba threading layer: {numba.threading_layer()}\n")
 
