@@ -10,9 +10,10 @@ Configurations (all on the same images, the same number of threads):
   with one worker per thread; (f) DALI CPU-only (device_id=None) image_random_crop + resize
   (antialias) + crop_mirror_normalize to float16; (g) FFCV 1.0.2 (run by --ffcv-python, a
   separate environment) on q90 re-encodes of the images, next to the bound and chute on the
-  same q90 images. Each configuration runs --reps passes over all images after one warm-up
-  pass; the table gives the median and min-max in images per second and the ratio of the
-  median to the bound's median. Re-encoded images live in a temporary directory.
+  same q90 images. Every configuration makes one warm-up pass over all images, then all are
+  timed round-robin for --reps rounds (so machine drift hits them alike); the table gives the
+  median and min-max in images per second and the ratio of the median to the bound's median.
+  Re-encoded images live in a temporary directory.
 """
 
 from __future__ import annotations
@@ -180,7 +181,10 @@ def dali_runner(images: Images, batch: int, threads: int):
         cursor[0] = (start + batch) % len(payloads)
         return [payloads[(start + k) % len(payloads)] for k in range(batch)]
 
-    @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=0)
+    # Synchronous execution: no batch is prepared ahead in the background while another
+    # configuration is being timed (every contender here is timed doing its own work only).
+    @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=0,
+                  exec_async=False, exec_pipelined=False)
     def pipeline():
         jpegs = fn.external_source(source=source, dtype=types.UINT8)
         crops = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
@@ -260,13 +264,19 @@ def run_ffcv(python: str, folder: Path, batch: int, threads: int, reps: int,
 
 
 # ----------------------------------------------------------------------------- timing
-def measure(run, count: int, reps: int) -> list[float]:
-    run()  # warm-up: compilation, caches, worker start-up
-    rates = []
+def measure_interleaved(runners: list[tuple[str, object, int]], reps: int) -> dict:
+    """Warm every runner up once, then time them round-robin, `reps` rounds.
+
+    Interleaving spreads the drift of a shared machine (frequency, neighbours) evenly over
+    the configurations instead of charging it to whichever ran during a slow minute."""
+    for _, run, _ in runners:
+        run()  # warm-up: compilation, caches, worker start-up
+    rates = {name: [] for name, _, _ in runners}
     for _ in range(reps):
-        start = time.perf_counter()
-        run()
-        rates.append(count / (time.perf_counter() - start))
+        for name, run, count in runners:
+            start = time.perf_counter()
+            run()
+            rates[name].append(count / (time.perf_counter() - start))
     return rates
 
 
@@ -303,39 +313,43 @@ def main(argv=None) -> int:
     n, b, reps, threads = len(images), args.batch, args.reps, args.threads
     print(f"{n} images from {args.images}, batch {b}, {threads} threads, {reps} reps, "
           f"Numba layer after first run shown below", flush=True)
-    rows = []
+    runners, failed = [], []
 
     def add(name, make, count=n):
-        print(f"  running {name} ...", flush=True)
         try:
             made = make()
             run, count = made if isinstance(made, tuple) else (made, count)
-            rows.append((name, measure(run, count, reps), ""))
+            runners.append((name, run, count))
         except Exception as exc:  # a missing optional stack is reported, not fatal
-            rows.append((name, None, f"failed: {type(exc).__name__}: {exc}"[:160]))
+            failed.append((name, None, f"failed: {type(exc).__name__}: {exc}"[:160]))
 
-    if "a" in only:
-        add("(a) bound: decode only", lambda: bound_runner(images, b))
-    if "b" in only:
-        add("(b) chute RRC 224 fp16 NCHW", lambda: chute_runner(images, b, 224, "train"))
-    if "c" in only:
-        add("(c) chute RRC 128", lambda: chute_runner(images, b, 128, "train"))
-        add("(c) chute RRC 64", lambda: chute_runner(images, b, 64, "train"))
-    if "d" in only:
-        add("(d) chute eval 224", lambda: chute_runner(images, b, 224, "eval"))
-    if "e" in only:
-        add(f"(e) PIL + torch DataLoader ({threads} workers)",
-            lambda: pil_runner(images, b, threads))
-    if "f" in only:
-        add("(f) DALI CPU", lambda: dali_runner(images, b, threads))
-    if "g" in only:
-        with tempfile.TemporaryDirectory(prefix="chute-q90-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="chute-q90-") as tmp:
+        if "a" in only:
+            add("(a) bound: decode only", lambda: bound_runner(images, b))
+        if "b" in only:
+            add("(b) chute RRC 224 fp16 NCHW", lambda: chute_runner(images, b, 224, "train"))
+        if "c" in only:
+            add("(c) chute RRC 128", lambda: chute_runner(images, b, 128, "train"))
+            add("(c) chute RRC 64", lambda: chute_runner(images, b, 64, "train"))
+        if "d" in only:
+            add("(d) chute eval 224", lambda: chute_runner(images, b, 224, "eval"))
+        if "e" in only:
+            add(f"(e) PIL + torch DataLoader ({threads} workers)",
+                lambda: pil_runner(images, b, threads))
+        if "f" in only:
+            add("(f) DALI CPU", lambda: dali_runner(images, b, threads))
+        if "g" in only:
             q90 = Images(reencode_q90(paths, Path(tmp)))
             add("(g) q90: bound", lambda: bound_runner(q90, b))
             add("(g) q90: chute RRC 224", lambda: chute_runner(q90, b, 224, "train"))
-            rates, why = run_ffcv(args.ffcv_python, Path(tmp), b, threads, reps,
-                                  args.ffcv_timeout)
-            rows.append(("(g) q90: FFCV 1.0.2 RRC 224", rates, why or ""))
+        print(f"  timing {len(runners)} configurations round-robin ...", flush=True)
+        rates = measure_interleaved(runners, reps)
+        rows = [(name, rates[name], "") for name, _, _ in runners] + failed
+        if "g" in only:  # FFCV runs in its own environment, after the others
+            print("  running (g) FFCV ...", flush=True)
+            ffcv_rates, why = run_ffcv(args.ffcv_python, Path(tmp), b, threads, reps,
+                                       args.ffcv_timeout)
+            rows.append(("(g) q90: FFCV 1.0.2 RRC 224", ffcv_rates, why or ""))
     print(f"\nNumba threading layer: {numba.threading_layer()}\n")
 
     def bound_for(name):
