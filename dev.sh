@@ -12,7 +12,10 @@ PY=${PYTHON:-python3}
 
 need_turbojpeg() {
   # ldconfig knows the library when the Debian package (or any system install) is present.
-  if /sbin/ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so\.0'; then return 0; fi
+  # (Captured first: with pipefail, `ldconfig -p | grep -q` fails when grep exits early.)
+  local known
+  known=$(/sbin/ldconfig -p 2>/dev/null || true)
+  if [[ "$known" == *libturbojpeg.so.0* ]]; then return 0; fi
   if [ -n "${CHUTE_TURBOJPEG:-}" ] && [ -f "$CHUTE_TURBOJPEG" ]; then return 0; fi
   if command -v apt-get >/dev/null 2>&1; then
     local sudo=""
