@@ -208,6 +208,9 @@ def dali_runner(images: Images, batch: int, threads: int):
     return run, batches * batch
 
 
+# FFCV's CPU order: NormalizeImage works on numpy arrays, so it must come before ToTensor.
+# (The GPU order, normalising after ToTorchImage, makes FFCV 1.0.2's Loader constructor loop
+# forever in Graph.group_operations on a CPU pipeline: FFCV issues #396 and #350.)
 _FFCV_SCRIPT = r"""
 import sys, time, json, numpy as np, torch
 from pathlib import Path
@@ -228,8 +231,8 @@ DatasetWriter(beton, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90),
 mean = np.array([0.485, 0.456, 0.406]) * 255; std = np.array([0.229, 0.224, 0.225]) * 255
 loader = Loader(beton, batch_size=batch, num_workers=threads, order=OrderOption.RANDOM,
                 drop_last=False, pipelines={
-    "image": [RandomResizedCropRGBImageDecoder((224, 224)), RandomHorizontalFlip(), ToTensor(),
-              ToTorchImage(), NormalizeImage(mean, std, np.float16)],
+    "image": [RandomResizedCropRGBImageDecoder((224, 224)), RandomHorizontalFlip(),
+              NormalizeImage(mean, std, np.float16), ToTensor(), ToTorchImage()],
     "label": [IntDecoder()]})
 for _ in loader: pass
 rates = []
