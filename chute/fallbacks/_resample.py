@@ -69,12 +69,61 @@ def axis_taps(start, length, out_size, src_size):
     return first, weights
 
 
+@njit(nogil=True, inline="always")
+def _horizontal_taps(span_row, offsets, weights, kx, flip, result, pitch, plane):
+    """The horizontal pass for kx taps per output (see _horizontal).
+
+    Indices are uint64 because Numba wraps negative signed indices, a compare and select per
+    load that costs more than the arithmetic of this scalar loop.
+    """
+    out_w = offsets.shape[0]
+    for ox in range(out_w):
+        o = np.uint64(offsets[ox])
+        r = np.float32(0.0)
+        g = np.float32(0.0)
+        bl = np.float32(0.0)
+        for k in range(kx):
+            w = weights[ox, k]
+            r += w * span_row[o]
+            g += w * span_row[o + np.uint64(1)]
+            bl += w * span_row[o + np.uint64(2)]
+            o += np.uint64(3)
+        dest = np.uint64((out_w - 1 - ox if flip else ox) * pitch)
+        result[dest] = r
+        result[dest + np.uint64(plane)] = g
+        result[dest + np.uint64(2 * plane)] = bl
+
+
+@njit(nogil=True)
+def _horizontal(span_row, offsets, weights, flip, result, pitch, plane):
+    """Horizontal pass: sum_k weights[ox, k] * span_row[offsets[ox] + 3k + c] for channel c
+    goes to result[dest * pitch + c * plane], dest = ox (out_w - 1 - ox if flip).
+
+    pitch 1, plane out_w: planar rows (NCHW); pitch 3, plane 1: an interleaved row (NHWC).
+    Common tap counts get their own copy with a constant count, so LLVM unrolls the tap
+    loop: the loop overhead otherwise costs about as much as the arithmetic.
+    """
+    kx = weights.shape[1]
+    if kx == 2:
+        _horizontal_taps(span_row, offsets, weights, 2, flip, result, pitch, plane)
+    elif kx == 3:
+        _horizontal_taps(span_row, offsets, weights, 3, flip, result, pitch, plane)
+    elif kx == 4:
+        _horizontal_taps(span_row, offsets, weights, 4, flip, result, pitch, plane)
+    elif kx == 5:
+        _horizontal_taps(span_row, offsets, weights, 5, flip, result, pitch, plane)
+    elif kx == 6:
+        _horizontal_taps(span_row, offsets, weights, 6, flip, result, pitch, plane)
+    else:
+        _horizontal_taps(span_row, offsets, weights, kx, flip, result, pitch, plane)
+
+
 @njit(nogil=True)
 def _convert(values, dest, kind, mean, std):
     """dest[x] = values[x] as the output dtype: rounded uint8, or normalized float16/float32.
 
-    Compiled once per dest layout (contiguous NCHW row, strided NHWC column); the dtype
-    branch sits outside the pixel loops so each loop vectorises.
+    For one contiguous NCHW channel row; the dtype branch sits outside the pixel loops so
+    each loop vectorises.
     """
     if kind == KIND_UINT8:
         for x in range(values.shape[0]):
@@ -88,13 +137,35 @@ def _convert(values, dest, kind, mean, std):
             dest[x] = (values[x] - mean) / std
 
 
+@njit(nogil=True)
+def _convert_interleaved(values, dest, kind, mean, std):
+    """_convert for an interleaved RGB row: values[3x + c] uses channel c's mean and std.
+
+    Writes a whole (flattened) NHWC row in one contiguous pass instead of three strided
+    per-channel passes.
+    """
+    if kind == KIND_UINT8:
+        for x in range(values.shape[0]):
+            q = np.floor(values[x] + np.float32(0.5))
+            dest[x] = min(max(q, np.float32(0.0)), np.float32(255.0))
+    else:
+        for x in range(values.shape[0] // 3):
+            for c in range(3):
+                v = (values[3 * x + c] - mean[c]) / std[c]
+                if kind == KIND_FLOAT16:
+                    dest[3 * x + c] = float32_to_half_bits(v)
+                else:
+                    dest[3 * x + c] = v
+
+
 @njit(nogil=True, cache=True)
 def resample_into(src, src_h, src_w, y0, x0, box_h, box_w, flip, out, b, kind, nchw,
                   mean255, std255, row):
     """Resample the box (floats, source pixels) of an interleaved RGB uint8 image into out[b].
 
     src: flat uint8 buffer holding src_h rows of src_w * 3 bytes; row: float32 scratch of at
-    least src_w * 3 values. out is [B, 3, H, W] (nchw) or [B, H, W, 3]; its dtype matches kind.
+    least src_w * 3 values. out is a C-contiguous [B, 3, H, W] (nchw) or [B, H, W, 3]; its
+    dtype matches kind.
     """
     if nchw:
         out_h, out_w = out.shape[2], out.shape[3]
@@ -109,7 +180,8 @@ def resample_into(src, src_h, src_w, y0, x0, box_h, box_w, flip, out, b, kind, n
     span = (fx[out_w - 1] + kx) * 3 - col0
     pitch = src_w * 3
     span_row = row[:span]
-    result = np.empty((3, out_w), dtype=np.float32)
+    offsets = fx * 3 - col0  # where each output's taps start in span_row
+    planar = np.empty(3 * out_w, dtype=np.float32)
     for oy in range(out_h):
         # Vertical pass over the span: a weighted sum of ky source rows. (Slices, not signed
         # indices: Numba's negative-index wraparound would stop LLVM from vectorising.)
@@ -125,23 +197,11 @@ def resample_into(src, src_h, src_w, y0, x0, box_h, box_w, flip, out, b, kind, n
                 for i in range(span):
                     span_row[i] += w * np.float32(source[i])
         # Horizontal pass + flip + normalize + layout.
-        for ox in range(out_w):
-            taps = span_row[fx[ox] * 3 - col0:fx[ox] * 3 - col0 + 3 * kx]
-            weights = wx[ox]
-            r = np.float32(0.0)
-            g = np.float32(0.0)
-            bl = np.float32(0.0)
-            for k in range(kx):
-                w = weights[k]
-                r += w * taps[3 * k]
-                g += w * taps[3 * k + 1]
-                bl += w * taps[3 * k + 2]
-            dest = out_w - 1 - ox if flip else ox
-            result[0, dest] = r
-            result[1, dest] = g
-            result[2, dest] = bl
-        for c in range(3):
-            if nchw:
-                _convert(result[c], out[b, c, oy], kind, mean255[c], std255[c])
-            else:
-                _convert(result[c], out[b, oy, :, c], kind, mean255[c], std255[c])
+        if nchw:
+            _horizontal(span_row, offsets, wx, flip, planar, 1, out_w)
+            for c in range(3):
+                _convert(planar[c * out_w:(c + 1) * out_w], out[b, c, oy], kind, mean255[c],
+                         std255[c])
+        else:
+            _horizontal(span_row, offsets, wx, flip, planar, 3, 1)
+            _convert_interleaved(planar, out[b, oy].reshape(-1), kind, mean255, std255)
