@@ -14,14 +14,17 @@ def add_parser(subparsers) -> None:
         description="Iterate a Pipeline over DATASET for a few epochs and print images/s per "
         "epoch; the first epoch (JIT compilation, cold cache) is reported separately.")
     parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--augment", choices=("train", "eval"), default="train")
+    parser.add_argument("--batch-size", type=int, default=128, help="(default: 128)")
+    parser.add_argument("--image-size", type=int, default=224, help="output side (default: 224)")
+    parser.add_argument("--augment", choices=("train", "eval"), default="train",
+                        help="train: random-resized-crop + flip; eval: center crop "
+                        "(default: train)")
     parser.add_argument("--backend", default="auto",
                         help="auto, cpu, dali or dali-native (default: auto)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: auto)")
-    parser.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16",
+                        help="(default: float16)")
+    parser.add_argument("--epochs", type=int, default=3, help="(default: 3)")
     parser.add_argument("--threads", type=int, default=None,
                         help="decoder threads of the cpu backend (default: all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -56,6 +59,7 @@ def run(args) -> int:
         if len(rates) > 1:
             steady = sorted(rates[1:])[len(rates[1:]) // 2]
             print(f"{'steady state (median)':30s} {steady:35.1f} img/s")
+        print(f"backend choice: {pipe.stats.backend_reason}")
         print(f"decode errors replaced: {pipe.stats.decode_errors}; "
               f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s")
     return 0
