@@ -44,7 +44,7 @@ def bare_epoch(ds, plan, out, threads) -> int:
     for it in range(len(plan)):
         ids, boxes, flips = plan.batch(it)
         data, offsets = ds.gather(ids)
-        decode_batch(data, offsets, boxes, flips, out[: len(ids)], mean=MEAN, std=STD,
+        decode_batch(data, offsets, boxes, flips, out[: len(ids)],
                      layout="NCHW", threads=threads)
         images += len(ids)
     return images
@@ -53,8 +53,6 @@ def bare_epoch(ds, plan, out, threads) -> int:
 def pipeline_epoch(pipe) -> int:
     return sum(batch["image"].shape[0] for batch in pipe)
 
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def main() -> None:

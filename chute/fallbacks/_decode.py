@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.fallbacks import _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
@@ -27,8 +28,6 @@ from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
 
 __all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 _KINDS = {np.dtype(np.uint8): KIND_UINT8, np.dtype(np.float32): KIND_FLOAT32,
           np.dtype(np.float16): KIND_FLOAT16}
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -25,8 +27,6 @@ __all__ = [
     "pack_args",
 ]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # 32 threads along x make the stores of a warp contiguous in both layouts; 8 rows give 256
 # threads per block, matching __launch_bounds__(256) in the .cu.

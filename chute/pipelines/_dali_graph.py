@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.errors import BackendUnavailableError
 from chute.pipelines._dali_source import SOURCE_OUTPUTS, DaliBatchSource
 
@@ -53,8 +54,8 @@ class DaliGraphConfig:
     device_id: int | None = None
     dtype: str = "float16"
     layout: str = "NCHW"
-    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
-    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
     num_threads: int = 2
     prefetch: int = 2
     hw_decoder_load: float = 0.65

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.pipelines._backend import BackendSpec, create_backend
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
@@ -32,8 +33,6 @@ from chute.pipelines._substitute import Substitutor
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 _DTYPES = {"uint8": "uint8", "float16": "float16", "float32": "float32",
            torch.uint8: "uint8", torch.float16: "float16", torch.float32: "float32"}
 
