@@ -35,7 +35,8 @@ Rules of `open_epoch` / `read`:
 - Device backends: when `read` returns, the writes to `out` must be complete or enqueued on
   `torch.cuda.current_stream()` of the calling thread (the Pipeline's side stream), e.g. by making
   that stream wait on an event recorded on the backend's own stream. The Pipeline records its
-  ready-event on that stream right after `read`.
+  ready-event on that stream after `read`, the substitution of failed samples and the
+  host-to-device copies (`stage`).
 - Resize, flip, normalisation and layout follow contract #3 (PIL antialiased bilinear), so
   every backend produces the same pixels for the same (ids, boxes, flips) up to decoder rounding.
 - Errors that are not per-sample (missing library, no device) raise BackendUnavailableError

@@ -230,8 +230,7 @@ class DaliEpoch:
         batch from it, and continue with a new pipeline from the next iteration."""
         from chute.pipelines._dali_output import decode_batch_on_cpu
 
-        status = decode_batch_on_cpu(self.plan.dataset_path, ids, boxes, flips, out,
-                                     self.backend.spec)
+        status = decode_batch_on_cpu(ids, boxes, flips, out, self.backend.spec)
         if not status.any():
             # Every sample decodes on the CPU: this is not bad data but a broken DALI path.
             raise BackendUnavailableError(
@@ -269,7 +268,5 @@ class DaliEpoch:
         return epoch
 
     def close(self) -> None:
-        pipe, self.pipe = self.pipe, None
-        if pipe is not None:
-            del pipe
+        self.pipe = None
 

@@ -67,18 +67,17 @@ class KernelWriter:
         self._held = crops
 
 
-def decode_batch_on_cpu(dataset_path, ids, boxes, flips, out, spec) -> np.ndarray:
+def decode_batch_on_cpu(ids, boxes, flips, out, spec) -> np.ndarray:
     """Decode one batch with chute's CPU decoder into `out`; returns its per-sample status."""
-    from chute.fallbacks import decode_batch
-    from chute.readers import open_dataset
+    import dataclasses
 
-    data, offsets = open_dataset(dataset_path).gather(np.asarray(ids, dtype=np.int64))
+    from chute.pipelines._backend_cpu import CpuBackend
+
+    # The cpu backend with its defaults (DALI's options mean nothing to it).
+    cpu = CpuBackend(dataclasses.replace(spec, name="cpu", options={}))
     host = np.empty(tuple(out.shape), dtype=spec.numpy_dtype)
-    norm = {} if spec.dtype == "uint8" else {"mean": spec.mean, "std": spec.std}
-    status = decode_batch(
-        data, offsets, np.asarray(boxes, dtype=np.int32), np.asarray(flips, dtype=bool), host,
-        layout=spec.layout, **norm,
-    )
+    status = cpu.decode(np.asarray(ids, dtype=np.int64), np.asarray(boxes, dtype=np.int32),
+                        np.asarray(flips, dtype=bool), host)
     if isinstance(out, np.ndarray):
         np.copyto(out, host)
     else:

@@ -62,9 +62,6 @@ class DaliBatchSource:
         state["_held"] = [None] * self.ring
         return state
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
     # -- the source ------------------------------------------------------------------------------
     def plan_for(self, epoch_idx: int):
         """The BatchPlan of DALI epoch `epoch_idx` (0 = the plan this source was built with)."""
@@ -110,7 +107,7 @@ class DaliBatchSource:
 
     def _gather_pinned(self, ids: np.ndarray, iteration: int) -> list[np.ndarray]:
         ds = self.dataset()
-        needed = sum(view.nbytes for view in ds.views(ids, field=self.field))
+        needed = int(ds.sizes(ids, field=self.field).sum())
         slot = iteration % self.ring
         buffer = self._slots[slot]
         if buffer is None or buffer.nbytes < needed:

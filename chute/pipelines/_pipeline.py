@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -245,7 +245,7 @@ class Pipeline:
             # same decoder options as the main backend when it is the cpu one: a substitute
             # then gets the pixels it gets anywhere else in the epoch
             options = {**self._spec.options, "threads": 1} if self._spec.name == "cpu" else {}
-            spec = BackendSpec(**{**self._spec.__dict__, "name": "cpu", "options": options})
+            spec = replace(self._spec, name="cpu", options=options)
             self._substitute_decoder = CpuBackend(spec)
         return self._substitute_decoder.decode
 
@@ -284,7 +284,8 @@ class _Run:
             slot.host["index"][:n] = ids
             for name, column in self.scalars.items():
                 np.take(column, ids, out=slot.host[name][:n])
-            extras = {f: [self.dataset[int(i)][f] for i in ids] for f in self.others}
+            rows = [self.dataset[int(i)] for i in ids] if self.others else []
+            extras = {f: [row[f] for row in rows] for f in self.others}
             stage(slot, n, self.stream)
         return n, extras, replaced
 

@@ -81,7 +81,10 @@ class BatchPlan:
 
 def _image_sizes(path: str) -> tuple[np.ndarray, np.ndarray]:
     manifest = Path(path) / "chute.json"
-    stamp = manifest.stat().st_mtime_ns if manifest.exists() else 0
+    try:
+        stamp = manifest.stat().st_mtime_ns
+    except FileNotFoundError:  # no manifest (a Megatron pair)
+        stamp = 0
     return _sizes_cached(str(path), stamp)
 
 

@@ -6,9 +6,10 @@ queues (slot, payload); the consumer gets them in iteration order and gives slot
 `held` is how many the consumer still holds. Exceptions raised by `fill` are re-raised in the
 consumer when it reaches that batch (batches before it are delivered normally).
 
-Shutdown: `close()` (also called by the Pipeline when a loop ends, breaks or is garbage
-collected) stops the producer after its current `fill` and joins the thread. The thread holds no
-reference to the consumer-side objects, so dropping them is enough to trigger `close`.
+Shutdown: `close()` stops the producer after its current `fill` and joins the thread. The
+Pipeline calls it from its generator's `finally`, which runs when a loop ends, breaks, or the
+abandoned generator is garbage collected. (`fill` is usually a bound method of the owner, so the
+running thread keeps the Prefetcher alive: `__del__` is only a last resort.)
 """
 
 from __future__ import annotations
