@@ -23,13 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
-        try:
-            module = importlib.import_module(f"chute._cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"chute._cli.{name}":
-                continue  # not built yet
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f"chute._cli.{name}").add_parser(sub)
     return parser
 
 

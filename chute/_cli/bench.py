@@ -5,6 +5,7 @@ The first epoch is reported separately: it pays for JIT compilation and a cold p
 
 from __future__ import annotations
 
+import statistics
 import time
 
 
@@ -57,7 +58,7 @@ def run(args) -> int:
             label = "first epoch (JIT, cold cache)" if epoch == 0 else f"epoch {epoch}"
             print(f"{label:30s} {images:8d} images {seconds:8.2f} s {rates[-1]:10.1f} img/s")
         if len(rates) > 1:
-            steady = sorted(rates[1:])[len(rates[1:]) // 2]
+            steady = statistics.median(rates[1:])
             print(f"{'steady state (median)':30s} {steady:35.1f} img/s")
         print(f"backend choice: {pipe.stats.backend_reason}")
         print(f"decode errors replaced: {pipe.stats.decode_errors}; "

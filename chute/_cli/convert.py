@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
-from chute.readers import ConvertOptions, convert_csv, convert_imagefolder, parse_size
+from chute.readers import parse_size
 
 
 def _positive_int(text: str) -> int:
@@ -26,7 +25,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dst", metavar="DST", help="new dataset folder (e.g. train.chute)")
     parser.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
                         help="payload bytes per shard, e.g. 1GiB, 512MiB, 64MB (default 1GiB)")
-    parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
+    parser.add_argument("--workers", type=_positive_int, default=None,
                         metavar="N", help="reader/check processes (default: CPU count)")
     parser.add_argument("--max-side", type=_positive_int, metavar="N",
                         help="downscale images whose longer side exceeds N and re-encode them "
@@ -68,6 +67,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from chute.readers import ConvertOptions, convert_csv, convert_imagefolder
+
     options = ConvertOptions(
         shard_size=args.shard_size, workers=args.workers, max_side=args.max_side,
         quality=args.quality, strict=args.strict, overwrite=args.overwrite,

@@ -77,10 +77,10 @@ def _read_back(path: Path) -> None:
 
 
 def _autotune(path: Path, args) -> None:
-    from chute._device import cuda_device_count
+    from chute._cli.autotune import _default_device
     from chute.autotune import TuneParams, autotune, format_table
 
-    device = "cuda:0" if cuda_device_count() else "cpu"
+    device = _default_device()
     params = TuneParams(args.batch_size, args.image_size, args.augment, "float16", device)
     print(f"[3/4] autotune: batch {args.batch_size}, {args.image_size}px, {args.augment}, "
           f"float16 on {device} (budget {args.budget:g}s)")

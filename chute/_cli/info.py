@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from chute.readers import dataset_info, format_size
-
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -18,6 +16,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from chute.readers import dataset_info, format_size
+
     info = dataset_info(args.dst)
     if args.json:
         print(json.dumps(info, indent=1))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from chute.readers import update_metadata
-
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -30,6 +28,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from chute.readers import update_metadata
+
     result = update_metadata(args.dst, args.jsonl, key=args.key, field=args.field,
                              merge=args.merge, allow_unmatched=args.allow_unmatched)
     print(f"updated the metadata of {result.updated} samples in {args.dst}")

@@ -74,7 +74,7 @@ def _load_records(paths: list[tuple[Path, Path]], counts: list[int], trailing_ok
                               f"its {data.size} bytes; the .bin is truncated or the pair "
                               "does not belong together")
         bins.append(data)
-        pointers.append(index.pointers.astype(np.int64))
+        pointers.append(index.pointers.astype(np.int64, copy=False))
         lengths.append(nbytes)
     empty = np.empty(0, np.int64)
     return _Records(bins, np.concatenate(pointers) if pointers else empty,
@@ -223,11 +223,14 @@ class Dataset:
 
     def views(self, ids, field: str = "image") -> list[np.ndarray]:
         """Zero-copy uint8 views of the payloads of `ids`."""
-        return self._views(self._records_of(field), self._check_ids(ids))
+        rec = self._records_of(field)
+        ids = self._check_ids(ids)
+        return self._views(rec, ids, rec.lengths[ids])
 
-    def _views(self, rec: _Records, ids: np.ndarray) -> list[np.ndarray]:
-        starts = rec.pointers[ids].tolist()
-        ends = (rec.pointers[ids] + rec.lengths[ids]).tolist()
+    def _views(self, rec: _Records, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        pointers = rec.pointers[ids]
+        starts = pointers.tolist()
+        ends = (pointers + lengths).tolist()
         bins = rec.bins
         if len(bins) == 1:
             data = bins[0]
@@ -251,7 +254,7 @@ class Dataset:
         data = out[:total] if out is not None and out.size >= total else np.empty(total, np.uint8)
         # the index lookup above is vectorised; the copy is one memcpy per sample
         position = 0
-        for part in self._views(rec, ids):
+        for part in self._views(rec, ids, lengths):
             end = position + part.size
             data[position:end] = part
             position = end
