@@ -2,7 +2,8 @@
 
 Holds the per-process resources of the jitted kernels: one TurboJPEG handle and one scratch
 buffer per Numba thread, re-created after a fork (handles are per process) and grown, never
-shrunk, as larger images arrive (no per-batch allocation in steady state).
+shrunk, as larger images arrive (no large per-batch allocation in steady state; the resample
+still allocates its small per-sample tap tables).
 
 Numba's GNU-OpenMP threading layer aborts any child forked after a parallel call, so unless
 NUMBA_THREADING_LAYER says otherwise chute asks Numba for a fork-safe layer ("forksafe": TBB
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
 from chute.fallbacks import _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
@@ -64,16 +65,6 @@ def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
     if res.rows.shape[1] < row_values:
         res.rows = np.empty((threads, int(row_values * 1.25) + 64), np.float32)
     return res
-
-
-def _normalization(mean, std) -> tuple[np.ndarray, np.ndarray]:
-    mean = IMAGENET_MEAN if mean is None else mean
-    std = IMAGENET_STD if std is None else std
-    mean255 = (255.0 * np.asarray(mean, dtype=np.float64)).astype(np.float32)
-    std255 = (255.0 * np.asarray(std, dtype=np.float64)).astype(np.float32)
-    if mean255.shape != (3,) or std255.shape != (3,) or not np.all(std255 > 0):
-        raise ValueError(f"mean and std must be 3 values each with std > 0, got {mean}, {std}")
-    return mean255, std255
 
 
 def _check_arguments(data, offsets, boxes, flips, out, layout):
@@ -121,7 +112,7 @@ def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layou
     flips = np.ascontiguousarray(flips, dtype=np.bool_)
     _check_arguments(data, offsets, boxes, flips, out, layout)
     kind = _KINDS[out.dtype]
-    mean255, std255 = _normalization(mean, std)
+    mean255, std255 = scaled_mean_std(mean, std)
     nchw = layout == "NCHW"
     out_h, out_w = (out.shape[2], out.shape[3]) if nchw else (out.shape[1], out.shape[2])
     target = out.view(np.uint16) if kind == KIND_FLOAT16 else out

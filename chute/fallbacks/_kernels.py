@@ -2,7 +2,7 @@
 
 Both are `prange` loops over samples. Each thread uses its own TurboJPEG handle and scratch
 rows, indexed by `numba.get_thread_id()`. Sample status codes written here: 0 ok, the
-DecodeStatus failures, or NEEDS_PIL for payloads the slow path must look at.
+DecodeStatus failures, or NEEDS_PIL / JPEG_WARNING for payloads the slow path must look at.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def turbojpeg_library(path: str | os.PathLike | None = None) -> str:
     """The path of the TurboJPEG shared library chute will use.
 
     Order: `path` if given, else the environment variable CHUTE_TURBOJPEG, else the system's
-    libturbojpeg.so.0 (dynamic linker, then common library directories).
+    libturbojpeg.so.0 (common library directories, then the dynamic linker's find_library).
     Raises BackendUnavailableError naming what was tried when nothing is found.
     """
     explicit = path if path is not None else os.environ.get("CHUTE_TURBOJPEG")

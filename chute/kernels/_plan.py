@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -191,15 +191,12 @@ def pack_args(views: list[SourceView], boxes, flips, mean, std) -> PackedArgs:
     flips = np.asarray(flips, dtype=bool).reshape(-1)
     if flips.shape != (n,):
         raise ValueError(f"flips must have {n} entries, got {flips.shape[0]}")
-    mean = np.asarray(mean, dtype=np.float32).reshape(-1)
-    std = np.asarray(std, dtype=np.float32).reshape(-1)
-    if mean.shape != (3,) or std.shape != (3,) or not (std > 0).all():
-        raise ValueError(f"mean and std need 3 values each, std > 0; got {mean}, {std}")
+    mean255, std255 = scaled_mean_std(mean, std)
     parts = [
         ("srcs", np.array([v.ptr for v in views], dtype=np.uint64)),
         ("boxes", _checked_boxes(boxes, views)),
-        # The definition computes 255*mean and 255*std in float32.
-        ("norm", np.concatenate([mean * np.float32(255), std * np.float32(255)])),
+        # The same float32 constants as the CPU fallback (chute._normalization).
+        ("norm", np.concatenate([mean255, std255])),
         ("shapes", np.array([[v.height, v.width, v.pitch] for v in views], dtype=np.int32)),
         ("flips", flips.astype(np.uint8)),
     ]

@@ -113,7 +113,6 @@ def test_works_in_a_forked_child_after_use_in_the_parent(batch):
 
 def test_turbojpeg_library_is_found_and_overridable(monkeypatch, tmp_path):
     path = turbojpeg_library()
-    assert os.path.isfile(path) or "turbojpeg" in path
     assert turbojpeg_library(path) == path
     monkeypatch.setenv("CHUTE_TURBOJPEG", str(tmp_path / "missing.so"))
     with pytest.raises(BackendUnavailableError, match="CHUTE_TURBOJPEG"):
