@@ -30,8 +30,26 @@ need_turbojpeg() {
   exit 1
 }
 
+need_jpeg_headers() {
+  # chute builds its ROI JPEG decoder (a small C file) on first use: a C compiler and the
+  # libjpeg headers of libjpeg-turbo must be present. Without them chute decodes whole frames.
+  if printf '#include <stdio.h>\n#include <jpeglib.h>\n' | cc -E - >/dev/null 2>&1; then
+    return 0
+  fi
+  if command -v apt-get >/dev/null 2>&1; then
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "[chute] installing gcc and libjpeg-dev (to build chute's ROI JPEG decoder) with apt-get"
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libjpeg-dev >/dev/null
+    return 0
+  fi
+  echo "[chute] warning: no C compiler with libjpeg headers; chute will decode whole JPEG frames" >&2
+  echo "        (slower). Install gcc and libjpeg-turbo's development headers to enable ROI decoding." >&2
+}
+
 setup() {
   need_turbojpeg
+  need_jpeg_headers
   if [ ! -x "$VENV/bin/python" ]; then
     echo "[chute] creating $VENV"
     "$PY" -m venv "$VENV"

@@ -1,11 +1,21 @@
-"""CPU decode + augment: libjpeg-turbo (TurboJPEG API via Numba) and a fused resample pass.
+"""CPU decode + augment: libjpeg-turbo (TurboJPEG API via Numba, and a small C shim of its
+libjpeg API that decodes only a crop's region) and a fused resample pass.
 
 Knows nothing of files or sampling: takes encoded bytes plus per-sample crop boxes and flips,
 and writes into buffers it is given.
 """
 
 from chute.fallbacks._decode import IMAGENET_MEAN, IMAGENET_STD, decode_batch
+from chute.fallbacks._roi_library import RoiDecoderStatus, roi_decoder_status
 from chute.fallbacks._status import DecodeStatus
 from chute.fallbacks._turbojpeg import turbojpeg_library
 
-__all__ = ["decode_batch", "turbojpeg_library", "DecodeStatus", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = [
+    "decode_batch",
+    "turbojpeg_library",
+    "roi_decoder_status",
+    "RoiDecoderStatus",
+    "DecodeStatus",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+]

@@ -1,9 +1,9 @@
 """decode_batch: the CPU path's public entry (DESIGN contract #4).
 
-Holds the per-process resources of the jitted kernels: one TurboJPEG handle and one scratch
-buffer per Numba thread, re-created after a fork (handles are per process) and grown, never
-shrunk, as larger images arrive (no large per-batch allocation in steady state; the resample
-still allocates its small per-sample tap tables).
+Holds the per-process resources of the jitted kernels: one TurboJPEG handle, one ROI decoder
+and one scratch buffer per Numba thread, re-created after a fork (handles are per process) and
+grown, never shrunk, as larger images arrive (no large per-batch allocation in steady state;
+the resample still allocates its small per-sample tap tables).
 
 Numba's GNU-OpenMP threading layer aborts any child forked after a parallel call, so unless
 NUMBA_THREADING_LAYER says otherwise chute asks Numba for a fork-safe layer ("forksafe": TBB
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
-from chute.fallbacks import _turbojpeg
+from chute.errors import BackendUnavailableError
+from chute.fallbacks import _roi_library, _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
 from chute.fallbacks._slow_path import decode_warned_jpeg, decode_with_pil, resample_decoded
@@ -37,6 +39,8 @@ _KINDS = {np.dtype(np.uint8): KIND_UINT8, np.dtype(np.float32): KIND_FLOAT32,
 class _Resources:
     pid: int
     handles: np.ndarray  # int64 [threads]: tjhandle per Numba thread
+    roi_handles: np.ndarray  # int64 [threads] ROI decoders, empty when unavailable
+    geometry: np.ndarray  # int32 [threads, GEOMETRY_FIELDS]: the ROI decoder's reports
     scratch: np.ndarray  # uint8 [threads, bytes]: decoded pixels
     rows: np.ndarray  # float32 [threads, values]: one intermediate row
 
@@ -58,6 +62,8 @@ def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
         # After a fork the parent's handles are not ours to use or destroy: start afresh.
         lib = _turbojpeg.load()
         res = _Resources(os.getpid(), _turbojpeg.create_handles(lib, threads),
+                         _roi_library.create_roi_handles(threads),
+                         np.zeros((threads, _roi_library.GEOMETRY_FIELDS), np.int32),
                          np.empty((threads, 0), np.uint8), np.empty((threads, 0), np.float32))
         _resources = res
     if res.scratch.shape[1] < scratch_bytes:
@@ -92,8 +98,28 @@ def _check_arguments(data, offsets, boxes, flips, out, layout):
         raise ValueError("out must be writeable")
 
 
+_warned_no_roi = False
+
+
+def _roi_handles(res: _Resources, roi_decode: bool | None) -> np.ndarray:
+    """The ROI decoders to use for this call (empty: full frames), per `roi_decode`."""
+    global _warned_no_roi
+    if roi_decode is False:
+        return res.roi_handles[:0]
+    if res.roi_handles.shape[0]:
+        return res.roi_handles
+    reason = _roi_library.roi_decoder_status().reason
+    if roi_decode:
+        raise BackendUnavailableError(reason)
+    if not _warned_no_roi:
+        _warned_no_roi = True
+        warnings.warn(f"chute decodes whole JPEG frames, not just each crop (slower): {reason}",
+                      RuntimeWarning, stacklevel=3)
+    return res.roi_handles
+
+
 def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layout="NCHW",
-                 dct_scaling=True, threads=None, fast_dct=False) -> np.ndarray:
+                 dct_scaling=True, roi_decode=None, threads=None, fast_dct=False) -> np.ndarray:
     """Decode, crop, resize, flip and normalize a batch of encoded images into `out`.
 
     data/offsets: the payloads back to back, payload k = data[offsets[k]:offsets[k+1]] (what
@@ -101,7 +127,10 @@ def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layou
     flips bool [B]. out: preallocated uint8, float16 or float32 array, [B, 3, H, W] for "NCHW"
     or [B, H, W, 3] for "NHWC". Float outputs are (v - 255*mean) / (255*std); uint8 outputs
     are the rounded resampled values (mean/std unused). dct_scaling lets libjpeg-turbo decode at
-    1/2, 1/4 or 1/8 size when the crop stays at least the output size; fast_dct trades a little
+    1/2, 1/4 or 1/8 size when the crop stays at least the output size. roi_decode decodes only
+    each crop's region (plus the resample's margin; same pixels as a full decode): None uses it
+    when the ROI decoder could be built here and warns once otherwise, True requires it
+    (BackendUnavailableError saying why not), False decodes full frames. fast_dct trades a little
     accuracy for decode speed (TJFLAG_FASTDCT); threads bounds the Numba threads of this call.
 
     Returns status uint8 [B]: 0 ok, else a DecodeStatus; failed slots are zero-filled.
@@ -120,6 +149,7 @@ def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layou
     plan = np.zeros((n, PLAN_COLUMNS), dtype=np.int64)
     header = np.zeros((n, 4), dtype=np.int32)
     flags = _turbojpeg.TJFLAG_FASTDCT if fast_dct else 0
+    roi_flags = _roi_library.ROI_FLAG_FASTDCT if fast_dct else 0
 
     previous = numba.get_num_threads()
     with _lock:
@@ -127,6 +157,7 @@ def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layou
             if threads is not None:
                 numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
             res = _acquire(0, 0)
+            roi_handles = _roi_handles(res, roi_decode)
             plan_batch(data, offsets, boxes, out_h, out_w, bool(dct_scaling), res.handles,
                        header, plan)
             fast = plan[:, 0] == OK
@@ -138,8 +169,8 @@ def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layou
             # Dynamic scheduling, one sample at a time: decode times vary by image size.
             with numba.parallel_chunksize(1):
                 decode_resample_batch(data, offsets, boxes, flips, plan, res.handles,
-                                      res.scratch, res.rows, flags, target, kind, nchw, mean255,
-                                      std255)
+                                      roi_handles, res.geometry, res.scratch, res.rows, flags,
+                                      roi_flags, target, kind, nchw, mean255, std255)
         finally:
             numba.set_num_threads(previous)
 

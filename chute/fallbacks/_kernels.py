@@ -1,8 +1,15 @@
 """The jitted batch functions: header pass (plan) and decode + fused resample pass.
 
-Both are `prange` loops over samples. Each thread uses its own TurboJPEG handle and scratch
-rows, indexed by `numba.get_thread_id()`. Sample status codes written here: 0 ok, the
-DecodeStatus failures, or NEEDS_PIL / JPEG_WARNING for payloads the slow path must look at.
+Both are `prange` loops over samples. Each thread uses its own TurboJPEG handle, ROI decoder
+and scratch rows, indexed by `numba.get_thread_id()`. Sample status codes written here: 0 ok,
+the DecodeStatus failures, or NEEDS_PIL / JPEG_WARNING for payloads the slow path must look at.
+
+With ROI decoders (roi_handles non-empty) a JPEG is decoded only over its crop plus a margin:
+the resample taps (ceil(support) pixels) and one more pixel, because fancy upsampling makes a
+region's edge pixels differ from the full frame's; pixels the resample reads then equal the
+full-frame decode's. A payload without its end-of-image marker (truncated) and any payload the
+ROI decoder rejects take the full-frame path, so failures are classified as they would be
+without ROI decoding.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import numpy as np
 from numba import get_thread_id, njit, prange
 
 from chute.fallbacks._resample import resample_into
+from chute.fallbacks._roi_library import ROI_OK, ROI_WARNING, roi_decode
 from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, JPEG_WARNING, NEEDS_PIL, OK
 from chute.fallbacks._turbojpeg import (
     TJCS_CMYK,
@@ -96,14 +104,34 @@ def _cmyk_to_rgb_inplace(buf, pixels):
             buf[3 * p + ch] = np.uint8(k - (((t >> 8) + t) >> 8))
 
 
+@njit(inline="always", nogil=True)
+def _ends_with_eoi(data, start, stop):
+    """Whether the payload ends with the JPEG end-of-image marker (zero padding allowed)."""
+    while stop - start > 2 and data[stop - 1] == 0:
+        stop -= 1
+    return stop - start >= 4 and data[stop - 2] == 0xFF and data[stop - 1] == 0xD9
+
+
+@njit(inline="always", nogil=True)
+def _span(lo, length, out_size, size):
+    """[first, stop) of the scaled pixels one axis of the resample reads, with margin, clamped."""
+    margin = int(np.ceil(max(length / out_size, 1.0))) + 2
+    return max(int(np.floor(lo)) - margin, 0), min(int(np.ceil(lo + length)) + margin, size)
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def decode_resample_batch(data, offsets, boxes, flips, plan, handles, scratch, rows, flags,
-                          out, kind, nchw, mean255, std255):
+def decode_resample_batch(data, offsets, boxes, flips, plan, handles, roi_handles, geometry,
+                          scratch, rows, flags, roi_flags, out, kind, nchw, mean255, std255):
     """Decode every planned JPEG into its thread's scratch and resample it into out[i].
 
+    roi_handles: one ROI decoder per thread, or empty to decode full frames. geometry: int32
+    [threads, GEOMETRY_FIELDS] scratch for the ROI decoder's report.
     Slots of failed or not-yet-decoded samples are zero-filled.
     """
     base = data.ctypes.data
+    out_h = out.shape[2] if nchw else out.shape[1]
+    out_w = out.shape[3] if nchw else out.shape[2]
+    use_roi = roi_handles.shape[0] > 0
     for i in prange(boxes.shape[0]):
         if plan[i, P_STATUS] != OK:
             out[i] = 0
@@ -111,10 +139,33 @@ def decode_resample_batch(data, offsets, boxes, flips, plan, handles, scratch, r
         t = get_thread_id()
         src = scratch[t]
         start = offsets[i]
+        size = offsets[i + 1] - start
         height = plan[i, P_HEIGHT]
         width = plan[i, P_WIDTH]
+        s = np.float64(plan[i, P_SCALE])
+        top, left = boxes[i, 0] / s, boxes[i, 1] / s
+        box_h, box_w = boxes[i, 2] / s, boxes[i, 3] / s
+        if use_roi and _ends_with_eoi(data, start, start + size):
+            y0, y1 = _span(top, box_h, out_h, height)
+            x0, x1 = _span(left, box_w, out_w, width)
+            g = geometry[t]
+            code = roi_decode(roi_handles[t], base + start, size, plan[i, P_SCALE], y0, y1, x0,
+                              x1, src.ctypes.data, src.shape[0], roi_flags, g.ctypes.data)
+            if code == ROI_OK:
+                region_w = np.int64(g[1])
+                region_h = np.int64(g[3])
+                if g[4] == 4:
+                    _cmyk_to_rgb_inplace(src, region_h * region_w)
+                resample_into(src, region_h, region_w, top - y0, left - g[0], box_h, box_w,
+                              flips[i], out, i, kind, nchw, mean255, std255, rows[t])
+                continue
+            if code == ROI_WARNING:
+                plan[i, P_STATUS] = JPEG_WARNING
+                out[i] = 0
+                continue
+            # Rejected: the full-frame decode below classifies the failure.
         pixel_format = plan[i, P_FORMAT]
-        status = tj_decompress2(handles[t], base + start, offsets[i + 1] - start,
+        status = tj_decompress2(handles[t], base + start, size,
                                 src.ctypes.data, width, 0, height, pixel_format, flags)
         if status != 0:
             # Warnings (TJERR_WARNING = 0) include truncation but also harmless extraneous
@@ -125,6 +176,5 @@ def decode_resample_batch(data, offsets, boxes, flips, plan, handles, scratch, r
             continue
         if pixel_format == TJPF_CMYK:
             _cmyk_to_rgb_inplace(src, height * width)
-        s = np.float64(plan[i, P_SCALE])
-        resample_into(src, height, width, boxes[i, 0] / s, boxes[i, 1] / s, boxes[i, 2] / s,
-                      boxes[i, 3] / s, flips[i], out, i, kind, nchw, mean255, std255, rows[t])
+        resample_into(src, height, width, top, left, box_h, box_w, flips[i], out, i, kind, nchw,
+                      mean255, std255, rows[t])

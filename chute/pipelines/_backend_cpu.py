@@ -1,7 +1,9 @@
 """The `cpu` backend: gather the batch's encoded bytes, decode + augment with chute.fallbacks.
 
-Options (`backend_options`): "threads" (decoder threads, default: the fallback's default) and
-"dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows, default True).
+Options (`backend_options`): "threads" (decoder threads, default: the fallback's default),
+"dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows, default True)
+and "roi_decode" (decode only each crop's region: None = when available, the default; True =
+required; False = full frames).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from chute.pipelines._backend import BackendSpec
 
 __all__ = ["CpuBackend", "create"]
 
-_OPTIONS = {"threads", "dct_scaling"}
+_OPTIONS = {"threads", "dct_scaling", "roi_decode"}
 
 
 class CpuBackend:
@@ -32,6 +34,8 @@ class CpuBackend:
         self.spec = spec
         self.threads = spec.options.get("threads")
         self.dct_scaling = bool(spec.options.get("dct_scaling", True))
+        roi = spec.options.get("roi_decode")
+        self.roi_decode = None if roi is None else bool(roi)
         self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
 
     def open_epoch(self, plan, first_iteration: int) -> _CpuEpoch:
@@ -49,6 +53,7 @@ class CpuBackend:
             std=self.spec.std if float_out else None,
             layout=self.spec.layout,
             dct_scaling=self.dct_scaling,
+            roi_decode=self.roi_decode,
             threads=self.threads,
         )
 

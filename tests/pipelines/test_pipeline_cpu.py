@@ -83,3 +83,25 @@ def test_skip_replaces_a_truncated_jpeg_deterministically(corrupt_path):
 def test_raise_names_the_sample_and_shard(corrupt_path):
     with pytest.raises(DecodeError, match=rf"sample {BAD} \(shard \S+, local index \d+\)"):
         run_eval(corrupt_path, on_error="raise")
+
+
+def test_roi_decode_option_reaches_the_decoder(dataset_path, monkeypatch):
+    import chute.fallbacks._decode as decode_module
+
+    seen = []
+    real = decode_module.decode_batch
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("roi_decode"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decode_module, "decode_batch", spy)
+    monkeypatch.setattr("chute.fallbacks.decode_batch", spy)
+    images = {}
+    for roi in (False, True):
+        with make(dataset_path, dtype="uint8", layout="NHWC", seed=4,
+                  backend_options={"threads": 1, "roi_decode": roi}) as pipe:
+            images[roi] = torch.cat([b["image"].clone() for b in pipe])
+    assert set(seen) == {False, True}
+    diff = (images[True].int() - images[False].int()).abs()
+    assert diff.max() <= 1 and (diff == 0).float().mean() > 0.999

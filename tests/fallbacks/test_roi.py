@@ -1,0 +1,151 @@
+"""Region-of-interest decoding: the same samples as full-frame decoding, for less work."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chute.fallbacks import DecodeStatus, decode_batch, roi_decoder_status
+from chute.pipelines import CropConfig, crop_boxes
+from tests.fallbacks._images import encode, pack, smooth_image
+
+
+def test_the_roi_decoder_builds_on_this_machine():
+    # dev.sh installs a C compiler and libjpeg-turbo's headers, so CI must exercise this path.
+    status = roi_decoder_status()
+    assert status.available, status.reason
+    assert os.path.isfile(status.library)
+
+
+def _variants():
+    img = smooth_image(203, 317, seed=11)
+    yield "444", encode(img, quality=92, subsampling=0)
+    yield "422", encode(img, quality=92, subsampling=1)
+    yield "420", encode(img, quality=92, subsampling=2)
+    yield "progressive", encode(img, quality=90, progressive=True)
+    yield "gray", encode(img[..., 1], quality=90)
+    yield "cmyk", encode(Image.fromarray(img).convert("CMYK"), quality=92)
+    yield "restart", encode(img, quality=90, restart_marker_blocks=3)
+
+
+def _decode_both(payloads, boxes, flips, out_shape, dtype, **kwargs):
+    data, offsets = pack(payloads)
+    results = []
+    for roi in (True, False):
+        out = np.full(out_shape, 7, dtype=dtype)
+        status = decode_batch(data, offsets, boxes, flips, out, roi_decode=roi, **kwargs)
+        results.append((status, out))
+    return results
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _variants()])
+@pytest.mark.parametrize("size", [64, 16, 5])  # 16 and 5 let the decoder scale by 1/2 .. 1/8
+def test_random_crops_give_the_pixels_of_a_full_decode(name, size):
+    payload = dict(_variants())[name]
+    n = 48
+    ids = np.arange(n)
+    boxes, flips = crop_boxes(3, 1, ids, np.full(n, 203), np.full(n, 317),
+                              CropConfig((size, size)))
+    # plus the corners, the full frame and one-pixel boxes
+    extra = np.array([[0, 0, 203, 317], [0, 0, 9, 9], [194, 308, 9, 9], [101, 0, 1, 1],
+                      [0, 316, 1, 1], [202, 150, 1, 20]], np.int32)
+    boxes = np.concatenate([boxes, extra])
+    flips = np.concatenate([flips, np.zeros(len(extra), bool)])
+    (s_roi, roi), (s_full, full) = _decode_both([payload] * len(boxes), boxes, flips,
+                                                (len(boxes), size, size, 3), np.uint8,
+                                                layout="NHWC")
+    assert s_roi.tolist() == s_full.tolist() == [0] * len(boxes)
+    diff = np.abs(roi.astype(int) - full.astype(int))
+    # Same decoded pixels; the tap weights are computed relative to another origin, which can
+    # move a float32 weight by one ulp, so a value at a .5 rounding boundary may differ by 1.
+    assert diff.max() <= 1 and (diff == 0).mean() > 0.999, (diff.max(), (diff == 0).mean())
+
+
+def test_float_outputs_agree_to_float_rounding():
+    payload = dict(_variants())["420"]
+    n = 32
+    boxes, flips = crop_boxes(5, 0, np.arange(n), np.full(n, 203), np.full(n, 317),
+                              CropConfig((48, 40)))
+    (s_roi, roi), (s_full, full) = _decode_both([payload] * n, boxes, flips, (n, 3, 48, 40),
+                                                np.float32)
+    assert (s_roi == 0).all() and (s_full == 0).all()
+    assert np.abs(roi - full).max() < 1e-4
+
+
+def _truncated_and_damaged():
+    img = smooth_image(240, 160, seed=12)
+    good = encode(img, quality=90)
+    truncated = good[: len(good) * 2 // 3]
+    damaged = bytearray(good)
+    damaged[len(good) * 3 // 4: len(good) * 3 // 4 + 2] = b"\xff\xd3"  # misplaced RST
+    return good, truncated, bytes(damaged)
+
+
+def test_truncated_payload_fails_even_when_the_crop_lies_above_the_missing_part():
+    # The ROI decoder would never read the missing rows; chute still reports the sample.
+    good, truncated, _ = _truncated_and_damaged()
+    boxes = np.array([[0, 0, 40, 160]] * 2, np.int32)
+    results = _decode_both([good, truncated], boxes, np.zeros(2, bool), (2, 16, 16, 3),
+                           np.uint8, layout="NHWC")
+    for status, out in results:
+        assert status[0] == 0
+        assert status[1] == DecodeStatus.CORRUPT
+        assert not out[1].any()
+
+
+def test_damage_inside_the_crop_fails_like_a_full_decode():
+    good, _, damaged = _truncated_and_damaged()
+    boxes = np.array([[0, 0, 240, 160]] * 2, np.int32)
+    (s_roi, roi), (s_full, _) = _decode_both([good, damaged], boxes, np.zeros(2, bool),
+                                             (2, 16, 16, 3), np.uint8, layout="NHWC")
+    assert s_roi.tolist() == s_full.tolist() == [0, DecodeStatus.CORRUPT]
+    assert not roi[1].any()
+
+
+def test_damage_below_the_crop_leaves_the_crop_intact():
+    # Rows past the crop are never read: the sample is right, though a full decode fails.
+    good, _, damaged = _truncated_and_damaged()
+    boxes = np.array([[0, 0, 60, 160]] * 2, np.int32)
+    (s_roi, roi), (s_full, _) = _decode_both([good, damaged], boxes, np.zeros(2, bool),
+                                             (2, 16, 16, 3), np.uint8, layout="NHWC")
+    assert s_full.tolist() == [0, DecodeStatus.CORRUPT]
+    assert s_roi.tolist() == [0, 0]
+    assert np.array_equal(roi[0], roi[1])
+
+
+def test_without_a_compiler_it_warns_once_and_decodes_full_frames(tmp_path):
+    # A fresh process whose cache is empty and whose compiler does not exist.
+    script = textwrap.dedent("""
+        import warnings
+        import numpy as np
+        import pytest
+        from chute.errors import BackendUnavailableError
+        from chute.fallbacks import decode_batch, roi_decoder_status
+        from tests.fallbacks._images import encode, pack, smooth_image
+
+        status = roi_decoder_status()
+        assert not status.available and "C compiler" in status.reason, status
+        data, offsets = pack([encode(smooth_image(40, 50), quality=90)])
+        boxes = np.array([[3, 4, 30, 40]], np.int32)
+        out = np.zeros((1, 3, 8, 8), np.float32)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert decode_batch(data, offsets, boxes, np.zeros(1, bool), out).tolist() == [0]
+            decode_batch(data, offsets, boxes, np.zeros(1, bool), out)
+        assert len([w for w in caught if "whole JPEG frames" in str(w.message)]) == 1
+        assert out.any()
+        with pytest.raises(BackendUnavailableError, match="C compiler"):
+            decode_batch(data, offsets, boxes, np.zeros(1, bool), out, roi_decode=True)
+        print("ok")
+    """)
+    env = dict(os.environ, CHUTE_CACHE_DIR=str(tmp_path), CC="no-such-compiler",
+               PATH=str(tmp_path))  # no cc, gcc or clang either
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=root,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    assert not list(tmp_path.glob("native/*.so"))
