@@ -13,17 +13,11 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from chute._cache_dir import cache_dir
+
 __all__ = ["cache_dir", "decision_path", "load_record", "store_record", "RECORD_SCHEMA"]
 
 RECORD_SCHEMA = 1
-
-
-def cache_dir() -> Path:
-    if os.environ.get("CHUTE_CACHE_DIR"):
-        return Path(os.environ["CHUTE_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "chute"
-    return Path.home() / ".cache" / "chute"
 
 
 def decision_path(key: str) -> Path:

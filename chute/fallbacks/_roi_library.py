@@ -1,9 +1,10 @@
 """The region-of-interest JPEG decoder (`_native/roi_jpeg.c`): built on first use, then loaded.
 
 The shim is compiled once per machine with the system C compiler against libjpeg-turbo's
-libjpeg API (`cc -shared ... -ljpeg`) into a cache directory (CHUTE_CACHE_DIR, else
-~/.cache/chute), under a name keyed by its source and flags, so DDP ranks and workers that
-race to build it all end up with the same file (written to a temporary name, then renamed).
+libjpeg API (`cc -shared ... -ljpeg`) into the `native/` folder of chute's cache directory
+(CHUTE_CACHE_DIR, else XDG_CACHE_HOME/chute, else ~/.cache/chute), under a name keyed by its
+source and flags, so DDP ranks and workers that race to build it all end up with the same file
+(written to a temporary name, then renamed).
 
 Jitted code calls it through Numba `ExternalFunction`s resolved by symbol name, which keeps
 `cache=True` working. The symbols are registered with LLVM before any kernel that names them
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from numba import types
 
+from chute._cache_dir import cache_dir
 from chute.errors import BackendUnavailableError
 
 __all__ = [
@@ -79,13 +81,6 @@ _status: RoiDecoderStatus | None = None
 _keep: list = []  # ctypes objects whose addresses LLVM holds
 
 
-def _cache_dir() -> Path:
-    configured = os.environ.get("CHUTE_CACHE_DIR")
-    if configured:
-        return Path(configured) / "native"
-    return Path.home() / ".cache" / "chute" / "native"
-
-
 def _compiler() -> str | None:
     for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
         if name and shutil.which(name):
@@ -125,7 +120,7 @@ def _library_path() -> Path:
             "`apt-get install gcc libjpeg-dev`), or pass roi_decode=False"
         )
     key = hashlib.sha256(_SOURCE.read_bytes() + repr((_CFLAGS, _LIBS)).encode()).hexdigest()
-    target = _cache_dir() / f"roi_jpeg-{key[:16]}.so"
+    target = cache_dir() / "native" / f"roi_jpeg-{key[:16]}.so"
     if not target.is_file():
         try:
             _build(target, compiler)
