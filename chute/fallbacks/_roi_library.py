@@ -124,6 +124,10 @@ def _library_path() -> Path:
     if not target.is_file():
         try:
             _build(target, compiler)
+        except subprocess.SubprocessError as exc:  # the compiler hung
+            raise BackendUnavailableError(
+                f"building chute's ROI JPEG decoder failed ({exc}); pass roi_decode=False"
+            ) from exc
         except OSError as exc:
             raise BackendUnavailableError(
                 f"cannot write chute's ROI JPEG decoder to {target.parent} ({exc}); set "

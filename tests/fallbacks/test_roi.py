@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from chute.fallbacks import DecodeStatus, decode_batch, roi_decoder_status
+from chute.fallbacks._slow_path import first_jpeg_warning
 from chute.pipelines import CropConfig, crop_boxes
 from tests.fallbacks._images import encode, pack, smooth_image
 
@@ -149,3 +150,34 @@ def test_without_a_compiler_it_warns_once_and_decodes_full_frames(tmp_path):
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
     assert not list(tmp_path.glob("native/*.so"))
+
+
+def test_mutated_payloads_never_crash_and_never_leave_garbage_in_failed_slots():
+    rng = np.random.default_rng(21)
+    sources = [payload for _, payload in _variants()]
+    payloads = []
+    for k in range(120):
+        mutated = bytearray(sources[k % len(sources)])
+        for _ in range(rng.integers(1, 6)):  # overwrite a few bytes anywhere past the SOI
+            mutated[rng.integers(2, len(mutated))] = rng.integers(0, 256)
+        if k % 4 == 0:
+            mutated = mutated[: rng.integers(3, len(mutated))]
+        payloads.append(bytes(mutated))
+    n = len(payloads)
+    boxes, flips = crop_boxes(9, 0, np.arange(n), np.full(n, 203), np.full(n, 317),
+                              CropConfig((24, 24)))
+    (s_roi, roi), (s_full, full) = _decode_both(payloads, boxes, flips, (n, 24, 24, 3),
+                                                np.uint8, layout="NHWC")
+    for status, out in ((s_roi, roi), (s_full, full)):
+        assert set(status.tolist()) <= {0, DecodeStatus.CORRUPT, DecodeStatus.UNREADABLE,
+                                         DecodeStatus.BOX_OUTSIDE}
+        assert not out[status != 0].any()
+    assert (s_roi != 0).any() and (s_roi == 0).any()  # the mutations hit both ways
+    # Where libjpeg decodes without a word, both paths hold the same pixels. (Payloads it warns
+    # about and still accepts, stray bytes before the end marker, are decoded by PIL on the
+    # full-frame path: another libjpeg build.)
+    clean = np.array([first_jpeg_warning(np.frombuffer(p, np.uint8)) is None
+                      for p in payloads])
+    both = (s_roi == 0) & (s_full == 0) & clean
+    assert both.sum() >= 10
+    assert np.abs(roi[both].astype(int) - full[both].astype(int)).max() <= 1
