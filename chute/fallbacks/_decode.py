@@ -104,7 +104,7 @@ _warned_no_roi = False
 def _roi_handles(res: _Resources, roi_decode: bool | None) -> np.ndarray:
     """The ROI decoders to use for this call (empty: full frames), per `roi_decode`."""
     global _warned_no_roi
-    if roi_decode is False:
+    if roi_decode is not None and not roi_decode:
         return res.roi_handles[:0]
     if res.roi_handles.shape[0]:
         return res.roi_handles
