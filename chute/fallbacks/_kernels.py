@@ -153,8 +153,8 @@ def decode_resample_batch(data, offsets, boxes, flips, plan, handles, roi_handle
                               x1, src.ctypes.data, src.shape[0], roi_flags, g.ctypes.data)
             if code == ROI_OK:
                 region_w = np.int64(g[1])
-                region_h = np.int64(g[3])
-                if g[4] == 4:
+                region_h = np.int64(y1 - y0)
+                if g[2] == 4:
                     _cmyk_to_rgb_inplace(src, region_h * region_w)
                 resample_into(src, region_h, region_w, top - y0, left - g[0], box_h, box_w,
                               flips[i], out, i, kind, nchw, mean255, std255, rows[t])

@@ -49,7 +49,7 @@ ROI_WARNING = 1
 ROI_FATAL = 2
 ROI_UNAVAILABLE = 99
 ROI_FLAG_FASTDCT = 1
-GEOMETRY_FIELDS = 6  # left, width, top, height, channels, warnings
+GEOMETRY_FIELDS = 3  # left, width, channels of the decoded region
 
 _SOURCE = Path(__file__).parent / "_native" / "roi_jpeg.c"
 _CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=default")

@@ -108,10 +108,7 @@ static int decode_region(roi_decoder *dec, const uint8_t *data, uint64_t size,
   if (status == ROI_OK && dec->err.num_warnings > 0) status = ROI_WARNING;
   geometry[0] = (int32_t)left;
   geometry[1] = (int32_t)width;
-  geometry[2] = y0;
-  geometry[3] = y1 - y0;
-  geometry[4] = channels;
-  geometry[5] = (int32_t)dec->err.num_warnings;
+  geometry[2] = channels;
   /* Stop here: rows below the region are never needed. */
   jpeg_abort_decompress(cinfo);
   return status;
@@ -119,17 +116,16 @@ static int decode_region(roi_decoder *dec, const uint8_t *data, uint64_t size,
 
 /* Decode rows [y0, y1) and at least columns [x0, x1) of the image scaled by 1/scale_denom.
  *
- * geometry (int32[6]) receives: left column of the decoded region (x0 rounded down to an
- * iMCU boundary by libjpeg), its width, top row (= y0), height (= y1 - y0), channels (3 RGB,
- * 4 for CMYK/YCCK images, raw Adobe CMYK as TurboJPEG's TJPF_CMYK gives it), and libjpeg's
- * warning count. dst receives height rows of width * channels bytes. x0 < 0 decodes the full
- * width.
+ * geometry (int32[3]) receives: left column of the decoded region (x0 rounded down to an
+ * iMCU boundary by libjpeg), its width, and channels (3 RGB, 4 for CMYK/YCCK images: raw Adobe
+ * CMYK as TurboJPEG's TJPF_CMYK gives it). dst receives y1 - y0 rows of width * channels
+ * bytes. x0 < 0 decodes the full width.
  */
 int chute_roi_decode(void *handle, const uint8_t *data, uint64_t size, int32_t scale_denom,
                      int32_t y0, int32_t y1, int32_t x0, int32_t x1, uint8_t *dst,
                      uint64_t dst_capacity, int32_t flags, int32_t *geometry) {
   roi_decoder *dec = (roi_decoder *)handle;
-  memset(geometry, 0, 6 * sizeof(int32_t));
+  memset(geometry, 0, 3 * sizeof(int32_t));
   dec->err.num_warnings = 0;
   if (setjmp(dec->escape)) {
     jpeg_abort_decompress(&dec->cinfo);
