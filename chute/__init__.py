@@ -6,8 +6,7 @@ never touches torch, numba or any GPU library until a name that needs it is used
 
 from __future__ import annotations
 
-import importlib
-
+from chute._lazy import lazy_attributes
 from chute.errors import BackendUnavailableError, ChuteError, DecodeError, FormatError
 
 __version__ = "0.1.0"
@@ -31,15 +30,4 @@ __all__ = [
     *_LAZY,
 ]
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chute' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals(), __all__)

@@ -6,10 +6,11 @@ libjpeg API (`cc -shared ... -ljpeg`) into the `native/` folder of chute's cache
 source and flags, so DDP ranks and workers that race to build it all end up with the same file
 (written to a temporary name, then renamed).
 
-Jitted code calls it through Numba `ExternalFunction`s resolved by symbol name, which keeps
-`cache=True` working. The symbols are registered with LLVM before any kernel that names them
-is compiled: the real functions when the build succeeded, otherwise stand-ins that report
-"unavailable" (they are never called: decode_batch then decodes full frames, and says so).
+Jitted code calls chute_roi_decode through a Numba `ExternalFunction` resolved by symbol
+name, which keeps `cache=True` working. The symbol is registered with LLVM before any kernel
+that names it is compiled: the real function when the build succeeded, otherwise a stand-in
+that reports "unavailable" (never called: decode_batch then decodes full frames, and says so).
+Decoders are created and destroyed from Python through ctypes.
 """
 
 from __future__ import annotations
@@ -33,20 +34,17 @@ from chute.errors import BackendUnavailableError
 __all__ = [
     "RoiDecoderStatus",
     "roi_decoder_status",
-    "ensure_loaded",
     "create_roi_handles",
     "roi_decode",
     "ROI_OK",
     "ROI_WARNING",
-    "ROI_FATAL",
     "ROI_FLAG_FASTDCT",
     "GEOMETRY_FIELDS",
 ]
 
-# Return codes and flags of chute_roi_decode (see roi_jpeg.c).
+# Return codes and flags of chute_roi_decode (see roi_jpeg.c); other codes mean "rejected".
 ROI_OK = 0
 ROI_WARNING = 1
-ROI_FATAL = 2
 ROI_UNAVAILABLE = 99
 ROI_FLAG_FASTDCT = 1
 GEOMETRY_FIELDS = 3  # left, width, channels of the decoded region
@@ -56,8 +54,6 @@ _CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=default")
 _LIBS = ("-ljpeg",)
 
 _i32, _i64, _u64 = types.int32, types.int64, types.uint64
-roi_create = types.ExternalFunction("chute_roi_create", _i64())
-roi_destroy = types.ExternalFunction("chute_roi_destroy", types.void(_i64))
 # int chute_roi_decode(void *h, const uint8_t *data, uint64_t size, int32_t scale_denom,
 #                      int32_t y0, int32_t y1, int32_t x0, int32_t x1, uint8_t *dst,
 #                      uint64_t dst_capacity, int32_t flags, int32_t *geometry)
@@ -78,6 +74,7 @@ class RoiDecoderStatus:
 
 _lock = threading.Lock()
 _status: RoiDecoderStatus | None = None
+_lib: ctypes.CDLL | None = None  # the loaded shim, when available
 _keep: list = []  # ctypes objects whose addresses LLVM holds
 
 
@@ -137,76 +134,65 @@ def _library_path() -> Path:
 
 
 def _register(lib: ctypes.CDLL | None) -> None:
-    """Point the three symbols the kernels name at the shim, or at stand-ins."""
+    """Point the symbol the kernels name at the shim, or at a stand-in."""
     from llvmlite import binding
 
-    if lib is not None:
-        functions = {name: getattr(lib, name)
-                     for name in ("chute_roi_create", "chute_roi_destroy", "chute_roi_decode")}
-    else:
-        functions = {
-            "chute_roi_create": ctypes.CFUNCTYPE(ctypes.c_int64)(lambda: 0),
-            "chute_roi_destroy": ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda h: None),
-            "chute_roi_decode": ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_int64] * 12))(
-                lambda *args: ROI_UNAVAILABLE),
-        }
-    for name, function in functions.items():
-        _keep.append(function)
-        binding.add_symbol(name, ctypes.cast(function, ctypes.c_void_p).value)
+    function = lib.chute_roi_decode if lib is not None else ctypes.CFUNCTYPE(
+        ctypes.c_int32, *([ctypes.c_int64] * 12))(lambda *args: ROI_UNAVAILABLE)
+    _keep.append(function)
+    binding.add_symbol("chute_roi_decode", ctypes.cast(function, ctypes.c_void_p).value)
 
 
-def ensure_loaded() -> RoiDecoderStatus:
-    """Build (once per machine) and load the shim (once per process); never raises.
+def _load(path: Path) -> ctypes.CDLL:
+    """Load the shim and check that it can create a decoder."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise BackendUnavailableError(
+            f"chute's ROI JPEG decoder {path} could not be loaded ({exc}); delete it to "
+            f"rebuild, or pass roi_decode=False"
+        ) from exc
+    lib.chute_roi_create.restype = ctypes.c_void_p
+    lib.chute_roi_create.argtypes = []
+    lib.chute_roi_destroy.argtypes = [ctypes.c_void_p]
+    probe = lib.chute_roi_create()
+    if not probe:
+        raise BackendUnavailableError(
+            f"chute's ROI JPEG decoder {path} failed to create a decoder: the libjpeg it "
+            f"loaded does not match the headers it was built with; delete it to rebuild, or "
+            f"pass roi_decode=False"
+        )
+    lib.chute_roi_destroy(probe)
+    return lib
 
-    Must run before a kernel naming the roi_* functions is compiled or loaded from cache.
+
+def roi_decoder_status() -> RoiDecoderStatus:
+    """Whether the ROI decoder works here: builds it (once per machine) and loads it (once per
+    process) on the first call; never raises.
+
+    Runs before a kernel naming chute_roi_decode is compiled or loaded from cache.
     """
-    global _status
+    global _status, _lib
     with _lock:
         if _status is not None:
             return _status
         try:
             path = _library_path()
-            try:
-                lib = ctypes.CDLL(str(path))
-            except OSError as exc:
-                raise BackendUnavailableError(
-                    f"chute's ROI JPEG decoder {path} could not be loaded ({exc}); delete it "
-                    f"to rebuild, or pass roi_decode=False"
-                ) from exc
-            lib.chute_roi_create.restype = ctypes.c_void_p
-            lib.chute_roi_create.argtypes = []
-            probe = lib.chute_roi_create()
-            if not probe:
-                raise BackendUnavailableError(
-                    f"chute's ROI JPEG decoder {path} failed to create a decoder: the libjpeg "
-                    f"it loaded does not match the headers it was built with; delete it to "
-                    f"rebuild, or pass roi_decode=False"
-                )
-            lib.chute_roi_destroy.argtypes = [ctypes.c_void_p]
-            lib.chute_roi_destroy(probe)
-            _register(lib)
+            _lib = _load(path)
             _status = RoiDecoderStatus(True, str(path), None)
         except BackendUnavailableError as exc:
-            _register(None)
             _status = RoiDecoderStatus(False, None, str(exc))
+        _register(_lib)
         return _status
-
-
-def roi_decoder_status() -> RoiDecoderStatus:
-    """Whether the ROI decoder works on this machine (builds it on first call if needed)."""
-    return ensure_loaded()
 
 
 def create_roi_handles(count: int) -> np.ndarray:
     """`count` decoders as int64 addresses (one per Numba thread); empty when unavailable."""
-    status = ensure_loaded()
-    if not status.available:
+    if not roi_decoder_status().available:
         return np.zeros(0, dtype=np.int64)
-    lib = ctypes.CDLL(status.library)
-    lib.chute_roi_create.restype = ctypes.c_void_p
     handles = np.zeros(count, dtype=np.int64)
     for i in range(count):
-        handle = lib.chute_roi_create()
+        handle = _lib.chute_roi_create()
         if not handle:
             raise BackendUnavailableError("chute_roi_create failed (out of memory?)")
         handles[i] = handle

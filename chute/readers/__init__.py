@@ -4,8 +4,7 @@ converters (image folders, CSV), inspection, verification and metadata updates.
 The reading/writing names load eagerly; the converters (which need PIL and tqdm) load on first
 use, so processes that only read a dataset stay light."""
 
-import importlib
-
+from chute._lazy import lazy_attributes
 from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._errors import SampleIndexError
 from chute.readers._sizes import format_size, parse_size
@@ -34,15 +33,4 @@ __all__ = [
     *_LAZY,
 ]
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chute.readers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals(), __all__)

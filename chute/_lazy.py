@@ -1,0 +1,27 @@
+"""Module attributes loaded on first access (PEP 562), so importing a package stays cheap."""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["lazy_attributes"]
+
+
+def lazy_attributes(package: str, names: dict[str, str], namespace: dict, public: list[str]):
+    """`__getattr__` and `__dir__` for `package`: `names` maps each lazy name to its module.
+
+    A loaded name is stored in `namespace` (the package's globals) so later lookups are plain.
+    """
+
+    def __getattr__(name: str):
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__():
+        return sorted(public)
+
+    return __getattr__, __dir__
