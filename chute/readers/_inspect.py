@@ -10,26 +10,23 @@ from tqdm import tqdm
 from chute.errors import FormatError
 from chute.readers._dataset import open_dataset
 from chute.readers._files import CHECKSUM, file_checksum
-from chute.readers._manifest import MANIFEST, field_files, load_manifest
+from chute.readers._kinds import KINDS, field_files
+from chute.readers._manifest import MANIFEST, load_manifest
 
 __all__ = ["dataset_info", "verify_dataset"]
 
 
 def _file_roles(manifest: dict) -> dict[str, str]:
-    """File name inside a shard -> payload | index | columns | metadata."""
+    """File name inside a shard -> payload | index | columns | metadata (from each kind)."""
     roles = {}
     for name, spec in manifest["fields"].items():
-        files = field_files(name, spec)
-        if spec["kind"] == "scalar":
-            roles[files[0]] = "columns"
-        else:
-            roles[files[0]] = "payload" if spec["kind"] == "bytes" else "metadata"
-            roles[files[1]] = "index"
+        roles.update(field_files(name, spec))
     return roles
 
 
 def dataset_info(path) -> dict:
-    """Samples, fields, shards and bytes by role. overhead_pct = (index + columns) / payload."""
+    """Samples, fields (kind, and each kind's description in `field_types`), shards and bytes
+    by role. overhead_pct = (index + columns) / payload."""
     ds = open_dataset(path)
     manifest = ds.manifest
     totals = {"payload": 0, "index": 0, "columns": 0, "metadata": 0}
@@ -48,6 +45,8 @@ def dataset_info(path) -> dict:
         "format": manifest["format"],
         "samples": len(ds),
         "fields": ds.fields,
+        "field_types": {name: KINDS[spec["kind"]].describe(spec)
+                        for name, spec in ds.specs.items()},
         "shards": len(manifest["shards"]),
         "class_names": len(ds.class_names) if ds.class_names else 0,
         "bytes": {**totals, "total": sum(totals.values())},

@@ -9,7 +9,8 @@ from pathlib import Path
 import xxhash
 
 from chute.errors import FormatError
-from chute.readers._manifest import MANIFEST, field_files, load_manifest, manifest_fingerprint
+from chute.readers._kinds import field_files, field_stem
+from chute.readers._manifest import MANIFEST, load_manifest, manifest_fingerprint
 from chute.readers._mmidx import read_index
 
 __all__ = ["Layout", "resolve_layout"]
@@ -20,8 +21,8 @@ class Layout:
     root: Path  # dataset folder, or the Megatron prefix
     manifest: dict
     fingerprint: str
-    # per shard: field -> its file paths (bytes/json: (bin, idx); scalar: (npy,))
-    shard_files: list[dict[str, tuple[Path, ...]]]
+    folders: list[Path]  # one per shard, in order
+    stems: dict[str, str]  # field -> stem of its files inside every shard folder
     expected_sizes: dict[Path, int]  # empty for Megatron pairs (no manifest)
     trailing_index_ok: bool  # Megatron-LM may append sequence modes after the doc indices
 
@@ -42,20 +43,20 @@ def resolve_layout(path, bytes_field: str) -> Layout:
 
 def _chute_layout(root: Path) -> Layout:
     manifest = load_manifest(root)
-    shard_files, sizes = [], {}
+    folders, sizes = [], {}
+    fields = manifest["fields"]
     for shard in manifest["shards"]:
         folder = root / shard["name"]
-        files = {}
-        for name, spec in manifest["fields"].items():
-            files[name] = tuple(folder / f for f in field_files(name, spec))
+        for name, spec in fields.items():
             for f in field_files(name, spec):
                 if f not in shard["files"]:
                     raise FormatError(f"{root / MANIFEST}: shard {shard['name']} does not list "
                                       f"{f}; the manifest is corrupt")
         for fname, entry in shard["files"].items():
             sizes[folder / fname] = entry["size"]
-        shard_files.append(files)
-    return Layout(root, manifest, manifest_fingerprint(manifest), shard_files, sizes, False)
+        folders.append(folder)
+    stems = {name: field_stem(name, spec) for name, spec in fields.items()}
+    return Layout(root, manifest, manifest_fingerprint(manifest), folders, stems, sizes, False)
 
 
 def _megatron_layout(prefix: Path, bin_path: Path, idx_path: Path, field: str) -> Layout:
@@ -76,5 +77,5 @@ def _megatron_layout(prefix: Path, bin_path: Path, idx_path: Path, field: str) -
     stat = os.stat(bin_path)
     hasher = xxhash.xxh3_64(idx_path.read_bytes())
     hasher.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
-    files = [{field: (bin_path, idx_path)}]
-    return Layout(prefix, manifest, hasher.hexdigest(), files, {}, True)
+    return Layout(prefix, manifest, hasher.hexdigest(), [prefix.parent], {field: prefix.name},
+                  {}, True)

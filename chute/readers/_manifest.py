@@ -9,8 +9,8 @@
               "files": {"image.bin": {"size": S, "xxh3_64": "..."}, ...}}],
   "class_names": [...] | null
 }
-A field's files are `<file>.bin` + `<file>.idx` (bytes, json) or `<file>.npy` (scalar) in every
-shard folder; `file` defaults to the field name (metadata updates write a new generation).
+Which files a field has in every shard folder is its kind's business (`_kinds.py`); their stem
+is `file`, which defaults to the field name (metadata updates write a new generation).
 """
 
 from __future__ import annotations
@@ -22,22 +22,14 @@ import xxhash
 
 from chute.errors import FormatError
 from chute.readers._files import CHECKSUM, atomic_write_bytes, fsync_dir
+from chute.readers._kinds import KINDS
 
-__all__ = ["MANIFEST", "FORMAT", "VERSION", "KINDS", "field_files", "load_manifest",
-           "write_manifest", "manifest_fingerprint"]
+__all__ = ["MANIFEST", "FORMAT", "VERSION", "load_manifest", "write_manifest",
+           "manifest_fingerprint"]
 
 MANIFEST = "chute.json"
 FORMAT = "chute"
 VERSION = 1
-KINDS = ("bytes", "json", "scalar")
-
-
-def field_files(name: str, spec: dict) -> tuple[str, ...]:
-    """File names of one field inside a shard folder."""
-    stem = spec.get("file", name)
-    if spec["kind"] == "scalar":
-        return (f"{stem}.npy",)
-    return (f"{stem}.bin", f"{stem}.idx")
 
 
 def load_manifest(root: Path) -> dict:
@@ -65,8 +57,13 @@ def _check(path: Path, m: dict) -> None:
         if key not in m:
             bad(f"missing {key!r}")
     for name, spec in m["fields"].items():
-        if spec.get("kind") not in KINDS:
-            bad(f"field {name!r} has unknown kind {spec.get('kind')!r}")
+        kind = KINDS.get(spec.get("kind")) if isinstance(spec, dict) else None
+        if kind is None:
+            given = spec.get("kind") if isinstance(spec, dict) else spec
+            bad(f"field {name!r} has unknown kind {given!r} (known: {sorted(KINDS)})")
+        problem = kind.check(name, spec)
+        if problem:
+            bad(problem)
     total = sum(s["num_samples"] for s in m["shards"])
     if total != m["num_samples"]:
         bad(f"shard sample counts sum to {total}, num_samples says {m['num_samples']}")

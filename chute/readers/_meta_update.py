@@ -9,11 +9,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from chute.errors import ChuteError, FormatError
 from chute.readers._dataset import open_dataset
-from chute.readers._files import HashingWriter
-from chute.readers._manifest import field_files, write_manifest
-from chute.readers._writer import encode_json, write_index
+from chute.readers._kinds import field_files, field_stem, get_kind
+from chute.readers._manifest import write_manifest
 
 __all__ = ["MetaUpdate", "update_metadata"]
 
@@ -56,10 +57,13 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
     """Replace (or with `merge`, update) the metadata of the samples whose `meta[key]` equals a
     record's `key` in FILE.jsonl (one JSON object per line). Other samples keep theirs."""
     ds = open_dataset(path)
-    if ds.manifest["format"] != "chute" or ds.fields.get(field) != "json":
-        raise ChuteError(f"{ds.path}: has no JSON metadata field {field!r} to update")
+    if ds.manifest["format"] != "chute" or field not in ds.fields:
+        raise ChuteError(f"{ds.path}: has no metadata field {field!r} to update")
+    current = ds.read(field, np.arange(len(ds)))
+    if not all(isinstance(m, dict) for m in current):
+        raise ChuteError(f"{ds.path}: field {field!r} does not hold a JSON object per sample; "
+                         "name the metadata field with --field")
     updates = _read_updates(Path(jsonl), key)
-    current = [ds[i][field] for i in range(len(ds))]
     ids = {}
     for i, meta in enumerate(current):
         k = meta.get(key) if isinstance(meta, dict) else None
@@ -80,28 +84,30 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
 
 
 def _rewrite(ds, field: str, records: list) -> list[str]:
+    """Write `records` as a new generation of `field`'s files with the field's own kind."""
     manifest = json.loads(json.dumps(ds.manifest))  # deep copy
     spec = manifest["fields"][field]
-    old_files = field_files(field, spec)
-    spec["file"] = _next_stem(field, spec.get("file", field))
-    bin_name, idx_name = field_files(field, spec)
+    kind = get_kind(spec["kind"])
+    old_files = list(field_files(field, spec))
+    spec["file"] = _next_stem(field, field_stem(field, spec))
     written, start = [], 0
     for shard in manifest["shards"]:
         folder = Path(ds.path) / shard["name"]
         count = shard["num_samples"]
-        writer = HashingWriter(folder / bin_name)
-        lengths = []
-        for record in records[start:start + count]:
-            data = encode_json(record)
-            writer.write(data)
-            lengths.append(len(data))
+        column = kind.writer(folder, spec["file"], spec)
+        try:
+            for offset, record in enumerate(records[start:start + count]):
+                column.add(kind.encode(field, spec, record, start + offset))
+            files = column.commit()
+        except BaseException:
+            column.abort()
+            raise
         start += count
         for old in old_files:
             shard["files"].pop(old)
-        shard["files"][bin_name] = writer.commit()
-        shard["files"][idx_name] = write_index(folder / idx_name, lengths)
+        shard["files"].update(files)
         shard["files"] = dict(sorted(shard["files"].items()))
-        written += [str(folder / bin_name), str(folder / idx_name)]
+        written += [str(folder / name) for name in files]
     write_manifest(ds.path, manifest)  # the switch-over
     for shard in manifest["shards"]:
         for old in old_files:

@@ -1,0 +1,64 @@
+"""Storage addressed by URL: one place that turns a dataset URL into something readable.
+Only local files exist today (`file://` URLs and plain paths); an object store plugs in as one
+more scheme here (docs/design.md, "Storage and identity")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from chute.errors import FormatError
+
+__all__ = ["SCHEMES", "DatasetRef", "local_path", "open_url"]
+
+
+def _file(url: str) -> Path:
+    parsed = urlparse(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise FormatError(f"{url}: file URLs must name a local path (file:///...)")
+    return Path(unquote(parsed.path))
+
+
+# scheme -> function returning a local path for the URL
+SCHEMES = {"file": _file}
+
+
+def local_path(path_or_url: str | Path) -> Path:
+    """A local path for a plain path or a URL of a known scheme."""
+    text = str(path_or_url)
+    scheme = urlparse(text).scheme if "://" in text else ""
+    if not scheme:
+        return Path(path_or_url)
+    if scheme not in SCHEMES:
+        raise FormatError(f"{text}: storage scheme {scheme!r} is not supported (chute reads "
+                          f"{sorted(SCHEMES)}); copy the dataset to a local folder")
+    return SCHEMES[scheme](text)
+
+
+def open_url(url: str):
+    """Open the dataset at `url` (a plain path works too)."""
+    from chute.readers._dataset import open_dataset
+
+    return open_dataset(local_path(url))
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """A dataset's identity across processes: its storage URL and fingerprint. `open()` in
+    another process (a DALI worker, a DDP rank) refuses a dataset that changed meanwhile."""
+
+    url: str
+    fingerprint: str
+
+    @classmethod
+    def of(cls, dataset) -> DatasetRef:
+        return cls(dataset.url, dataset.fingerprint)
+
+    def open(self):
+        dataset = open_url(self.url)
+        if dataset.fingerprint != self.fingerprint:
+            raise FormatError(f"{self.url}: the dataset changed since it was opened "
+                              f"(fingerprint {dataset.fingerprint}, expected {self.fingerprint}); "
+                              "restart the job on the new version")
+        return dataset

@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+
+from chute.errors import FormatError
+from chute.readers import ShardWriter, dataset_info, open_dataset
+
+
+def _latents(n, shape=(4, 8, 8), seed=0, dtype=np.float16):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(dtype) for _ in range(n)]
+
+
+def _write(path, arrays, declaration="ndarray", shard_size="2KB"):
+    with ShardWriter(path, {"latent": declaration, "label": "int64"},
+                     shard_size=shard_size) as w:
+        for i, a in enumerate(arrays):
+            w.write({"latent": a, "label": i})
+    return open_dataset(path)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_fixed_shape_round_trip_over_shards(tmp_path, compression):
+    arrays = _latents(40)
+    ds = _write(tmp_path / "d", arrays, {"kind": "ndarray", "compression": compression})
+    assert len(ds.manifest["shards"]) > 3
+    spec = ds.specs["latent"]
+    assert spec["dtype"] == "<f2" and spec["shape"] == [4, 8, 8]
+    for i, a in enumerate(arrays):
+        np.testing.assert_array_equal(ds[i]["latent"], a)
+    ids = np.array([39, 0, 17, 17, 5, 23])
+    out = np.full((len(ids), 4, 8, 8), 7, np.float16)
+    got = ds.read("latent", ids, out)
+    assert got is out
+    np.testing.assert_array_equal(out, np.stack([arrays[i] for i in ids]))
+
+
+def test_uncompressed_samples_are_zero_copy_views(tmp_path):
+    ds = _write(tmp_path / "d", _latents(5))
+    view = ds[3]["latent"]
+    assert not view.flags.owndata and not view.flags.writeable
+
+
+def test_later_mismatch_is_rejected_and_leaves_no_partial_sample(tmp_path):
+    with ShardWriter(tmp_path / "d", {"latent": "ndarray", "label": "int64"}) as w:
+        w.write({"latent": np.zeros((4, 8, 8), np.float16), "label": 0})
+        with pytest.raises(ValueError, match=r"shape \[4, 8, 9\].*\[4, 8, 8\]"):
+            w.write({"latent": np.zeros((4, 8, 9), np.float16), "label": 1})
+        with pytest.raises(ValueError, match="dtype float32 differs.*float16"):
+            w.write({"latent": np.zeros((4, 8, 8), np.float32), "label": 1})
+        w.write({"latent": np.ones((4, 8, 8), np.float16), "label": 1})
+    ds = open_dataset(tmp_path / "d")
+    assert len(ds) == 2
+    np.testing.assert_array_equal(ds.column("label"), [0, 1])
+    np.testing.assert_array_equal(ds[1]["latent"], np.ones((4, 8, 8), np.float16))
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_ragged_leading_dimension_pads_batches(tmp_path, compression):
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((int(rng.integers(1, 9)), 5)).astype(np.float32)
+              for _ in range(30)]
+    ds = _write(tmp_path / "d", arrays,
+                {"kind": "ndarray", "ragged": True, "compression": compression})
+    assert ds.specs["latent"]["shape"] == [None, 5]
+    for i, a in enumerate(arrays):
+        np.testing.assert_array_equal(ds[i]["latent"], a)
+    ids = np.array([4, 0, 29, 11])
+    batch = ds.read("latent", ids)
+    longest = max(len(arrays[i]) for i in ids)
+    assert batch.shape == (4, longest, 5)
+    for row, i in enumerate(ids):
+        n = len(arrays[i])
+        np.testing.assert_array_equal(batch[row, :n], arrays[i])
+        assert not batch[row, n:].any()
+    np.testing.assert_array_equal(ds.reader("latent").lengths(ids), [len(arrays[i]) for i in ids])
+
+
+def test_float_arrays_are_inferred_as_ndarray(tmp_path):
+    with ShardWriter(tmp_path / "d") as w:
+        w.write({"emb": np.arange(6, dtype=np.float32).reshape(2, 3), "raw": b"xy"})
+    ds = open_dataset(tmp_path / "d")
+    assert ds.fields == {"emb": "ndarray", "raw": "bytes"}
+    info = dataset_info(tmp_path / "d")
+    assert info["field_types"]["emb"] == "ndarray float32 [2, 3]"
+
+
+def test_corrupt_compressed_record_is_reported_not_returned(tmp_path):
+    arrays = _latents(6, shape=(16,))
+    ds = _write(tmp_path / "d", arrays, {"kind": "ndarray", "compression": "zstd"},
+                shard_size="1GiB")
+    record = ds.reader("latent").records
+    start = int(record.pointers[2])
+    with open(record.paths[0], "r+b") as f:  # garble sample 2's compressed bytes
+        f.seek(start + 4)
+        f.write(b"\xff" * 8)
+    ds = open_dataset(tmp_path / "d")
+    with pytest.raises(FormatError, match="record 2 of field 'latent'"):
+        ds[2]
+    status = np.zeros(3, np.uint8)
+    out = ds.reader("latent").read(np.array([1, 2, 3]), status=status)
+    assert status.tolist() == [0, 1, 0]
+    np.testing.assert_array_equal(out[0], arrays[1])
+    np.testing.assert_array_equal(out[2], arrays[3])
+
+
+def test_fixed_field_whose_index_disagrees_with_the_shape_is_refused(tmp_path):
+    _write(tmp_path / "d", _latents(4, shape=(6,)), shard_size="1GiB")
+    manifest = (tmp_path / "d" / "chute.json").read_text()
+    (tmp_path / "d" / "chute.json").write_text(manifest.replace('"shape": [\n    6\n   ]',
+                                                                '"shape": [\n    3\n   ]'))
+    with pytest.raises(FormatError, match="not 6-byte float16"):
+        open_dataset(tmp_path / "d")
