@@ -1,20 +1,39 @@
-"""pipelines: order, DDP partition, exact resume, prefetch and staging around decoders."""
+"""pipelines: order, DDP partition, exact resume, prefetch and staging around field producers
+(image decoders, array gathers, columns, metadata)."""
 
-from chute.pipelines._backend import BackendSpec, create_backend
 from chute.pipelines._crops import CropConfig, crop_boxes
 from chute.pipelines._order import EpochOrder
 from chute.pipelines._partition import Partition
 from chute.pipelines._pipeline import Pipeline, PipelineStats
 from chute.pipelines._plan import BatchPlan
+from chute.pipelines._producer import (
+    EpochReader,
+    ImageSpec,
+    Output,
+    Producer,
+    ProducerSpec,
+    SequentialEpoch,
+)
+from chute.pipelines._producers import PRODUCERS, create_producer
+from chute.pipelines._request import BatchRequest, CropParams, ParamSource
 
 __all__ = [
     "BatchPlan",
-    "BackendSpec",
+    "BatchRequest",
     "CropConfig",
+    "CropParams",
     "EpochOrder",
+    "EpochReader",
+    "ImageSpec",
+    "Output",
+    "PRODUCERS",
+    "ParamSource",
     "Partition",
     "Pipeline",
     "PipelineStats",
-    "create_backend",
+    "Producer",
+    "ProducerSpec",
+    "SequentialEpoch",
+    "create_producer",
     "crop_boxes",
 ]

@@ -1,4 +1,5 @@
-"""The `cpu` backend: gather the batch's encoded bytes, decode + augment with chute.fallbacks.
+"""Image producer `cpu`: gather the batch's encoded bytes, decode + augment with
+chute.fallbacks.
 
 Options (`backend_options`): "threads" (decoder threads, default: the fallback's default),
 "dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows, default True)
@@ -10,40 +11,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from chute.pipelines._backend import BackendSpec
+from chute.pipelines._image_producer import ImageProducerBase
+from chute.pipelines._producer import ImageSpec, SequentialEpoch, check_options
 
-__all__ = ["CpuBackend", "create"]
+__all__ = ["CpuBackend", "create", "candidates"]
 
 _OPTIONS = {"threads", "dct_scaling", "roi_decode"}
 
 
-class CpuBackend:
+class CpuBackend(ImageProducerBase):
     name = "cpu"
     output_on_device = False
 
-    def __init__(self, spec: BackendSpec):
-        unknown = set(spec.options) - _OPTIONS
-        if unknown:
-            raise ValueError(
-                f"unknown backend_options {sorted(unknown)} for backend 'cpu'; "
-                f"it accepts {sorted(_OPTIONS)}"
-            )
+    def __init__(self, spec: ImageSpec):
+        check_options("cpu", spec.options, _OPTIONS)
+        super().__init__(spec)
         from chute.fallbacks import decode_batch
 
         self._decode_batch = decode_batch
-        self.spec = spec
         self.threads = spec.options.get("threads")
         self.dct_scaling = bool(spec.options.get("dct_scaling", True))
         roi = spec.options.get("roi_decode")
         self.roi_decode = None if roi is None else bool(roi)
         self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
 
-    def open_epoch(self, plan, first_iteration: int) -> _CpuEpoch:
-        return _CpuEpoch(self)  # decoding is stateless between batches: nothing per epoch
+    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+        return SequentialEpoch(self, first_iteration)  # decoding is stateless between batches
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        return self.decode(request.ids, request.params["boxes"], request.params["flips"],
+                           out[self.field])
 
     def decode(self, ids, boxes, flips, out: np.ndarray) -> np.ndarray:
         """Decode samples `ids` with crops `boxes`/`flips` into `out`; status per sample."""
-        data, offsets = self.spec.dataset.gather(ids, "image", out=self._scratch)
+        data, offsets = self.spec.dataset.gather(ids, self.field, out=self._scratch)
         if not np.shares_memory(data, self._scratch):
             self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
         float_out = out.dtype != np.uint8
@@ -61,21 +62,17 @@ class CpuBackend:
         self._scratch = np.empty(0, dtype=np.uint8)
 
 
-class _CpuEpoch:
-    def __init__(self, backend: CpuBackend):
-        self.backend = backend
-
-    def read(self, iteration, ids, boxes, flips, out) -> np.ndarray:
-        return self.backend.decode(ids, boxes, flips, out)
-
-    def close(self) -> None:
-        pass
-
-
 def _grown(nbytes: int) -> np.ndarray:
     # headroom so that slightly larger batches later do not reallocate every time
     return np.empty(int(nbytes * 1.25) + 4096, dtype=np.uint8)
 
 
-def create(spec: BackendSpec) -> CpuBackend:
+def create(spec: ImageSpec) -> CpuBackend:
     return CpuBackend(spec)
+
+
+def candidates(device: str) -> list:
+    """Autotune candidates of this producer (thread counts x DCT scaling)."""
+    from chute.pipelines._candidates import cpu_candidates
+
+    return cpu_candidates(device)

@@ -25,8 +25,9 @@ from chute.errors import BackendUnavailableError, ChuteError
 from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline, import_dali
 from chute.pipelines._dali_output import KernelWriter, write_native
 from chute.pipelines._dali_source import DaliBatchSource
+from chute.pipelines._image_producer import ImageProducerBase
 
-__all__ = ["create", "DaliBackend", "DaliOptions", "DecodeWarning"]
+__all__ = ["create", "candidates", "DaliBackend", "DaliOptions", "DecodeWarning"]
 
 
 class DecodeWarning(UserWarning):
@@ -72,6 +73,13 @@ class DaliOptions:
         return made
 
 
+def candidates(device: str) -> list:
+    """Autotune candidates of the DALI producers (hw_decoder_load grid)."""
+    from chute.pipelines._candidates import dali_candidates
+
+    return dali_candidates(device)
+
+
 def create(spec) -> DaliBackend:
     """The `dali` or `dali-native` backend for a BackendSpec (fails fast when it cannot run)."""
     variant = "kernel" if spec.name == "dali" else "native"
@@ -102,11 +110,11 @@ def _default_start_method() -> str:
     return "spawn" if initialized else "fork"
 
 
-class DaliBackend:
+class DaliBackend(ImageProducerBase):
     """Creates one DALI pipeline per epoch reader (reused across consecutive epochs)."""
 
     def __init__(self, spec, variant: str, device_id: int | None, options: DaliOptions):
-        self.spec = spec
+        super().__init__(spec)
         self.name = spec.name
         self.variant = variant
         self.device_id = device_id
@@ -140,8 +148,16 @@ class DaliBackend:
         on_gpu = self.device_id is not None and self.options.py_workers == 0
         staging = self.options.staging if on_gpu else "views"
         return DaliBatchSource(
-            plan, first_iteration, staging=staging, ring=max(1, self.spec.prefetch) + 2
+            plan, first_iteration, field=self.field, staging=staging,
+            ring=max(1, self.spec.prefetch) + 2,
         )
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        """Random access (substitutes): the CPU decoder, with this backend's output format."""
+        from chute.pipelines._dali_output import decode_batch_on_cpu
+
+        return decode_batch_on_cpu(request.ids, request.params["boxes"],
+                                   request.params["flips"], out[self.field], self.spec)
 
     def open_epoch(self, plan, first_iteration: int) -> DaliEpoch:
         previous, self._finished = self._finished, None
@@ -178,7 +194,10 @@ class DaliEpoch:
     def _build(self, source: DaliBatchSource):
         return build_dali_pipeline(source, self.backend.graph_config())
 
-    def read(self, iteration, ids, boxes, flips, out) -> np.ndarray:
+    def read(self, request, out: dict) -> np.ndarray:
+        iteration, ids = request.iteration, request.ids
+        boxes, flips = request.params["boxes"], request.params["flips"]
+        out = out[self.backend.field]
         if iteration != self.next_iteration:
             raise ChuteError(
                 f"DALI epoch reader asked for iteration {iteration}, expected "
@@ -191,7 +210,7 @@ class DaliEpoch:
         except StopIteration as err:
             raise ChuteError(
                 f"the DALI pipeline ended before iteration {iteration} of a plan with "
-                f"{len(self.plan)} batches (dataset {self.plan.dataset_path})"
+                f"{len(self.plan)} batches (dataset {self.plan.dataset.url})"
             ) from err
         except RuntimeError as err:
             status = self._recover(err, iteration, ids, boxes, flips, out)
@@ -234,12 +253,12 @@ class DaliEpoch:
         if not status.any():
             # Every sample decodes on the CPU: this is not bad data but a broken DALI path.
             raise BackendUnavailableError(
-                f"DALI failed on batch {iteration} of {self.plan.dataset_path} although every "
+                f"DALI failed on batch {iteration} of {self.plan.dataset.url} although every "
                 f"sample of it decodes on the CPU: {err}. Use backend='cpu' and report this."
             ) from err
         bad = [int(i) for i in np.asarray(ids)[status != 0]]
         warnings.warn(
-            f"DALI could not decode samples {bad} of {self.plan.dataset_path} "
+            f"DALI could not decode samples {bad} of {self.plan.dataset.url} "
             f"(batch {iteration}): {str(err).splitlines()[0] if str(err) else err!r}",
             DecodeWarning,
             stacklevel=3,

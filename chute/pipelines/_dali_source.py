@@ -30,7 +30,7 @@ class DaliBatchSource:
     """Picklable, stateless batch callable for `fn.external_source(batch=True, batch_info=True)`.
 
     plan: a `chute.pipelines.BatchPlan` for the first epoch this DALI pipeline serves (its
-        `dataset_path` is reopened lazily by whichever process calls the source); DALI's
+        `dataset` (a DatasetRef) is reopened lazily by whichever process calls the source); DALI's
         `epoch_idx` k (bumped by each `pipe.reset()`) selects epoch `plan.epoch + k`, starting at
         position 0 (only epoch_idx 0 honours the plan's resume position).
     first_iteration: the plan iteration that DALI iteration 0 of epoch_idx 0 maps to (resume).
@@ -80,8 +80,9 @@ class DaliBatchSource:
 
     def __call__(self, batch_info) -> tuple:
         plan, iteration = self.plan_iteration(batch_info)
-        # BatchPlan.batch raises StopIteration past the end, consistently for any lookahead.
-        ids, boxes, flips = plan.batch(iteration)
+        # BatchPlan.request raises StopIteration past the end, consistently for any lookahead.
+        request = plan.request(iteration)
+        ids, boxes, flips = request.ids, request.params["boxes"], request.params["flips"]
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         boxes = np.asarray(boxes, dtype=np.int32)
         if self.staging == "pinned":
@@ -100,9 +101,7 @@ class DaliBatchSource:
 
     def dataset(self):
         if self._dataset is None:
-            from chute.readers import open_dataset
-
-            self._dataset = open_dataset(self.plan.dataset_path)
+            self._dataset = self.plan.dataset.open()
         return self._dataset
 
     def _gather_pinned(self, ids: np.ndarray, iteration: int) -> list[np.ndarray]:

@@ -1,4 +1,5 @@
-"""Pipeline: what a training loop iterates -- batches of decoded, augmented images as tensors.
+"""Pipeline: what a training loop iterates -- batches of a dataset's fields as torch tensors:
+decoded, augmented images, stored arrays (latents), scalar columns, metadata.
 
 Lifetime of a yielded batch: the tensors of the batch returned by the k-th `next()` live in a
 preallocated slot that stays valid until the (k+2)-th `next()` call begins (so the batch you
@@ -8,6 +9,10 @@ a batch longer with `.clone()`. With a CUDA device, work queued on the current s
 
 Epochs and resume: see `set_epoch`, `state_dict` and `load_state_dict`. Iterating again after an
 epoch ended starts the next epoch (so forgetting `set_epoch` never repeats an order).
+
+The core here knows nothing of images: each requested field has a producer (chosen through
+`_producers.py`) and the plan evaluates the per-sample parameters the producers ask for
+(docs/design.md, "Plans and producers").
 """
 
 from __future__ import annotations
@@ -22,13 +27,22 @@ import numpy as np
 import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
-from chute.pipelines._backend import BackendSpec, create_backend
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
+from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
+from chute.pipelines._producers import KIND_PRODUCERS, create_producer, field_media
 from chute.pipelines._resolve import resolve_backend
-from chute.pipelines._staging import allocate_slots, begin_fill, release, stage, wait_ready
+from chute.pipelines._staging import (
+    allocate_slots,
+    begin_fill,
+    device_views,
+    host_views,
+    release,
+    stage,
+    wait_ready,
+)
 from chute.pipelines._substitute import Substitutor
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
@@ -49,18 +63,41 @@ class PipelineStats:
 
 
 class Pipeline:
-    """Iterate decoded, augmented batches of a chute dataset as dicts of torch tensors.
+    """Iterate batches of a chute dataset as dicts of torch tensors.
 
-    Each batch holds "image" ([B,3,H,W] or [B,H,W,3]), "index" (global sample ids), the requested
-    scalar fields as tensors and JSON fields as lists. `len(pipe)` is this rank's batches per
-    full epoch.
+    Each batch holds "index" (int64 global sample ids) and one entry per requested field:
+    images decoded and augmented ([B,3,H,W] or [B,H,W,3]), ndarray fields as [B, *shape]
+    (ragged ones zero-padded, with "<field>_lengths"), scalar fields as [B] tensors, JSON and
+    other bytes fields as lists. `len(pipe)` is this rank's batches per full epoch.
+
+    Args:
+        path_or_dataset: a dataset folder, URL or an open `chute.readers.Dataset`.
+        batch_size: samples per batch (per rank).
+        image_size: output (H, W) of image fields, or one int for squares.
+        augment: "train" (random resized crop + flip, drops the tail) or "eval" (center crop,
+            every sample once).
+        backend: image decoder: "cpu", "dali", "dali-native" or "auto" (measured; see
+            `chute autotune`). Ignored when no image field is requested.
+        device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
+        seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
+        dtype: image dtype, "uint8", "float16" or "float32" (torch dtypes work too).
+        layout: "NCHW" or "NHWC" for images.
+        mean, std: per-channel normalisation of float images, as fractions of 255.
+        fields: fields to deliver; default: "image" and "label" when the dataset has them,
+            else every non-JSON field.
+        drop_last: drop the incomplete last batch (default: True in train, False in eval).
+        rank, world_size: this process's DDP position (default: from torch.distributed / env).
+        prefetch: batches prepared ahead of the training loop.
+        on_error: "skip" replaces a failing sample deterministically; "raise" stops.
+        backend_options: options of the image backend (e.g. {"threads": 4}).
     """
 
-    def __init__(self, path_or_dataset, batch_size: int, *, image_size=224, augment="train",
-                 backend="auto", device=None, seed=0, dtype="float16", layout="NCHW",
-                 mean=IMAGENET_MEAN, std=IMAGENET_STD, fields=("image", "label"),
-                 drop_last=None, rank=None, world_size=None, prefetch=2, on_error="skip",
-                 backend_options=None):
+    def __init__(self, path_or_dataset, batch_size: int, *, image_size: int | tuple[int, int] = 224,
+                 augment: str = "train", backend: str = "auto", device=None, seed: int = 0,
+                 dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                 fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
+                 rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
+                 on_error: str = "skip", backend_options: dict | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -84,19 +121,30 @@ class Pipeline:
         self.rank, self.world_size = detect_rank_world(rank, world_size)
         self.device = resolve_device(device)
         self.on_error = on_error
-        self.fields = self._check_fields(tuple(fields))
-        dtype_name = _DTYPES[dtype]
-        name, options, reason = resolve_backend(
-            backend, device=self.device, dataset=self.dataset, batch_size=self.batch_size,
-            image_size=self.crop.size, dtype=dtype_name, augment=augment,
-            backend_options=backend_options)
-        self._spec = BackendSpec(
-            name=name, dataset=self.dataset, batch_size=self.batch_size, size=self.crop.size,
-            dtype=dtype_name, layout=layout, mean=tuple(mean), std=tuple(std),
-            device=str(self.device), prefetch=int(prefetch), options=options,
-        )
-        self.backend = create_backend(self._spec)
-        self._substitute_decoder = None
+        self.prefetch = int(prefetch)
+        self.fields = self._check_fields(fields)
+        images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
+        name, options, reason = "", {}, "no image field requested: nothing to decode"
+        if images:
+            name, options, reason = resolve_backend(
+                backend, device=self.device, dataset=self.dataset, batch_size=self.batch_size,
+                image_size=self.crop.size, dtype=_DTYPES[dtype], augment=augment,
+                backend_options=backend_options)
+        image_config = dict(size=self.crop.size, dtype=_DTYPES[dtype], layout=layout,
+                            mean=tuple(mean), std=tuple(std), crop=self.crop)
+        self._producers = []
+        try:
+            for f in self.fields:
+                self._producers.append(create_producer(
+                    self._producer_spec(f, f in images, name, options, image_config)))
+        except BaseException:
+            self._close_producers()
+            raise
+        self.backend = next((p for p in self._producers if p.field in images), None)
+        self._outputs: dict[str, Output] = {}
+        for producer in self._producers:
+            self._outputs.update(producer.outputs())
+        self._params = _unique(s for p in self._producers for s in p.param_sources())
         self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason)
         self._epoch = 0
         self._position = 0
@@ -104,6 +152,22 @@ class Pipeline:
         self._warned = False
         self._run = None
         self._closed = False
+
+    def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
+                       image_config: dict) -> ProducerSpec:
+        common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
+                      device=str(self.device), prefetch=self.prefetch)
+        if image:
+            self._check_image_columns(f)
+            return ImageSpec(name=backend, options=dict(options), **common, **image_config)
+        return ProducerSpec(name=KIND_PRODUCERS[self.dataset.fields[f]], **common)
+
+    def _check_image_columns(self, f: str) -> None:
+        missing = [c for c in ("height", "width") if c not in self.dataset.fields]
+        if missing:
+            raise ValueError(f"field {f!r} of {self.dataset.path} holds images but the dataset "
+                             f"has no {missing} column(s), which crops are computed from; "
+                             "convert it with `chute convert` (which stores them)")
 
     # ---- epochs and state ------------------------------------------------------------------
 
@@ -139,12 +203,14 @@ class Pipeline:
 
     def plan(self, start_position: int | None = None) -> BatchPlan:
         """This rank's BatchPlan of the current epoch from `start_position` (default: now)."""
+        from chute.readers import DatasetRef
+
         return BatchPlan(
-            dataset_path=str(self.dataset.path), n=len(self.dataset), seed=self.seed,
+            dataset=DatasetRef.of(self.dataset), n=len(self.dataset), seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
             batch_size=self.batch_size, drop_last=self.drop_last,
             start_position=self._position if start_position is None else start_position,
-            crop=self.crop,
+            params=self._params,
         )
 
     def __len__(self) -> int:
@@ -171,13 +237,14 @@ class Pipeline:
                 while len(held) > 1:
                     run.release(held.pop(0))  # the batch before the previous one expires now
                 t0 = time.perf_counter()
-                slot, (n, extras, replaced) = run.get()
+                slot, (shapes, lists, replaced) = run.get()
                 self.stats.wait_seconds += time.perf_counter() - t0
                 held.append(slot)
                 wait_ready(slot)
                 self._note_replaced(replaced)
-                batch = {key: t[:n] for key, t in slot.device.items()}
-                batch.update(extras)
+                batch = device_views(slot, shapes)
+                batch.update(lists)
+                n = shapes["index"][0]
                 self._position = plan.position_after(k + 1)
                 self.stats.samples += n
                 self.stats.batches += 1
@@ -215,7 +282,7 @@ class Pipeline:
         self._stop_run()
         if not self._closed:
             self._closed = True
-            self.backend.close()
+            self._close_producers()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -227,67 +294,86 @@ class Pipeline:
         with contextlib.suppress(Exception):
             self.close()
 
-    def _check_fields(self, fields: tuple[str, ...]) -> tuple[str, ...]:
+    def _check_fields(self, fields) -> tuple[str, ...]:
         kinds = self.dataset.fields
+        if fields is None:
+            fields = tuple(f for f in ("image", "label") if f in kinds) or \
+                tuple(f for f, spec in self.dataset.specs.items()
+                      if KIND_PRODUCERS.get(spec["kind"]) != "json")
+        fields = tuple(fields)
         missing = [f for f in fields if f not in kinds]
         if missing:
             raise ValueError(f"fields {missing} are not in dataset {self.dataset.path}; "
                              f"it has {sorted(kinds)}")
-        if "image" not in fields:
-            raise ValueError("fields must include 'image'")
+        if not fields:
+            raise ValueError(f"no fields requested from {self.dataset.path}; name some of "
+                             f"{sorted(kinds)} in fields=")
+        if len(set(fields)) != len(fields) or "index" in fields:
+            raise ValueError(f"fields {list(fields)} repeat a name or use 'index' (always "
+                             "delivered)")
         return fields
 
-    def _decoder_for_substitutes(self):
-        # Substitutes are decoded on the CPU whatever the backend: failures are rare.
-        if self._substitute_decoder is None:
-            from chute.pipelines._backend_cpu import CpuBackend
+    def _close_producers(self) -> None:
+        for producer in self._producers:
+            producer.close()
 
-            # same decoder options as the main backend when it is the cpu one: a substitute
-            # then gets the pixels it gets anywhere else in the epoch
-            options = {**self._spec.options, "threads": 1} if self._spec.name == "cpu" else {}
-            spec = replace(self._spec, name="cpu", options=options)
-            self._substitute_decoder = CpuBackend(spec)
-        return self._substitute_decoder.decode
+def _unique(items) -> tuple:
+    """Distinct parameter sources in first-seen order (two image fields share their crops)."""
+    found: list = []
+    for item in items:
+        if item not in found:
+            found.append(item)
+    return tuple(found)
 
 
 class _Run:
-    """One pass over a plan: slots, the backend's epoch reader and the prefetch thread."""
+    """One pass over a plan: slots, every producer's epoch reader and the prefetch thread."""
 
     def __init__(self, pipe: Pipeline, plan: BatchPlan):
-        ds, spec = pipe.dataset, pipe._spec
-        kinds = ds.fields
-        self.scalars = {f: np.asarray(ds.column(f)) for f in pipe.fields if kinds[f] == "scalar"}
-        self.others = [f for f in pipe.fields if f != "image" and kinds[f] != "scalar"]
-        self.dataset = ds
-        shapes = {"image": (spec.image_shape(spec.batch_size), spec.numpy_dtype),
-                  **{f: ((spec.batch_size,), c.dtype) for f, c in self.scalars.items()},
-                  "index": ((spec.batch_size,), np.dtype(np.int64))}
-        on_device = pipe.backend.output_on_device
-        slots = allocate_slots(spec.prefetch + 2, shapes, pipe.device,
-                               device_only=("image",) if on_device else ())
+        self.outputs = pipe._outputs
+        self.producers = pipe._producers
+        b = pipe.batch_size
+        arrays = {k: ((b, *o.sample_shape), o.dtype) for k, o in self.outputs.items()
+                  if o.dtype is not None}
+        arrays["index"] = ((b,), np.dtype(np.int64))
+        on_device = tuple(k for k, o in self.outputs.items() if o.on_device)
+        slots = allocate_slots(pipe.prefetch + 2, arrays, pipe.device, device_only=on_device)
         self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
-        self.on_device = on_device
-        self.reader = pipe.backend.open_epoch(plan, 0)
         self.plan = plan
-        self.substitutor = Substitutor(ds, plan, pipe._decoder_for_substitutes, pipe.on_error)
+        self.readers = []
+        try:
+            for producer in self.producers:
+                self.readers.append(producer.open_epoch(plan, 0))
+        except BaseException:
+            self._close_readers()
+            raise
+        self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
+                                       pipe.on_error)
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
 
     def fill(self, slot, iteration: int):
-        ids, boxes, flips = self.plan.batch(iteration)
-        n = len(ids)
+        request = self.plan.request(iteration)
+        n = len(request.ids)
+        shapes = {"index": (n,)}
+        for producer in self.producers:
+            shapes.update(producer.shapes(request))
+        request = replace(request, shapes=shapes)
         stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
         with stream_ctx:
             begin_fill(slot, self.stream)
-            out = slot.device["image"][:n] if self.on_device else slot.host["image"][:n]
-            status = self.reader.read(iteration, ids, boxes, flips, out)
-            ids, replaced = self.substitutor.fix(ids, np.asarray(status), out)
-            slot.host["index"][:n] = ids
-            for name, column in self.scalars.items():
-                np.take(column, ids, out=slot.host[name][:n])
-            rows = [self.dataset[int(i)] for i in ids] if self.others else []
-            extras = {f: [row[f] for row in rows] for f in self.others}
-            stage(slot, n, self.stream)
-        return n, extras, replaced
+            host = host_views(slot, shapes)
+            device = device_views(slot, shapes) if self.stream else host
+            out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
+                   for k, o in self.outputs.items()}
+            failed = np.zeros(n, dtype=bool)
+            for producer, reader in zip(self.producers, self.readers, strict=True):
+                status = reader.read(request, {k: out[k] for k in producer.outputs()})
+                failed |= np.asarray(status).reshape(n) != 0
+            ids, replaced = self.substitutor.fix(request.ids, failed, out, shapes)
+            host["index"][...] = ids
+            stage(slot, shapes, self.stream)
+        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
+        return shapes, lists, replaced
 
     def get(self):
         return self.prefetcher.get()
@@ -296,6 +382,10 @@ class _Run:
         release(slot)
         self.prefetcher.release(slot)
 
+    def _close_readers(self) -> None:
+        for reader in self.readers:
+            reader.close()
+
     def close(self) -> None:
         self.prefetcher.close()
-        self.reader.close()
+        self._close_readers()

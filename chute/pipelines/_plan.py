@@ -1,30 +1,37 @@
-"""BatchPlan: which samples and crops make up batch `iteration` of one rank in one epoch.
+"""BatchPlan: which samples, with which per-sample parameters, make up batch `iteration` of one
+rank in one epoch.
 
-A plan is a frozen, picklable value. `plan.batch(iteration)` is a pure function of the plan's
-fields and the iteration: the DALI external source, the CPU prefetch thread, a worker process
-or a test can all call it and get the same (ids, boxes, flips).
+A plan is a frozen, picklable value and `plan.request(iteration)` is a pure function of it: the
+DALI external source, the prefetch thread, a worker process or a test all get the same request.
+The plan does no I/O: the columns its parameter sources need were read when it was made, and the
+dataset is named by its identity (`DatasetRef`: storage URL + fingerprint) for processes that
+must reopen it (docs/design.md, "Plans and producers").
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from chute.pipelines._crops import CropConfig, crop_boxes
 from chute.pipelines._order import EpochOrder
 from chute.pipelines._partition import Partition
+from chute.pipelines._request import BatchRequest, ParamSource
 
 __all__ = ["BatchPlan"]
 
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """Batches of rank `rank` of `world_size` for epoch `epoch`, from global `start_position`."""
+    """Batches of rank `rank` of `world_size` for epoch `epoch`, from global `start_position`.
 
-    dataset_path: str
+    Attributes:
+        dataset: a `chute.readers.DatasetRef` (url, fingerprint) of the dataset.
+        n: samples in the dataset.
+        params: parameter sources evaluated for every batch (e.g. `CropParams`).
+    """
+
+    dataset: object
     n: int
     seed: int
     epoch: int
@@ -33,7 +40,7 @@ class BatchPlan:
     batch_size: int
     drop_last: bool
     start_position: int
-    crop: CropConfig
+    params: tuple[ParamSource, ...] = ()
 
     @property
     def partition(self) -> Partition:
@@ -59,39 +66,23 @@ class BatchPlan:
         """Global sample ids (int64) of batch `iteration`."""
         return self.order(self.positions(iteration))
 
-    def batch(self, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids int64 [B], boxes int32 [B, 4], flips bool [B]) of batch `iteration`."""
+    def request(self, iteration: int) -> BatchRequest:
+        """The request of batch `iteration` (StopIteration past the end)."""
         ids = self.ids(iteration)
-        heights, widths = self.sizes()
-        boxes, flips = self.crops(ids, heights[ids], widths[ids])
-        return ids, boxes, flips
+        return BatchRequest(iteration, ids, self.params_of(ids))
 
-    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
-        """The dataset's full image heights and widths (global columns, cached per process)."""
-        return _image_sizes(self.dataset_path)
+    def request_for(self, ids: np.ndarray) -> BatchRequest:
+        """A request for arbitrary samples of this epoch, with the parameters they get
+        anywhere in it (what a substitute for a failed sample uses)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        return BatchRequest(-1, ids, self.params_of(ids))
 
-    def crops(self, ids, heights, widths) -> tuple[np.ndarray, np.ndarray]:
-        """Crop boxes and flips of samples `ids` in this plan's epoch."""
-        return crop_boxes(self.seed, self.epoch, ids, heights, widths, self.crop)
+    def params_of(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        params: dict[str, np.ndarray] = {}
+        for source in self.params:
+            params.update(source(self.seed, self.epoch, ids))
+        return params
 
     def position_after(self, batches_done: int) -> int:
         """Global resume position once every rank has delivered `batches_done` batches."""
         return self.partition.position_after(batches_done)
-
-
-def _image_sizes(path: str) -> tuple[np.ndarray, np.ndarray]:
-    manifest = Path(path) / "chute.json"
-    try:
-        stamp = manifest.stat().st_mtime_ns
-    except FileNotFoundError:  # no manifest (a Megatron pair)
-        stamp = 0
-    return _sizes_cached(str(path), stamp)
-
-
-@functools.lru_cache(maxsize=8)
-def _sizes_cached(path: str, stamp: int) -> tuple[np.ndarray, np.ndarray]:
-    # One open per process and dataset version; the columns are memory-mapped, so this is cheap.
-    from chute.readers import open_dataset
-
-    ds = open_dataset(path)
-    return np.asarray(ds.column("height")), np.asarray(ds.column("width"))

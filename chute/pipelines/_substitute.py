@@ -1,11 +1,12 @@
-"""What replaces a sample that fails to decode.
+"""What replaces a sample that fails (an undecodable image, a corrupt record).
 
 on_error="skip": the failed sample is replaced by a substitute that is a pure function of
 (seed, epoch, failed id): candidate k is `random_u64(derive_key(seed, epoch, "substitute"),
-failed id, stream=k) mod N`, for k = 0, 1, ... until one decodes (the failed id itself is
-skipped). The substitute carries its own crop (the one it gets anywhere in this epoch), its own
-label and its own id in `index`, so a batch never holds a wrong (image, label) pair, and the
-replacement is identical on every rank, backend and resume.
+failed id, stream=k) mod N`, for k = 0, 1, ... until one that every producer reads without
+failure (the failed id itself is skipped; a candidate longer than a variable-shape batch allows
+is skipped too). The substitute carries its own parameters (the crop it gets anywhere in this
+epoch), its own values in every field and its own id in `index`, so a batch never mixes fields
+of two samples, and the replacement is identical on every rank, backend and resume.
 on_error="raise": a DecodeError names the sample, its shard and the dataset.
 """
 
@@ -26,23 +27,25 @@ def decode_error(dataset, sample_id: int) -> DecodeError:
     shard, local = dataset.locate(int(sample_id))
     return DecodeError(
         f"sample {int(sample_id)} (shard {shard}, local index {local}) of dataset {dataset.path} "
-        "could not be decoded (corrupt or truncated image). Run `chute verify` on the dataset, "
+        "could not be decoded (corrupt or truncated data). Run `chute verify` on the dataset, "
         "or pass on_error='skip' to replace failing samples deterministically."
     )
 
 
 class Substitutor:
-    """Replaces failed rows of a decoded batch in place (producer thread)."""
+    """Replaces failed rows of a batch in place (producer thread), through every producer's
+    random-access `fill`."""
 
-    def __init__(self, dataset, plan, decoder_factory, on_error: str):
+    def __init__(self, dataset, plan, producers: list, outputs: dict, on_error: str):
         self.dataset = dataset
         self.plan = plan
-        # () -> callable(ids, boxes, flips, out numpy) -> status; built on the first failure
-        self.decoder_factory = decoder_factory
+        self.producers = producers
+        self.outputs = outputs  # key -> Output
         self.on_error = on_error
         self._key = derive_key(plan.seed, plan.epoch, "substitute")
 
-    def fix(self, ids: np.ndarray, status: np.ndarray, out) -> tuple[np.ndarray, list]:
+    def fix(self, ids: np.ndarray, status: np.ndarray, out: dict,
+            shapes: dict) -> tuple[np.ndarray, list]:
         """New ids for the batch and [(failed id, substitute id), ...]; `out` rows rewritten."""
         failed_rows = np.flatnonzero(status)
         if failed_rows.size == 0:
@@ -51,36 +54,54 @@ class Substitutor:
             raise decode_error(self.dataset, ids[failed_rows[0]])
         ids = ids.copy()
         replaced = []
-        for row in failed_rows:
+        for row in failed_rows.tolist():
             bad = int(ids[row])
-            ids[row] = self._decode_substitute(bad, out, row)
+            ids[row] = self._substitute(bad, out, shapes, row)
             replaced.append((bad, int(ids[row])))
         return ids, replaced
 
-    def _decode_substitute(self, bad: int, out, row: int) -> int:
+    def _substitute(self, bad: int, out: dict, shapes: dict, row: int) -> int:
         n = self.plan.n
-        heights, widths = self.plan.sizes()
-        scratch = np.empty((1, *out.shape[1:]), dtype=_numpy_dtype(out))
         for k in range(_MAX_CANDIDATES):
             cand = int(random_u64(self._key, bad, stream=k) % np.uint64(n))
             if cand == bad:
                 continue
-            one = np.array([cand], dtype=np.int64)
-            boxes, flips = self.plan.crops(one, heights[one], widths[one])
-            if self.decoder_factory()(one, boxes, flips, scratch)[0] == 0:
-                if isinstance(out, torch.Tensor):
-                    out[row].copy_(torch.from_numpy(scratch[0]))
-                else:
-                    out[row] = scratch[0]
+            scratch = self._read_one(cand, shapes)
+            if scratch is not None:
+                for key, value in scratch.items():
+                    _put_row(out[key], row, value)
                 return cand
         raise DecodeError(
-            f"sample {bad} of dataset {self.dataset.path} could not be decoded, nor could any of "
+            f"sample {bad} of dataset {self.dataset.path} could not be read, nor could any of "
             f"{_MAX_CANDIDATES} substitutes; the dataset looks badly damaged. "
             "Run `chute verify` on it."
         )
 
+    def _read_one(self, cand: int, batch_shapes: dict) -> dict | None:
+        """Every output of sample `cand` (rows of one), or None when it fails or does not fit."""
+        request = self.plan.request_for(np.array([cand], dtype=np.int64))
+        scratch = {}
+        for producer in self.producers:
+            shapes = producer.shapes(request)
+            for key, shape in shapes.items():
+                if any(a > b for a, b in zip(shape[1:], batch_shapes[key][1:], strict=True)):
+                    return None
+                dtype = self.outputs[key].dtype
+                scratch[key] = [None] if dtype is None else np.zeros(shape, dtype)
+            status = producer.fill(request, {k: scratch[k] for k in shapes})
+            if np.asarray(status).any():
+                return None
+        return {k: v[0] for k, v in scratch.items()}
 
-def _numpy_dtype(out) -> np.dtype:
-    if isinstance(out, torch.Tensor):
-        return torch.empty(0, dtype=out.dtype).numpy().dtype
-    return out.dtype
+
+def _put_row(dst, row: int, value) -> None:
+    if isinstance(dst, list):
+        dst[row] = value
+        return
+    region = (row, *(slice(0, d) for d in np.shape(value)))
+    if isinstance(dst, torch.Tensor):
+        dst[row].zero_()
+        dst[region].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    else:
+        dst[row] = 0
+        dst[region] = value

@@ -1,4 +1,4 @@
-"""The chute v1 shard format: writer, memory-mapped reader, Megatron-LM .bin/.idx import,
+"""The chute v1 shard format: field kinds (a registry, `_kinds.py`), writer, memory-mapped reader, Megatron-LM .bin/.idx import,
 converters (image folders, CSV), inspection, verification and metadata updates.
 
 The reading/writing names load eagerly; the converters (which need PIL and tqdm) load on first
@@ -8,6 +8,7 @@ from chute._lazy import lazy_attributes
 from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._errors import SampleIndexError
 from chute.readers._sizes import format_size, parse_size
+from chute.readers._storage import DatasetRef, open_url
 from chute.readers._writer import ShardWriter
 
 # public name -> module that defines it (loaded on first access)
@@ -26,6 +27,8 @@ _LAZY = {
 __all__ = [
     "Dataset",
     "open_dataset",
+    "open_url",
+    "DatasetRef",
     "ShardWriter",
     "SampleIndexError",
     "parse_size",

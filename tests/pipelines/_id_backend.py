@@ -1,4 +1,4 @@
-"""A test backend that "decodes" sample i into an image filled with the value i.
+"""A test image producer that "decodes" sample i into an image filled with the value i.
 
 It lets the Pipeline tests check order, resume and slot lifetime without paying for JPEG
 decoding, and check that every image row matches its `index`. Registered as "test-ids".
@@ -10,21 +10,26 @@ import time
 
 import numpy as np
 
+from chute.pipelines._image_producer import ImageProducerBase
+from chute.pipelines._producer import SequentialEpoch
+
 CALLS: list[tuple[int, int]] = []  # (iteration, first id) of every read, for the O(1) test
 
 
-class IdBackend:
+class IdBackend(ImageProducerBase):
     name = "test-ids"
-    output_on_device = False
 
     def __init__(self, spec):
-        self.spec = spec
+        super().__init__(spec)
         self.delay = float(spec.options.get("delay", 0.0))
 
     def open_epoch(self, plan, first_iteration):
-        return self
+        return SequentialEpoch(self, first_iteration)
 
-    def read(self, iteration, ids, boxes, flips, out):
+    def fill(self, request, out):
+        return self.read(request.iteration, request.ids, out[self.field])
+
+    def read(self, iteration, ids, out):
         CALLS.append((iteration, int(ids[0])))
         if self.delay:
             time.sleep(self.delay)
@@ -37,3 +42,7 @@ class IdBackend:
 
 def create(spec):
     return IdBackend(spec)
+
+
+def candidates(device):
+    return []

@@ -15,13 +15,14 @@ pytest.importorskip("nvidia.dali")
 
 from chute._device import cuda_device_count  # noqa: E402
 from chute.errors import BackendUnavailableError  # noqa: E402
-from chute.pipelines._backend import BackendSpec, create_backend  # noqa: E402
-from chute.pipelines._crops import CropConfig  # noqa: E402
+from chute.pipelines import ImageSpec  # noqa: E402
+from chute.pipelines import create_producer as create_backend  # noqa: E402
 from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline  # noqa: E402
 from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
 from chute.pipelines._plan import BatchPlan  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests.pipelines._dali_data import pil_reference, to_255_nhwc, write_jpeg_dataset  # noqa: E402
+from tests.pipelines._plans import image_batch, image_plan  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 TOLERANCE = 1.0  # mean |difference| per batch, 0..255 units
@@ -33,22 +34,22 @@ def dataset(tmp_path_factory):
 
 
 def make_plan(dataset, size, mode="train", epoch=0, batch_size=6) -> BatchPlan:
-    return BatchPlan(str(dataset.path), len(dataset), 3, epoch, 0, 1, batch_size,
-                     mode == "train", 0, CropConfig(size, mode=mode))
+    return image_plan(dataset, size, seed=3, epoch=epoch, batch_size=batch_size,
+                      drop_last=mode == "train", mode=mode)
 
 
 def make_spec(dataset, size, dtype="float16", layout="NCHW", name="dali-native",
-              device="cpu", options=None) -> BackendSpec:
-    return BackendSpec(name, dataset, 6, size, dtype, layout, MEAN, STD, device,
-                       options=options or {})
+              device="cpu", options=None) -> ImageSpec:
+    return ImageSpec(name, "image", dataset, 6, device, options=options or {}, size=size,
+                     dtype=dtype, layout=layout, mean=MEAN, std=STD)
 
 
 def read_epoch(backend, plan, spec, first_iteration=0):
     epoch = backend.open_epoch(plan, first_iteration)
     for it in range(first_iteration, len(plan)):
-        ids, boxes, flips = plan.batch(it)
+        ids, boxes, flips = image_batch(plan, it)
         out = np.full(spec.image_shape(len(ids)), 77, dtype=spec.numpy_dtype)
-        status = epoch.read(it, ids, boxes, flips, out)
+        status = epoch.read(plan.request(it), {"image": out})
         yield it, ids, boxes, flips, out, status
 
 
@@ -118,8 +119,8 @@ def test_resume_mid_epoch_starts_at_the_asked_iteration(dataset):
         np.testing.assert_array_equal(out, full[it])
     epoch = backend.open_epoch(plan, 0)
     with pytest.raises(Exception, match="in order"):
-        ids, boxes, flips = plan.batch(1)
-        epoch.read(1, ids, boxes, flips, np.empty(spec.image_shape(len(ids)), np.float16))
+        request = plan.request(1)
+        epoch.read(request, {"image": np.empty(spec.image_shape(len(request.ids)), np.float16)})
     backend.close()
 
 
@@ -149,17 +150,18 @@ def test_dali_checkpoint_restores_the_external_source_position(dataset):
     del pipe
     restored = build_dali_pipeline(DaliBatchSource(plan), config, checkpoint=checkpoint)
     images, index = restored.run()
-    np.testing.assert_array_equal(np.asarray(index.as_array()).ravel(), plan.batch(1)[0])
+    np.testing.assert_array_equal(np.asarray(index.as_array()).ravel(), image_batch(plan, 1)[0])
 
 
 def test_corrupt_sample_gets_a_status_and_the_epoch_goes_on(tmp_path):
     clean = open_dataset(write_jpeg_dataset(tmp_path / "clean.chute", n=24))
     size = (16, 16)
     plan = make_plan(clean, size, batch_size=4)
-    bad = int(plan.batch(2)[0][1])
+    bad = int(image_batch(plan, 2)[0][1])
     broken = open_dataset(write_jpeg_dataset(tmp_path / "bad.chute", n=24, corrupt=(bad,)))
     plan = make_plan(broken, size, batch_size=4)
-    spec = BackendSpec("dali-native", broken, 4, size, "uint8", "NHWC", MEAN, STD, "cpu")
+    spec = ImageSpec("dali-native", "image", broken, 4, "cpu", size=size, dtype="uint8",
+                     layout="NHWC", mean=MEAN, std=STD)
     backend = create_backend(spec)
     with pytest.warns(UserWarning, match=str(bad)):
         results = list(read_epoch(backend, plan, spec))
@@ -224,7 +226,7 @@ def test_kernel_writer_hands_the_whole_roi_and_the_plan_flips_to_the_kernel(data
     pipe = build_dali_pipeline(DaliBatchSource(plan), DaliGraphConfig("kernel", 6, size))
     writer = KernelWriter(MEAN, STD, "NHWC")
     for it in range(len(plan)):
-        ids, boxes, flips = plan.batch(it)
+        ids, boxes, flips = image_batch(plan, it)
         crops, _, index = pipe.run()
         np.testing.assert_array_equal(np.asarray(index.as_array()).ravel(), ids)
         out = np.zeros((len(ids), *size, 3), dtype=np.uint8)

@@ -14,11 +14,11 @@ from nvidia.dali.types import BatchInfo  # noqa: E402
 
 import chute.pipelines._dali_source as dali_source  # noqa: E402
 from chute.errors import BackendUnavailableError  # noqa: E402
-from chute.pipelines._crops import CropConfig  # noqa: E402
 from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
 from chute.pipelines._plan import BatchPlan  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests.pipelines._dali_data import write_jpeg_dataset  # noqa: E402
+from tests.pipelines._plans import image_batch, image_plan  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +27,8 @@ def dataset(tmp_path_factory):
 
 
 def make_plan(dataset, epoch=0, start=0, batch_size=6) -> BatchPlan:
-    return BatchPlan(str(dataset.path), len(dataset), 7, epoch, 0, 1, batch_size, True, start,
-                     CropConfig((32, 32)))
+    return image_plan(dataset, (32, 32), seed=7, epoch=epoch, batch_size=batch_size,
+                      start=start)
 
 
 def assert_same_batch(a, b) -> None:
@@ -42,7 +42,7 @@ def assert_same_batch(a, b) -> None:
 def test_batch_is_the_plans_batch_as_zero_copy_views(dataset):
     plan = make_plan(dataset)
     encoded, anchor, shape, flip, index = DaliBatchSource(plan)(BatchInfo(1, 0))
-    ids, boxes, flips = plan.batch(1)
+    ids, boxes, flips = image_batch(plan, 1)
     np.testing.assert_array_equal(index, ids)
     np.testing.assert_array_equal(anchor, boxes[:, :2])
     np.testing.assert_array_equal(shape, boxes[:, 2:])
@@ -68,11 +68,11 @@ def test_same_batch_info_same_output_also_after_pickling(dataset):
 def test_first_iteration_and_epoch_idx_select_the_plan_batch(dataset):
     plan = make_plan(dataset, epoch=3, start=6)
     source = DaliBatchSource(plan, first_iteration=1)
-    np.testing.assert_array_equal(source(BatchInfo(0, 0))[-1], plan.batch(1)[0])
+    np.testing.assert_array_equal(source(BatchInfo(0, 0))[-1], image_batch(plan, 1)[0])
     # DALI epoch 2 after two resets: epoch 5 of the plan from its beginning.
     following = dataclasses.replace(plan, epoch=5, start_position=0)
     assert source.plan_for(2) == following
-    np.testing.assert_array_equal(source(BatchInfo(1, 2))[-1], following.batch(1)[0])
+    np.testing.assert_array_equal(source(BatchInfo(1, 2))[-1], image_batch(following, 1)[0])
     assert not np.array_equal(source(BatchInfo(0, 2))[-1], source(BatchInfo(0, 0))[-1])
 
 

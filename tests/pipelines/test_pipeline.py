@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-import chute.pipelines._backend as backend_registry
 import chute.pipelines._plan as plan_module
+import chute.pipelines._producers as producer_registry
 from chute.pipelines import EpochOrder, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -23,7 +23,7 @@ def dataset_path(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def id_backend(monkeypatch):
-    monkeypatch.setitem(backend_registry.BACKENDS, "test-ids", "tests.pipelines._id_backend")
+    monkeypatch.setitem(producer_registry.PRODUCERS, "test-ids", "tests.pipelines._id_backend")
     from tests.pipelines import _id_backend
 
     _id_backend.CALLS.clear()
@@ -194,10 +194,10 @@ def test_break_close_and_gc_leave_no_thread(dataset_path):
 def test_backend_errors_reach_the_consumer_in_order(dataset_path, id_backend, monkeypatch):
     real_read = id_backend.IdBackend.read
 
-    def failing(self, iteration, ids, boxes, flips, out):
+    def failing(self, iteration, ids, out):
         if iteration == 3:
             raise OSError("disk on fire")
-        return real_read(self, iteration, ids, boxes, flips, out)
+        return real_read(self, iteration, ids, out)
 
     monkeypatch.setattr(id_backend.IdBackend, "read", failing)
     pipe = make(dataset_path)

@@ -9,6 +9,7 @@ import torch
 from chute.errors import DecodeError
 from chute.pipelines import Pipeline
 from tests.pipelines._pipeline_data import write_dataset
+from tests.pipelines._plans import image_batch
 
 pytest.importorskip("chute.fallbacks._decode")
 from chute.fallbacks import decode_batch  # noqa: E402
@@ -41,7 +42,7 @@ def test_batches_equal_the_decoder_on_the_plan(dataset_path, dtype, layout):
     assert len(batches) == len(plan) == N // 8
     ds = pipe.dataset
     for k, batch in enumerate(batches):
-        ids, boxes, flips = plan.batch(k)
+        ids, boxes, flips = image_batch(plan, k)
         assert torch.equal(batch["index"], torch.from_numpy(ids))
         assert torch.equal(batch["label"], torch.from_numpy(ds.column("label")[ids]))
         data, offsets = ds.gather(ids)

@@ -1,0 +1,32 @@
+"""What every image producer shares: one output of the spec's image shape, and crop boxes and
+flips computed by the plan from the dataset's height/width columns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chute.pipelines._producer import ImageSpec, Output
+from chute.pipelines._request import CropParams
+
+__all__ = ["ImageProducerBase"]
+
+
+class ImageProducerBase:
+    output_on_device = False
+
+    def __init__(self, spec: ImageSpec):
+        self.spec = spec
+        self.field = spec.field
+
+    def outputs(self) -> dict[str, Output]:
+        shape = self.spec.image_shape(1)[1:]
+        return {self.field: Output(shape, self.spec.numpy_dtype, self.output_on_device)}
+
+    def param_sources(self) -> tuple:
+        height, width = self.spec.size_fields
+        ds = self.spec.dataset
+        return (CropParams(self.spec.crop, np.asarray(ds.column(height)),
+                           np.asarray(ds.column(width))),)
+
+    def shapes(self, request) -> dict[str, tuple[int, ...]]:
+        return {self.field: self.spec.image_shape(len(request.ids))}

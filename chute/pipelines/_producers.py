@@ -1,0 +1,62 @@
+"""The producer registry: producer name -> module, and which producer fills a field
+(docs/design.md, "Plans and producers"). Adding a producer is one module plus one entry here."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from chute.errors import BackendUnavailableError
+
+__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "KIND_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
+           "producer_module", "create_producer", "field_media"]
+
+# producer name -> module exporting create(spec) and candidates(device); imported only when
+# asked for, so the GPU producers' imports never run on the CPU path.
+PRODUCERS: dict[str, str] = {
+    "cpu": "chute.pipelines._backend_cpu",
+    "dali": "chute.pipelines._backend_dali",
+    "dali-native": "chute.pipelines._backend_dali",
+    "ndarray": "chute.pipelines._producer_ndarray",
+    "scalar": "chute.pipelines._producer_scalar",
+    "json": "chute.pipelines._producer_list",
+    "bytes": "chute.pipelines._producer_list",
+}
+
+# The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
+IMAGE_BACKENDS = ("cpu", "dali", "dali-native")
+
+# Field kind -> producer, for fields that are delivered as stored (no decoding).
+KIND_PRODUCERS: dict[str, str] = {
+    "ndarray": "ndarray",
+    "scalar": "scalar",
+    "json": "json",
+    "bytes": "bytes",
+}
+
+# Datasets written before fields declared their media: (field name, kind) -> media.
+MEDIA_OF_LEGACY_FIELDS = {("image", "bytes"): "image"}
+
+
+def field_media(name: str, spec: dict) -> str | None:
+    """What a field's bytes encode ("image", ...) when they are to be decoded, else None."""
+    return spec.get("media") or MEDIA_OF_LEGACY_FIELDS.get((name, spec.get("kind")))
+
+
+def producer_module(name: str) -> ModuleType:
+    module_name = PRODUCERS.get(name)
+    if module_name is None:
+        choices = sorted(set(IMAGE_BACKENDS) | {"auto"})
+        raise ValueError(f"unknown backend {name!r}; choose one of {choices}")
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"backend {name!r} cannot be loaded ({exc}). Install its dependencies "
+            "(e.g. `pip install chute[gpu]` for the DALI backends) or use backend='cpu'."
+        ) from exc
+
+
+def create_producer(spec):
+    """Build the producer named by `spec.name` for `spec.field`."""
+    return producer_module(spec.name).create(spec)
