@@ -83,8 +83,8 @@ class Pipeline:
         dtype: image dtype, "uint8", "float16" or "float32" (torch dtypes work too).
         layout: "NCHW" or "NHWC" for images.
         mean, std: per-channel normalisation of float images, as fractions of 255.
-        fields: fields to deliver; default: "image" and "label" when the dataset has them,
-            else every non-JSON field.
+        fields: fields to deliver; default: "image" (and "label" when present) for a dataset
+            with an "image" field, else every field except JSON metadata.
         drop_last: drop the incomplete last batch (default: True in train, False in eval).
         rank, world_size: this process's DDP position (default: from torch.distributed / env).
         prefetch: batches prepared ahead of the training loop.
@@ -296,10 +296,10 @@ class Pipeline:
 
     def _check_fields(self, fields) -> tuple[str, ...]:
         kinds = self.dataset.fields
-        if fields is None:
-            fields = tuple(f for f in ("image", "label") if f in kinds) or \
-                tuple(f for f, spec in self.dataset.specs.items()
-                      if KIND_PRODUCERS.get(spec["kind"]) != "json")
+        if fields is None:  # images + labels for image datasets, else all but metadata
+            fields = tuple(f for f in ("image", "label") if f in kinds) if "image" in kinds \
+                else tuple(f for f, spec in self.dataset.specs.items()
+                           if KIND_PRODUCERS.get(spec["kind"]) != "json")
         fields = tuple(fields)
         missing = [f for f in fields if f not in kinds]
         if missing:

@@ -7,24 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from chute._sample_images import synthetic_jpeg
-from chute.readers import ShardWriter
-
-FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
+from tests.pipelines._pipeline_data import write_dataset
 
 
 def write_jpeg_dataset(path: Path, n: int = 20, sizes=(40, 120), seed: int = 0,
                        corrupt: tuple[int, ...] = ()) -> Path:
-    """n synthetic JPEGs of random sizes in `sizes`; samples in `corrupt` are truncated."""
-    rng = np.random.default_rng(seed)
-    with ShardWriter(path, FIELDS, shard_size="64KiB") as writer:
-        for i in range(n):
-            height, width = (int(v) for v in rng.integers(sizes[0], sizes[1], size=2))
-            payload = synthetic_jpeg(rng, height, width)
-            if i in corrupt:
-                payload = payload[: len(payload) // 3]
-            writer.write({"image": payload, "label": i % 3, "height": height, "width": width})
-    return path
+    """n synthetic JPEGs of random sizes in `sizes` (labels i % 3, no metadata); samples in
+    `corrupt` are truncated."""
+    return write_dataset(path, n, sizes, seed, corrupt, shard_size="64KiB", meta=False,
+                         label=lambda i: i % 3)
 
 
 def pil_reference(dataset, ids, boxes, flips, size) -> np.ndarray:

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from chute.pipelines._image_producer import ImageProducerBase
-from chute.pipelines._producer import SequentialEpoch
+from chute.pipelines._producer import SequentialEpoch, check_options
 
 CALLS: list[tuple[int, int]] = []  # (iteration, first id) of every read, for the O(1) test
 
@@ -20,6 +20,7 @@ class IdBackend(ImageProducerBase):
     name = "test-ids"
 
     def __init__(self, spec):
+        check_options(self.name, spec.options, {"delay"})
         super().__init__(spec)
         self.delay = float(spec.options.get("delay", 0.0))
 

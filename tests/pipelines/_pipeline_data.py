@@ -1,7 +1,8 @@
-"""Small generated datasets and a test backend for the Pipeline tests."""
+"""Small generated datasets for the Pipeline and producer tests (the one writer they share)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +14,37 @@ FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32
           "meta": "json"}
 
 
+def latent_of(i: int, shape=(4, 8, 8)) -> np.ndarray:
+    """The float16 array stored as sample i's latent (a pure function of i)."""
+    rng = np.random.default_rng(10_000 + i)
+    return rng.standard_normal(shape).astype(np.float16)
+
+
 def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
-                  corrupt: tuple[int, ...] = (), shard_size="16KiB") -> Path:
-    """n synthetic JPEGs (several shards); samples in `corrupt` are truncated to a third."""
+                  corrupt: tuple[int, ...] = (), shard_size="16KiB", *, meta: bool = True,
+                  label: Callable[[int], int] = lambda i: 1000 + i,
+                  latent_shape: tuple[int, ...] | None = None, images: bool = True) -> Path:
+    """n synthetic JPEGs (several shards); samples in `corrupt` are truncated to a third.
+    `latent_shape` adds an ndarray field "latent" (`latent_of(i)`); images=False leaves the
+    JPEG fields out (a latents-only dataset)."""
     rng = np.random.default_rng(seed)
-    with ShardWriter(path, FIELDS, shard_size=shard_size) as writer:
+    fields = dict(FIELDS) if images else {"label": "int64"}
+    if not meta:
+        fields.pop("meta", None)
+    if latent_shape is not None:
+        fields["latent"] = "ndarray"
+    with ShardWriter(path, fields, shard_size=shard_size) as writer:
         for i in range(n):
-            height, width = (int(v) for v in rng.integers(sizes[0], sizes[1], size=2))
-            payload = synthetic_jpeg(rng, height, width)
-            if i in corrupt:
-                payload = payload[: len(payload) // 3]
-            writer.write({"image": payload, "label": 1000 + i, "height": height, "width": width,
-                          "meta": {"id": i}})
+            sample = {"label": label(i)}
+            if images:
+                height, width = (int(v) for v in rng.integers(sizes[0], sizes[1], size=2))
+                payload = synthetic_jpeg(rng, height, width)
+                if i in corrupt:
+                    payload = payload[: len(payload) // 3]
+                sample.update(image=payload, height=height, width=width)
+            if "meta" in fields:
+                sample["meta"] = {"id": i}
+            if latent_shape is not None:
+                sample["latent"] = latent_of(i, latent_shape)
+            writer.write(sample)
     return path
