@@ -1,5 +1,6 @@
-"""The chute v1 shard format: field kinds (a registry, `_kinds.py`), writer, memory-mapped reader, Megatron-LM .bin/.idx import,
-converters (image folders, CSV), inspection, verification and metadata updates.
+"""The chute v1 shard format: field kinds (a registry, `_kinds.py`), writer, memory-mapped
+reader, Megatron-LM .bin/.idx import, converters (image folders, CSV), inspection, verification
+and metadata updates.
 
 The reading/writing names load eagerly; the converters (which need PIL and tqdm) load on first
 use, so processes that only read a dataset stay light."""
