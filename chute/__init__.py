@@ -7,16 +7,15 @@ never touches torch, numba or any GPU library until a name that needs it is used
 from __future__ import annotations
 
 from chute._lazy import lazy_attributes
+from chute._version import __version__
 from chute.errors import BackendUnavailableError, ChuteError, DecodeError, FormatError
-
-__version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
     "open_dataset": "chute.readers",
     "Dataset": "chute.readers",
     "ShardWriter": "chute.readers",
-    "Pipeline": "chute.pipelines",
+    "Pipeline": "chute._pipeline_entry",  # with the autotuner registered for backend="auto"
     "CropConfig": "chute.pipelines",
     "crop_boxes": "chute.pipelines",
 }

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import functools
+import os
 
-__all__ = ["cuda_device_count", "require_cuda"]
+__all__ = ["cuda_device_count", "require_cuda", "usable_cpu_count"]
+
+
+def usable_cpu_count() -> int:
+    """CPUs this process may run on (affinity / cgroup pinning respected)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 @functools.lru_cache(maxsize=1)

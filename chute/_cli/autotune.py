@@ -14,31 +14,9 @@ import argparse
 import json
 import sys
 
+from chute._cli._args import default_device, image_size, positive
+
 __all__ = ["add_parser", "run"]
-
-
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    return parse
-
-
-def _image_size(text: str):
-    parts = text.lower().split("x")
-    try:
-        sizes = [int(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected S or HxW, got {text!r}") from None
-    if len(sizes) not in (1, 2) or min(sizes) <= 0:
-        raise argparse.ArgumentTypeError(f"expected S or HxW with positive sizes, got {text!r}")
-    return sizes[0] if len(sizes) == 1 else (sizes[0], sizes[1])
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -52,14 +30,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "and GPU % per candidate, and store the winner for Pipeline(backend='auto').",
     )
     p.add_argument("dataset", metavar="DATASET", help="a chute dataset directory")
-    p.add_argument("--batch-size", type=_positive(int), required=True)
-    p.add_argument("--image-size", type=_image_size, default=224, metavar="S|HxW",
+    p.add_argument("--batch-size", type=positive(int), required=True)
+    p.add_argument("--image-size", type=image_size, default=224, metavar="S|HxW",
                    help="output size (default 224)")
     p.add_argument("--augment", choices=("train", "eval"), default="train")
     p.add_argument("--device", default=None,
                    help="cpu or cuda[:N] (default: cuda:0 when a CUDA device exists, else cpu)")
     p.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16")
-    p.add_argument("--budget", type=_positive(float), default=DEFAULT_BUDGET, metavar="SECONDS",
+    p.add_argument("--budget", type=positive(float), default=DEFAULT_BUDGET, metavar="SECONDS",
                    help=f"total time for all measurements (default {DEFAULT_BUDGET:g})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     p.add_argument("--no-cache", action="store_true",
@@ -68,21 +46,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _default_device() -> str:
-    from chute._device import cuda_device_count
-
-    return "cuda:0" if cuda_device_count() > 0 else "cpu"
-
-
 def run(args) -> int:
-    from chute.autotune import TuneParams, autotune, decision_path, format_table
+    from chute._auto_backend import tune_dataset
+    from chute.autotune import TuneParams, decision_path, format_table
     from chute.readers import open_dataset
 
     dataset = open_dataset(args.dataset)
     params = TuneParams(args.batch_size, args.image_size, args.augment, args.dtype,
-                        args.device or _default_device())
-    result = autotune(dataset, params, budget=args.budget, use_cache=not args.no_cache,
-                      progress=sys.stderr.isatty())
+                        args.device or default_device())
+    result = tune_dataset(dataset, params, budget=args.budget, use_cache=not args.no_cache,
+                          progress=sys.stderr.isatty())
     if args.json:
         print(json.dumps(result))
         return 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from chute._cli._args import positive
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -15,8 +17,9 @@ def add_parser(subparsers) -> None:
         description="Iterate a Pipeline over DATASET for a few epochs and print images/s per "
         "epoch; the first epoch (JIT compilation, cold cache) is reported separately.")
     parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
-    parser.add_argument("--batch-size", type=int, default=128, help="(default: 128)")
-    parser.add_argument("--image-size", type=int, default=224, help="output side (default: 224)")
+    parser.add_argument("--batch-size", type=positive(int), default=128, help="(default: 128)")
+    parser.add_argument("--image-size", type=positive(int), default=224,
+                        help="output side (default: 224)")
     parser.add_argument("--augment", choices=("train", "eval"), default="train",
                         help="train: random-resized-crop + flip; eval: center crop "
                         "(default: train)")
@@ -25,8 +28,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: auto)")
     parser.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16",
                         help="(default: float16)")
-    parser.add_argument("--epochs", type=int, default=3, help="(default: 3)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--epochs", type=positive(int), default=3, help="(default: 3)")
+    parser.add_argument("--threads", type=positive(int), default=None,
                         help="decoder threads of the cpu backend (default: all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -35,7 +38,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from chute.pipelines import Pipeline
+    from chute import Pipeline  # with the autotuner registered for --backend auto
 
     options = {"threads": args.threads} if args.threads else None
     with Pipeline(args.dataset, args.batch_size, image_size=args.image_size,

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from chute._cli._args import positive
 from chute.readers import parse_size
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
 
 
 def _size(text: str) -> int:
@@ -25,9 +19,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dst", metavar="DST", help="new dataset folder (e.g. train.chute)")
     parser.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
                         help="payload bytes per shard, e.g. 1GiB, 512MiB, 64MB (default 1GiB)")
-    parser.add_argument("--workers", type=_positive_int, default=None,
+    parser.add_argument("--workers", type=positive(int), default=None,
                         metavar="N", help="reader/check processes (default: CPU count)")
-    parser.add_argument("--max-side", type=_positive_int, metavar="N",
+    parser.add_argument("--max-side", type=positive(int), metavar="N",
                         help="downscale images whose longer side exceeds N and re-encode them "
                              "as JPEG (default: JPEG bytes are stored unchanged)")
     parser.add_argument("--quality", type=int, default=95, metavar="Q",

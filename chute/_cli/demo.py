@@ -8,6 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
+from chute._cli._args import default_device, positive
+
 __all__ = ["add_parser", "run"]
 
 
@@ -24,13 +26,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "synthetic images, e.g. ../shared/data/imagenet-sample/images")
     p.add_argument("--workdir", type=Path, default=Path("demo-data"),
                    help="where the sample images and dataset are written (default ./demo-data)")
-    p.add_argument("--images", type=int, default=512,
+    p.add_argument("--images", type=positive(int), default=512,
                    help="number of synthetic images (default 512; ignored with --source)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--batch-size", type=positive(int), default=64)
+    p.add_argument("--image-size", type=positive(int), default=224)
     p.add_argument("--augment", choices=("train", "eval"), default="train")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--epochs", type=positive(int), default=3)
+    p.add_argument("--budget", type=positive(float), default=30.0, metavar="SECONDS",
                    help="time budget of the autotune step (default 30)")
     p.set_defaults(func=run)
     return p
@@ -77,14 +79,14 @@ def _read_back(path: Path) -> None:
 
 
 def _autotune(path: Path, args) -> None:
-    from chute._cli.autotune import _default_device
-    from chute.autotune import TuneParams, autotune, format_table
+    from chute._auto_backend import tune_dataset
+    from chute.autotune import TuneParams, format_table
 
-    device = _default_device()
+    device = default_device()
     params = TuneParams(args.batch_size, args.image_size, args.augment, "float16", device)
     print(f"[3/4] autotune: batch {args.batch_size}, {args.image_size}px, {args.augment}, "
           f"float16 on {device} (budget {args.budget:g}s)")
-    result = autotune(path, params, budget=args.budget, progress=True)
+    result = tune_dataset(path, params, budget=args.budget, progress=True)
     print(format_table(result))
 
 

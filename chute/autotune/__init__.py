@@ -1,34 +1,37 @@
-"""autotune: measure the backends this machine can run on a dataset at a batch shape, choose
-the fastest (ties -> the cheapest), explain why, and remember the decision.
+"""autotune: measure candidates on a dataset at a batch shape, choose the fastest (ties -> the
+cheapest), explain why, and remember the decision per machine + dataset + parameters.
 
-`chute autotune` and `Pipeline(backend="auto")` (through `resolve_auto_backend`) use it. The
+A library: it imports nothing of chute above its small root helpers. The caller injects what
+to compare (candidates, see `CandidateLike`) and how to run one (a runner returning a
+`BatchSourceLike`); chute's own composition with its backends is chute/_auto_backend.py. The
 `--json` object is documented in chute/autotune/_report.py.
 """
 
-from chute.autotune._auto import (
-    DEFAULT_AUTO_BUDGET,
-    DEFAULT_BUDGET,
-    autotune,
-    resolve_auto_backend,
-)
+from chute.autotune._autotune import DEFAULT_BUDGET, autotune, stored_decision
 from chute.autotune._cache import cache_dir, decision_path, load_record, store_record
-from chute.autotune._candidates import Candidate, dali_unavailable_reason, enumerate_candidates
+from chute.autotune._candidate import Candidate, CandidateLike
 from chute.autotune._fingerprint import TuneParams, decision_key, machine_fingerprint
 from chute.autotune._gpu import GpuSampler, gpu_facts
-from chute.autotune._measure import BatchSource, BudgetExhausted, Measurement, measure
+from chute.autotune._identity import DatasetIdentity, dataset_identity
+from chute.autotune._measure import (
+    BatchSource,
+    BatchSourceLike,
+    BudgetExhausted,
+    Measurement,
+    measure,
+)
 from chute.autotune._report import CANDIDATE_KEYS, JSON_KEYS, decision_json, format_table
-from chute.autotune._runner import pipeline_runner
 from chute.autotune._select import TIE_TOLERANCE, Decision, Trial, select
-from chute.autotune._tune import tune
+from chute.autotune._tune import Runner, tune
 
 __all__ = [
     "autotune",
-    "resolve_auto_backend",
+    "stored_decision",
     "DEFAULT_BUDGET",
-    "DEFAULT_AUTO_BUDGET",
     "Candidate",
-    "enumerate_candidates",
-    "dali_unavailable_reason",
+    "CandidateLike",
+    "DatasetIdentity",
+    "dataset_identity",
     "TuneParams",
     "machine_fingerprint",
     "decision_key",
@@ -37,6 +40,7 @@ __all__ = [
     "load_record",
     "store_record",
     "BatchSource",
+    "BatchSourceLike",
     "Measurement",
     "BudgetExhausted",
     "measure",
@@ -46,8 +50,8 @@ __all__ = [
     "Decision",
     "select",
     "TIE_TOLERANCE",
+    "Runner",
     "tune",
-    "pipeline_runner",
     "decision_json",
     "format_table",
     "JSON_KEYS",

@@ -11,7 +11,8 @@ import json
 import platform
 from dataclasses import asdict, dataclass
 
-from chute.autotune._candidates import usable_cpu_count
+from chute._device import usable_cpu_count
+from chute._version import __version__
 from chute.autotune._gpu import gpu_facts
 
 __all__ = ["TuneParams", "machine_fingerprint", "decision_key"]
@@ -86,8 +87,6 @@ def _dali_version() -> str | None:
 @functools.lru_cache(maxsize=1)
 def machine_fingerprint() -> dict:
     """CPU model and usable count, GPU names and driver (pynvml), DALI and chute versions."""
-    from chute import __version__
-
     gpus = gpu_facts()
     return {
         "cpu_model": _cpu_model(),
@@ -100,7 +99,13 @@ def machine_fingerprint() -> dict:
 
 
 def decision_key(machine: dict, dataset_fingerprint: str, params: TuneParams) -> str:
-    """A short stable hash of everything the decision depends on."""
+    """A short stable hash of everything the decision depends on.
+
+    Args:
+        machine: `machine_fingerprint()` (or a stand-in in tests).
+        dataset_fingerprint: the dataset's content fingerprint.
+        params: the batch shape.
+    """
     blob = json.dumps(
         {"machine": machine, "dataset": dataset_fingerprint, "params": params.as_dict()},
         sort_keys=True,

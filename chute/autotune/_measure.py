@@ -12,21 +12,31 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from chute.autotune._gpu import GpuSampler
 
-__all__ = ["BatchSource", "Measurement", "BudgetExhausted", "measure"]
+__all__ = ["BatchSource", "BatchSourceLike", "Measurement", "BudgetExhausted", "measure"]
 
 
 def _nothing() -> None:
     return None
 
 
+@runtime_checkable
+class BatchSourceLike(Protocol):
+    """What the harness drives: any object with these three methods (see `BatchSource`)."""
+
+    def next_batch(self) -> int: ...
+    def synchronize(self) -> None: ...
+    def close(self) -> None: ...
+
+
 @dataclass
 class BatchSource:
-    """What the harness drives. `next_batch()` produces one batch and returns its image count;
-    `synchronize()` waits for queued device work (so the window's end time is honest);
-    `close()` releases threads and memory."""
+    """A `BatchSourceLike` made of three functions. `next_batch()` produces one batch and
+    returns its image count; `synchronize()` waits for queued device work (so the window's end
+    time is honest); `close()` releases threads and memory."""
 
     next_batch: Callable[[], int]
     synchronize: Callable[[], None] = _nothing
@@ -56,7 +66,7 @@ def _cpu_seconds() -> float:
 
 
 def measure(
-    source: BatchSource,
+    source: BatchSourceLike,
     *,
     window: float,
     deadline: float,
@@ -72,7 +82,18 @@ def measure(
     Raises BudgetExhausted when the deadline passes before any steady-state batch completed --
     unless `finish_past_deadline`, which completes the warm-up and `min_batches` whatever the
     deadline (so a first-run JIT compile longer than the budget still yields one measurement).
-    Exceptions of the source propagate (the caller records them as the candidate's failure)."""
+    Exceptions of the source propagate (the caller records them as the candidate's failure).
+
+    Args:
+        source: what to drive (see `BatchSourceLike`); not closed here.
+        window: seconds of steady state to time.
+        deadline: the `clock()` time by which measuring must end.
+        device: "cuda:N" samples that GPU's utilisation during the window.
+        warmup_batches: batches run before the window.
+        min_batches: fewest batches the window counts.
+        finish_past_deadline: complete warm-up and `min_batches` even past `deadline`.
+        clock: the time source (tests pass a fake one).
+    """
     start = clock()
 
     def check_budget() -> None:

@@ -2,7 +2,7 @@
 
 Rules: only measured candidates compete (unavailable, failed and not-measured ones are listed
 with their reason); throughputs within `tie_tolerance` of the fastest count as a tie and the
-cheapest tied candidate wins (Candidate.cost, then name: deterministic); nothing measured is an
+cheapest tied candidate wins (its `cost`, then name: deterministic); nothing measured is an
 error that says why each candidate dropped out.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chute.autotune._candidates import Candidate
+from chute.autotune._candidate import CandidateLike
 from chute.autotune._measure import Measurement
 from chute.errors import ChuteError
 
@@ -23,7 +23,7 @@ TIE_TOLERANCE = 0.05
 class Trial:
     """A candidate and what happened to it: a measurement, or a note saying why there is none."""
 
-    candidate: Candidate
+    candidate: CandidateLike
     measurement: Measurement | None = None
     note: str = ""
 
@@ -38,11 +38,11 @@ class Trial:
 
 @dataclass(frozen=True)
 class Decision:
-    choice: Candidate
+    choice: CandidateLike
     reason: str
     trials: tuple[Trial, ...]
     margin: float | None  # winner img/s over the best other measured candidate's
-    runner_up: Candidate | None
+    runner_up: CandidateLike | None
 
 
 def _rate(trial: Trial) -> float:
@@ -70,7 +70,16 @@ def _dropouts(trials: list[Trial]) -> str:
 
 
 def select(trials, *, tie_tolerance: float = TIE_TOLERANCE) -> Decision:
-    """The winner among the measured trials, with a sentence saying why it won."""
+    """The winner among the measured trials, with a sentence saying why it won.
+
+    Args:
+        trials: every candidate with its measurement or the note saying why there is none.
+        tie_tolerance: rates within this fraction of the fastest count as a tie, which the
+            cheapest tied candidate wins.
+
+    Raises:
+        ChuteError: no trial was measured.
+    """
     trials = list(trials)
     measured = [t for t in trials if t.measurement is not None and _rate(t) > 0]
     if not measured:

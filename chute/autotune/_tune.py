@@ -1,9 +1,10 @@
 """The tuning loop: measure available candidates one after another within a total budget.
 
-Measurement order is by `Candidate.priority` (the likeliest winner of each backend first), so a
-short budget still compares the backends; the remaining grid follows while budget is left. Each
-candidate gets a window of at most `window` seconds and at least `min_window`; when less than
-that is left, the rest are listed as not measured and the decision is made among those measured.
+Measurement order is by each candidate's `priority` (the likeliest winner of each backend
+first), so a short budget still compares the backends; the remaining grid follows while budget
+is left. Each candidate gets a window of at most `window` seconds and at least `min_window`;
+when less than that is left, the rest are listed as not measured and the decision is made among
+those measured.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from chute.autotune._candidates import Candidate
-from chute.autotune._measure import BatchSource, BudgetExhausted, measure
+from chute.autotune._candidate import CandidateLike
+from chute.autotune._measure import BatchSourceLike, BudgetExhausted, measure
 from chute.autotune._select import TIE_TOLERANCE, Decision, Trial, select
 
 __all__ = ["tune", "Runner"]
 
 # Opens a batch source running `candidate` (e.g. a Pipeline with its backend and options).
-Runner = Callable[[Candidate], BatchSource]
+Runner = Callable[[CandidateLike], BatchSourceLike]
 
 
 def _window_for(remaining: float, left: int, window: float, min_window: float) -> float:
@@ -34,7 +35,7 @@ def _progress_bar(total: int, enabled: bool):
                 disable=not enabled, leave=False)
 
 
-def _run_one(candidate: Candidate, runner: Runner, *, device: str, window: float,
+def _run_one(candidate: CandidateLike, runner: Runner, *, device: str, window: float,
              deadline: float, clock, **measure_kw) -> Trial:
     source = runner(candidate)
     try:
@@ -50,7 +51,7 @@ def _run_one(candidate: Candidate, runner: Runner, *, device: str, window: float
 
 
 def tune(
-    candidates: Iterable[Candidate],
+    candidates: Iterable[CandidateLike],
     runner: Runner,
     *,
     budget: float,
@@ -66,7 +67,25 @@ def tune(
     """Measure the available `candidates` with `runner` within `budget` seconds and decide.
 
     Failures (any exception while opening or running a candidate) are recorded as that
-    candidate's note and excluded; raises ChuteError when nothing could be measured."""
+    candidate's note and excluded.
+
+    Args:
+        candidates: what to compare (see `CandidateLike`); unavailable ones are listed only.
+        runner: opens a batch source (see `BatchSourceLike`) running one candidate; it is
+            closed after that candidate's window.
+        budget: total seconds for all measurements.
+        device: where batches are delivered ("cuda:N" samples the GPU utilisation).
+        window: longest steady-state window per candidate, in seconds.
+        min_window: shortest window; with less budget left the rest are not measured.
+        warmup_batches: batches run before the window (JIT compile, first touch).
+        min_batches: fewest batches a window counts.
+        tie_tolerance: rates within this fraction of the fastest count as a tie.
+        progress: show a progress bar on stderr.
+        clock: the time source (tests pass a fake one).
+
+    Raises:
+        ChuteError: nothing could be measured (the message lists why, per candidate).
+    """
     candidates = list(candidates)
     deadline = clock() + budget
     todo = sorted((c for c in candidates if c.available),

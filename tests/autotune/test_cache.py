@@ -1,27 +1,28 @@
+"""The decision cache and the library's entry points over it: autotune() stores, and
+stored_decision() finds, a decision per machine + dataset + parameters."""
+
 import json
-from pathlib import Path
 
 import pytest
 
-import chute.autotune._auto as auto_mod
 from chute.autotune import (
+    DatasetIdentity,
     TuneParams,
     autotune,
     cache_dir,
+    dataset_identity,
     decision_key,
     decision_path,
     load_record,
     machine_fingerprint,
-    resolve_auto_backend,
     store_record,
+    stored_decision,
 )
 from tests.autotune._fakes import FakeClock, FakeRunner, cand
 
 
-class FakeDataset:
-    def __init__(self, fingerprint, path="/data/train.chute"):
-        self.fingerprint = fingerprint
-        self.path = Path(path)
+def _ds(fingerprint, path="/data/train.chute"):
+    return DatasetIdentity(path, fingerprint)
 
 
 @pytest.fixture(autouse=True)
@@ -92,102 +93,58 @@ def _tune_fake(ds, params, rates, clock=None):
     cands = [cand(name, i) for i, name in enumerate(rates)]
     result = autotune(ds, params, budget=60.0, candidates=cands, runner=runner, clock=clock,
                       window=0.5)
-    return result, runner
+    return result, cands
 
 
-def test_autotune_stores_and_auto_uses_the_decision(monkeypatch):
-    ds = FakeDataset("fp-1")
+def test_autotune_stores_and_stored_decision_finds_it():
+    ds = _ds("fp-1")
     params = TuneParams(16, 64, "train", "float16", "cpu")
-    result, _ = _tune_fake(ds, params, {"slow": 100.0, "fast": 250.0})
+    result, cands = _tune_fake(ds, params, {"slow": 100.0, "fast": 250.0})
     assert result["choice"] == "cpu" and result["backend_options"] == {"n": 1}
     record = load_record(result["key"])
     assert record["dataset"] == {"path": "/data/train.chute", "fingerprint": "fp-1"}
     assert record["params"] == params.as_dict() and record["machine"] == machine_fingerprint()
     assert [c["img_per_s"] for c in record["candidates"]] == [100.0, 250.0]
     assert "fast (250 img/s) won by 2.50x over slow (100 img/s)" in record["reason"]
-
-    # the decision's options are only reused while that candidate is still on offer here
-    monkeypatch.setattr(auto_mod, "_cached_choice_available", lambda record, device: True)
-    name, options, reason = resolve_auto_backend(
-        ds, batch_size=16, image_size=(64, 64), augment="train", dtype="float16", device="cpu")
-    assert (name, options) == ("cpu", {"n": 1})
-    assert result["key"] in reason and "won by 2.50x" in reason
+    assert stored_decision(ds, params, cands) == record
 
 
-@pytest.mark.parametrize("change", ["dataset", "batch_size", "image_size", "augment", "dtype"])
-def test_changed_dataset_or_parameter_invalidates_the_decision(monkeypatch, change):
-    monkeypatch.setattr(auto_mod, "_cached_choice_available", lambda record, device: True)
-    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
-    _tune_fake(FakeDataset("fp-1"), TuneParams(16, 64, "train", "float16", "cpu"),
-               {"slow": 100.0, "fast": 250.0})
-    kw = dict(batch_size=16, image_size=64, augment="train", dtype="float16", device="cpu")
-    ds = FakeDataset("fp-1")
-    assert resolve_auto_backend(ds, **kw)[1] == {"n": 1}  # the stored decision matches
+@pytest.mark.parametrize("change", ["dataset", "batch_size", "image_size", "augment", "dtype",
+                                    "device"])
+def test_changed_dataset_or_parameter_has_no_decision(change):
+    params = TuneParams(16, 64, "train", "float16", "cpu")
+    _, cands = _tune_fake(_ds("fp-1"), params, {"slow": 100.0, "fast": 250.0})
+    assert stored_decision(_ds("fp-1"), params, cands) is not None
+    ds, kw = _ds("fp-1"), params.as_dict()
     if change == "dataset":
-        ds = FakeDataset("fp-2")  # same path, rewritten data
+        ds = _ds("fp-2")  # same path, rewritten data
     else:
         kw[change] = {"batch_size": 32, "image_size": 96, "augment": "eval",
-                      "dtype": "float32"}[change]
-    name, options, reason = resolve_auto_backend(ds, **kw)
-    assert (name, options) == ("cpu", {})
-    assert reason == ("cpu chosen without measuring: the GPU backends cannot run here "
-                      "(no CUDA device available)")
+                      "dtype": "float32", "device": "cuda:0"}[change]
+    assert stored_decision(ds, TuneParams(**kw), cands) is None
 
 
-def test_no_cache_neither_reads_nor_writes(cache, monkeypatch):
-    _tune_fake(FakeDataset("fp-1"), TuneParams(16, 64, "train"), {"a": 1.0})
+def test_no_cache_writes_nothing(cache):
     clock = FakeClock()
-    autotune(FakeDataset("fp-9"), TuneParams(16, 64, "train"), budget=10.0, use_cache=False,
+    autotune(_ds("fp-9"), TuneParams(16, 64, "train"), budget=10.0, use_cache=False,
              candidates=[cand("a", 0)], runner=FakeRunner(clock, {"a": 5.0}), clock=clock)
-    assert len(list((cache / "autotune").iterdir())) == 1
-    monkeypatch.setattr(auto_mod, "_cached_choice_available", lambda record, device: True)
-    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
-    got = resolve_auto_backend(FakeDataset("fp-1"), batch_size=16, image_size=64,
-                               augment="train", use_cache=False)
-    assert got[1] == {}
+    assert not cache.exists()
 
 
-def test_gpu_machine_without_decision_runs_a_quick_tune_and_stores_it(monkeypatch, cache):
-    calls = []
-
-    def fake_autotune(ds, params, *, budget, use_cache, progress):
-        calls.append((params, budget, use_cache))
-        return {"choice": "dali", "backend_options": {"hw_decoder_load": 0.65},
-                "reason": "dali hw_decoder_load=0.65 won by 3.00x over cpu threads=2 dct=on"}
-
-    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
-    monkeypatch.setattr(auto_mod, "autotune", fake_autotune)
-    name, options, reason = resolve_auto_backend(
-        FakeDataset("fp-1"), batch_size=8, image_size=64, augment="eval", device="cuda",
-        budget=7.0)
-    assert (name, options) == ("dali", {"hw_decoder_load": 0.65})
-    assert reason.startswith("quick autotune (7s budget")
-    assert calls == [(TuneParams(8, 64, "eval", "float16", "cuda:0"), 7.0, True)]
-
-
-def test_stale_choice_no_longer_available_is_not_reused(monkeypatch):
-    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
+def test_a_stored_choice_no_longer_on_offer_is_not_reused():
     params = TuneParams(16, 64, "train", "float16", "cpu")
-    result, _ = _tune_fake(FakeDataset("fp-1"), params, {"ghost": 100.0})
+    result, cands = _tune_fake(_ds("fp-1"), params, {"ghost": 100.0})
     assert json.loads(decision_path(result["key"]).read_text())["choice"] == "cpu"
-    # "ghost" (a fake candidate) is not among this machine's candidates
-    got = resolve_auto_backend(FakeDataset("fp-1"), batch_size=16, image_size=64,
-                               augment="train")
-    assert got[1] == {}
+    assert stored_decision(_ds("fp-1"), params, []) is None
+    gone = [cand("ghost", 0, available=False, reason="uninstalled")]
+    assert stored_decision(_ds("fp-1"), params, gone) is None
+    assert stored_decision(_ds("fp-1"), params, cands) is not None
 
 
-@pytest.mark.parametrize("device, dali_error, why", [
-    ("cpu", None, "device='cpu' requested"),
-    ("cuda:0", "nvidia-dali-cuda120 not installed (pip install chute[dali])", "not installed"),
-])
-def test_gpu_machine_measures_nothing_when_only_cpu_could_run(monkeypatch, device, dali_error,
-                                                               why):
-    import chute.autotune._candidates as cmod
+def test_dataset_identity_takes_opened_datasets_and_refuses_paths():
+    class Opened:
+        path, fingerprint = "/data/x.chute", "fp"
 
-    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
-    monkeypatch.setattr(cmod, "_dali_import_error", lambda: dali_error)
-    monkeypatch.setattr(auto_mod, "autotune", lambda *a, **k: pytest.fail("must not measure"))
-    name, options, reason = resolve_auto_backend(
-        FakeDataset("fp-1"), batch_size=8, image_size=64, augment="eval", device=device)
-    assert (name, options) == ("cpu", {})
-    assert reason.startswith("cpu chosen without measuring") and why in reason
+    assert dataset_identity(Opened()) == DatasetIdentity("/data/x.chute", "fp")
+    with pytest.raises(TypeError, match="open a path with chute.open_dataset first"):
+        dataset_identity("/data/x.chute")

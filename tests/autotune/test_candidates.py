@@ -1,6 +1,17 @@
+"""The candidates the image backends declare for the autotuner (chute/pipelines/_candidates.py),
+and that the autotune library stays free of them."""
 
-import chute.autotune._candidates as cmod
-from chute.autotune import dali_unavailable_reason, enumerate_candidates
+import subprocess
+import sys
+
+import chute.pipelines._candidates as cmod
+from chute.autotune import CandidateLike
+from chute.pipelines._candidates import (
+    backend_candidates,
+    cpu_candidates,
+    dali_candidates,
+    dali_unavailable_reason,
+)
 
 
 def test_thread_grid_stays_small():
@@ -10,14 +21,19 @@ def test_thread_grid_stays_small():
     assert cmod.cpu_thread_counts(64) == [1, 2, 4, 8, 16, 32, 64]
 
 
-def test_no_cuda_lists_dali_unavailable_with_the_reason():
-    cands = enumerate_candidates("cpu", cpu_count=2, cuda_devices=0)
-    cpu = [c for c in cands if c.backend == "cpu"]
+def test_cpu_grid_of_threads_and_dct():
+    cpu = cpu_candidates("cpu", cpu_count=2)
     assert [c.params for c in cpu] == [
         {"threads": 1, "dct_scaling": True}, {"threads": 1, "dct_scaling": False},
         {"threads": 2, "dct_scaling": True}, {"threads": 2, "dct_scaling": False}]
-    assert all(c.available for c in cpu)
+    assert all(c.available and c.backend == "cpu" for c in cpu)
+    assert all(isinstance(c, CandidateLike) for c in cpu)  # what the autotuner reads
+
+
+def test_no_cuda_lists_dali_unavailable_with_the_reason():
+    cands = backend_candidates("cpu", cpu_count=2, cuda_devices=0)
     gpu = [c for c in cands if c.backend != "cpu"]
+    assert gpu == dali_candidates("cpu", cuda_devices=0)
     assert {c.backend for c in gpu} == {"dali", "dali-native"}
     assert {c.params["hw_decoder_load"] for c in gpu} == set(cmod.DALI_HW_DECODER_LOADS)
     assert all(not c.available and c.reason == "no CUDA device available" for c in gpu)
@@ -31,25 +47,24 @@ def test_dali_reasons(monkeypatch):
     monkeypatch.setattr(cmod, "_dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
     assert dali_unavailable_reason("cuda:0", 1) == (
         "nvidia-dali-cuda120 not installed (pip install chute[dali])")
-    cands = enumerate_candidates("cuda:0", cpu_count=1, cuda_devices=1)
-    assert all(c.reason == cmod.DALI_INSTALL_HINT for c in cands if c.backend != "cpu")
+    cands = dali_candidates("cuda:0", cuda_devices=1)
+    assert all(c.reason == cmod.DALI_INSTALL_HINT for c in cands)
     monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
-    cands = enumerate_candidates("cuda:0", cpu_count=1, cuda_devices=1)
-    assert all(c.available for c in cands)
+    assert all(c.available for c in dali_candidates("cuda:0", cuda_devices=1))
 
 
-def test_each_backend_default_is_measured_first():
-    cands = enumerate_candidates("cuda:0", cpu_count=4, cuda_devices=1)
+def test_each_backend_default_is_measured_first(monkeypatch):
+    monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
+    cands = backend_candidates("cuda:0", cpu_count=4, cuda_devices=1)
     first = sorted(cands, key=lambda c: (c.priority, c.cost))[:3]
     assert [c.name for c in first] == [
         "cpu threads=4 dct=on", "dali hw_decoder_load=0.65", "dali-native hw_decoder_load=0.65"]
 
 
-def test_importing_autotune_pulls_no_gpu_library():
-    import subprocess
-    import sys
-
+def test_importing_autotune_pulls_no_gpu_library_and_nothing_above_it():
     gpu = ["cupy", "cvcuda", "pynvml", "nvidia.dali", "torch"]
-    code = f"import chute.autotune, sys; print([m for m in {gpu!r} if m in sys.modules])"
+    above = ["chute.pipelines", "chute.readers", "chute.fallbacks", "chute.kernels"]
+    code = (f"import chute.autotune, sys; "
+            f"print([m for m in {gpu + above!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "[]"

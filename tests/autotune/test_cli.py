@@ -1,34 +1,21 @@
 """`chute autotune` end to end on a small real JPEG dataset, on this machine (no CUDA device)."""
 
-import io
 import json
 
-import numpy as np
 import pytest
 
 from chute import cli
-from chute.autotune import CANDIDATE_KEYS, JSON_KEYS, load_record
+from chute._auto_backend import resolve_auto_backend, tune_dataset
+from chute.autotune import CANDIDATE_KEYS, JSON_KEYS, Candidate, TuneParams, load_record
+from tests.pipelines._pipeline_data import write_dataset
 
 BUDGET = "4"  # seconds: keeps the run short; the first candidate completes even past it
 
 
 @pytest.fixture(scope="module")
 def jpeg_dataset(tmp_path_factory):
-    from PIL import Image
-
-    from chute.readers import ShardWriter
-
-    path = tmp_path_factory.mktemp("autotune") / "small.chute"
-    rng = np.random.default_rng(0)
-    fields = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
-    with ShardWriter(path, fields) as writer:
-        for i in range(24):
-            h, w = int(rng.integers(40, 72)), int(rng.integers(40, 72))
-            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-            buf = io.BytesIO()
-            Image.fromarray(pixels).save(buf, format="JPEG", quality=85)
-            writer.write({"image": buf.getvalue(), "label": i % 3, "height": h, "width": w})
-    return path
+    return write_dataset(tmp_path_factory.mktemp("autotune") / "small.chute", n=24,
+                         sizes=(40, 72))
 
 
 @pytest.fixture
@@ -68,8 +55,6 @@ def test_json_on_this_machine_picks_cpu_and_lists_gpu_unavailable(jpeg_dataset, 
     assert record["choice"] == "cpu" and record["candidates"] == cands
     assert record["params"]["batch_size"] == 8 and record["params"]["device"] == "cpu"
 
-    from chute.autotune import resolve_auto_backend
-
     name, options, reason = resolve_auto_backend(
         jpeg_dataset, batch_size=8, image_size=32, augment="train", dtype="float16",
         device="cpu")
@@ -99,8 +84,6 @@ def test_bad_arguments_exit_with_usage(jpeg_dataset, cache, capsys):
 
 
 def test_auto_without_a_decision_on_this_machine_is_cpu_unmeasured(jpeg_dataset, cache):
-    from chute.autotune import resolve_auto_backend
-
     name, options, reason = resolve_auto_backend(
         jpeg_dataset, batch_size=4, image_size=32, augment="eval", device="cpu")
     assert (name, options) == ("cpu", {})
@@ -110,14 +93,12 @@ def test_auto_without_a_decision_on_this_machine_is_cpu_unmeasured(jpeg_dataset,
 
 
 def test_a_real_candidate_that_fails_is_reported_not_hidden(jpeg_dataset, cache):
-    from chute.autotune import Candidate, TuneParams, autotune
-
     good = Candidate("cpu threads=1 dct=on", "cpu", {"threads": 1, "dct_scaling": True},
                      cost=(0, 1, 0))
     bad = Candidate("cpu bogus", "cpu", {"threads": 1, "bogus": True}, cost=(0, 0, 0))
-    result = autotune(jpeg_dataset, TuneParams(8, 32, "eval"), budget=2.0, use_cache=False,
-                      candidates=[bad, good])
+    result = tune_dataset(jpeg_dataset, TuneParams(8, 32, "eval"), budget=2.0, use_cache=False,
+                          candidates=[bad, good])
     assert result["choice"] == "cpu" and result["backend_options"] == good.params
     failed = result["candidates"][0]
     assert failed["status"] == "failed" and "bogus" in failed["reason"]
-    assert failed["reason"].startswith("failed: ValueError: unknown backend_options")
+    assert failed["reason"].startswith("failed: ValueError: unknown")

@@ -1,0 +1,51 @@
+"""Argument types and defaults shared by the `chute` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+__all__ = ["positive", "image_size", "default_device"]
+
+
+def positive(kind: type = int) -> Callable[[str], int | float]:
+    """An argparse `type` accepting only numbers of `kind` above zero.
+
+    Args:
+        kind: int or float.
+    """
+    noun = "a whole number" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def image_size(text: str) -> int | tuple[int, int]:
+    """An argparse `type` for an output size: S (square) or HxW, positive.
+
+    Args:
+        text: the argument, e.g. "224" or "224x320".
+    """
+    parts = text.lower().split("x")
+    try:
+        sizes = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected S or HxW, got {text!r}") from None
+    if len(sizes) not in (1, 2) or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected S or HxW with positive sizes, got {text!r}")
+    return sizes[0] if len(sizes) == 1 else (sizes[0], sizes[1])
+
+
+def default_device() -> str:
+    """cuda:0 when a CUDA device exists, else cpu."""
+    from chute._device import cuda_device_count
+
+    return "cuda:0" if cuda_device_count() > 0 else "cpu"

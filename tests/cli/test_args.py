@@ -1,0 +1,37 @@
+"""The argument types the `chute` subcommands share (chute/_cli/_args.py)."""
+
+import argparse
+
+import pytest
+
+from chute._cli._args import image_size, positive
+from chute.cli import main
+
+
+def test_positive_numbers():
+    assert positive(int)("3") == 3 and positive(float)("0.5") == 0.5
+    for kind, text, message in [(int, "0", "must be positive, got 0"),
+                                (int, "-2", "must be positive, got -2"),
+                                (int, "1.5", "expected a whole number, got '1.5'"),
+                                (float, "x", "expected a number, got 'x'")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            positive(kind)(text)
+
+
+def test_image_size():
+    assert image_size("224") == 224 and image_size("224x320") == (224, 320)
+    for text in ("0", "1x2x3", "big", "4x-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected S or HxW"):
+            image_size(text)
+
+
+@pytest.mark.parametrize("argv", [
+    ["convert", "imagefolder", "src", "dst", "--workers", "0"],
+    ["bench", "ds", "--batch-size", "0"],
+    ["demo", "--epochs", "-1"],
+])
+def test_every_command_rejects_non_positive_counts(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "must be positive" in capsys.readouterr().err

@@ -1,0 +1,235 @@
+"""The layers of chute depend one way: every import of every module under chute/ (at the top,
+inside functions, relative, and lazy package attributes) goes to its own layer or one it may
+use, and no two layers depend on each other in a circle.
+
+Layers (what each may import besides itself; a layer may always import its own modules):
+
+    base        chute.errors, chute._lazy, chute._version, ... small helpers: base only
+    readers     the shard format: base
+    fallbacks   CPU decoders: base (no files, no sampling: not readers)
+    kernels     GPU kernels: base (likewise)
+    autotune    measure/select/cache library: base (candidates and runner are injected)
+    pipelines   the Pipeline: base, readers, fallbacks, kernels (never autotune)
+    app         the facade and commands (chute/__init__.py, chute.cli, chute._cli,
+                chute._auto_backend, chute._pipeline_entry): anything
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+CHUTE = Path(__file__).resolve().parents[1] / "chute"
+
+# module or package name -> layer; the longest matching prefix wins
+LAYER_OF = {
+    "chute": "app",  # the package facade: its lazy attributes reach every layer
+    "chute.errors": "base",
+    "chute._lazy": "base",
+    "chute._version": "base",
+    "chute._cache_dir": "base",
+    "chute._device": "base",
+    "chute._normalization": "base",
+    "chute._sample_images": "base",  # synthetic JPEGs (numpy + PIL only), for demo and tests
+    "chute.readers": "readers",
+    "chute.fallbacks": "fallbacks",
+    "chute.kernels": "kernels",
+    "chute.autotune": "autotune",
+    "chute.pipelines": "pipelines",
+    "chute.cli": "app",
+    "chute._cli": "app",
+    "chute._auto_backend": "app",
+    "chute._pipeline_entry": "app",
+}
+
+MAY_IMPORT = {
+    "base": {"base"},
+    "readers": {"base"},
+    "fallbacks": {"base"},
+    "kernels": {"base"},
+    "autotune": {"base"},
+    "pipelines": {"base", "readers", "fallbacks", "kernels"},
+    "app": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines"},
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module
+    target: str  # imported chute module (or package)
+    where: str  # file:line
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.source} imports {self.target}"
+
+
+def module_files(root: Path = CHUTE) -> dict[str, Path]:
+    """Every module under `root` by dotted name (a package by its own name)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _lazy_names(path: Path) -> dict[str, str]:
+    """A package's `_LAZY = {name: module}` table (chute/_lazy.py), read from the source."""
+    for node in ast.parse(path.read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "_LAZY" and node.value is not None:
+            return ast.literal_eval(node.value)
+    return {}
+
+
+def _base_of_from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def collect_imports(module: str, source: str, path: str, modules: dict[str, Path],
+                    is_package: bool = False) -> list[Import]:
+    """Every chute import in `source` (the text of `module`), anywhere in the file.
+
+    `from package import name` counts as importing the submodule `package.name` when there is
+    one, the module a lazy `_LAZY` table maps `name` to when there is one, else `package`.
+    """
+    found = []
+
+    def add(target: str, line: int) -> None:
+        found_here = Import(module, target, f"{path}:{line}")
+        if (target == "chute" or target.startswith("chute.")) and found_here not in found:
+            found.append(found_here)
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = _base_of_from(module, is_package, node)
+            lazy = _lazy_names(modules[base]) if base in modules else {}
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                add(sub if sub in modules else lazy.get(alias.name, base), node.lineno)
+    # a package's lazy attributes import their modules when first used
+    if is_package:
+        lazy = _lazy_names(modules[module]) if module in modules else {}
+        for target in sorted(set(lazy.values())):
+            add(target, 0)
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    best = max((name for name in LAYER_OF
+                if module == name or module.startswith(name + ".")), key=len, default=None)
+    return LAYER_OF.get(best) if best else None
+
+
+@pytest.fixture(scope="module")
+def modules() -> dict[str, Path]:
+    return module_files()
+
+
+@pytest.fixture(scope="module")
+def imports(modules) -> list[Import]:
+    out = []
+    root = CHUTE.parent
+    for name, path in modules.items():
+        out += collect_imports(name, path.read_text(), str(path.relative_to(root)), modules,
+                               is_package=path.name == "__init__.py")
+    return out
+
+
+def test_every_module_has_a_layer(modules):
+    missing = [name for name in modules if layer_of(name) is None]
+    assert not missing, (f"modules with no layer: {missing}; add them to LAYER_OF in "
+                         "tests/test_layering.py")
+
+
+def _allowed(layer: str) -> set[str]:
+    return MAY_IMPORT[layer] | {layer}
+
+
+def test_no_upward_import(imports):
+    bad = [f"{i}  ({layer_of(i.source)} may import only "
+           f"{', '.join(sorted(_allowed(layer_of(i.source))))}; {i.target} is "
+           f"{layer_of(i.target)})"
+           for i in imports
+           if layer_of(i.target) not in _allowed(layer_of(i.source))]
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := visit(nxt, path + [node])):
+                return found
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node, [])):
+            return found
+    return None
+
+
+def test_allowed_layers_form_no_circle():
+    edges = {layer: allowed - {layer} for layer, allowed in MAY_IMPORT.items()}
+    assert _cycle(edges) is None
+
+
+def test_no_circle_between_layers(imports):
+    edges: dict[str, set[str]] = {}
+    seen: dict[tuple[str, str], Import] = {}
+    for i in imports:
+        a, b = layer_of(i.source), layer_of(i.target)
+        if a != b:
+            edges.setdefault(a, set()).add(b)
+            seen.setdefault((a, b), i)
+    cycle = _cycle(edges)
+    assert cycle is None, ("layers import each other in a circle: " + " -> ".join(cycle) + "\n"
+                           + "\n".join(str(seen[e]) for e in pairwise(cycle)))
+
+
+@pytest.mark.parametrize("source, target", [("pipelines", "autotune"),
+                                            ("autotune", "pipelines")])
+def test_pipelines_and_autotune_do_not_import_each_other(imports, source, target):
+    bad = [str(i) for i in imports
+           if layer_of(i.source) == source and layer_of(i.target) == target]
+    assert not bad, f"chute.{source} must not import chute.{target}:\n" + "\n".join(bad)
+
+
+def test_collector_sees_imports_in_functions_relative_and_lazy(tmp_path):
+    (tmp_path / "chute" / "pkg").mkdir(parents=True)
+    for name in ("__init__.py", "errors.py", "pkg/__init__.py", "pkg/a.py", "pkg/b.py"):
+        (tmp_path / "chute" / name).touch()
+    (tmp_path / "chute" / "__init__.py").write_text('_LAZY = {"Thing": "chute.pkg.b"}\n')
+    modules = module_files(tmp_path / "chute")
+    source = (
+        "import os\n"
+        "from . import b\n"
+        "from .. import errors\n"
+        "def f():\n"
+        "    import chute.pkg.b as x\n"
+        "    from chute import Thing\n"
+        "    from chute.errors import ChuteError\n"
+    )
+    got = [(i.target, i.where) for i in collect_imports("chute.pkg.a", source, "a.py", modules)]
+    assert got == [("chute.pkg.b", "a.py:2"), ("chute.errors", "a.py:3"),
+                   ("chute.pkg.b", "a.py:5"), ("chute.pkg.b", "a.py:6"),
+                   ("chute.errors", "a.py:7")]
+    package = collect_imports("chute", "", "chute/__init__.py", modules, is_package=True)
+    assert [i.target for i in package] == ["chute.pkg.b"]
