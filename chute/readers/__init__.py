@@ -8,6 +8,7 @@ use, so processes that only read a dataset stay light."""
 from chute._lazy import lazy_attributes
 from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._errors import SampleIndexError
+from chute.readers._protocol import DatasetProtocol
 from chute.readers._sizes import format_size, parse_size
 from chute.readers._storage import DatasetRef, open_url
 from chute.readers._writer import ShardWriter
@@ -27,6 +28,7 @@ _LAZY = {
 
 __all__ = [
     "Dataset",
+    "DatasetProtocol",
     "open_dataset",
     "open_url",
     "DatasetRef",
