@@ -46,7 +46,9 @@ def register_auto_resolver(resolver: AutoResolver | None) -> AutoResolver | None
     return previous
 
 
-def cpu_without_measuring(device: str, cuda_devices: int | None = None) -> tuple | None:
+def cpu_without_measuring(
+    device: str, cuda_devices: int | None = None
+) -> tuple[str, dict, str] | None:
     """("cpu", {}, reason) when the GPU backends cannot run for `device` here, else None.
 
     Args:
