@@ -3,7 +3,8 @@
 import pytest
 
 from chute import Pipeline
-from chute.autotune import TuneParams, autotune
+from chute._auto_backend import tune_dataset
+from chute.autotune import TuneParams
 from tests.pipelines._pipeline_data import write_dataset
 
 
@@ -21,7 +22,7 @@ def test_auto_without_decision_picks_cpu_and_says_why(dataset):
 
 def test_auto_uses_stored_decision_and_user_options_win(dataset):
     params = TuneParams(8, 32, "train", "float16", "cpu")
-    result = autotune(dataset, params, budget=3.0)
+    result = tune_dataset(dataset, params, budget=3.0)
     with Pipeline(dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
         assert pipe.stats.backend == result["choice"]
         assert pipe.stats.backend_options == result["backend_options"]
