@@ -13,7 +13,7 @@ import functools
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, stored_decision
 from chute.errors import BackendUnavailableError
-from chute.pipelines._candidates import backend_candidates
+from chute.pipelines._producers import image_candidates
 from chute.pipelines._resolve import (
     AutoResolver,
     cpu_without_measuring,
@@ -66,7 +66,7 @@ def tune_dataset(
     """
     ds = _open(dataset)
     if candidates is None:
-        candidates = backend_candidates(params.device)
+        candidates = image_candidates(params.device)
     runner = pipeline_runner(ds, batch_size=params.batch_size, image_size=params.image_size,
                              augment=params.augment, dtype=params.dtype, device=params.device)
     return autotune(ds, params, candidates=candidates, runner=runner, budget=budget,
@@ -101,7 +101,7 @@ def resolve_auto_backend(
     ds = _open(dataset)
     params = TuneParams(batch_size, image_size, augment, dtype, device)
     if use_cache:
-        record = stored_decision(ds, params, backend_candidates(params.device))
+        record = stored_decision(ds, params, image_candidates(params.device))
         if record is not None:
             return (record["choice"], dict(record["backend_options"]),
                     f"autotune decision {record['key']} of {record.get('created', '?')}: "

@@ -9,7 +9,7 @@ from types import ModuleType
 from chute.errors import BackendUnavailableError
 
 __all__ = ["PRODUCERS", "IMAGE_BACKENDS", "KIND_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
-           "producer_module", "create_producer", "field_media"]
+           "producer_module", "create_producer", "field_media", "image_candidates"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
 # asked for, so the GPU producers' imports never run on the CPU path.
@@ -60,3 +60,11 @@ def producer_module(name: str) -> ModuleType:
 def create_producer(spec):
     """Build the producer named by `spec.name` for `spec.field`."""
     return producer_module(spec.name).create(spec)
+
+
+def image_candidates(device: str) -> list:
+    """What the autotuner compares for image fields: every image producer's own
+    `candidates(device)`, cheapest first."""
+    modules = dict.fromkeys(PRODUCERS[name] for name in IMAGE_BACKENDS)
+    found = [c for m in modules for c in importlib.import_module(m).candidates(device)]
+    return sorted(found, key=lambda c: c.cost)

@@ -43,7 +43,7 @@ def _store_fake_decision(monkeypatch, params):
     cands = [cand("slow", 0), cand("fast", 1)]
     result = autotune(DS, params, candidates=cands, budget=60.0, clock=clock, window=0.5,
                       runner=FakeRunner(clock, {"slow": 100.0, "fast": 250.0}))
-    monkeypatch.setattr(auto, "backend_candidates", lambda device: cands)
+    monkeypatch.setattr(auto, "image_candidates", lambda device: cands)
     return result
 
 

@@ -68,3 +68,10 @@ def test_importing_autotune_pulls_no_gpu_library_and_nothing_above_it():
             f"print([m for m in {gpu + above!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_autotuner_compares_what_the_image_producers_declare():
+    from chute.pipelines._producers import image_candidates
+
+    names = {c.name for c in image_candidates("cpu")}
+    assert names == {c.name for c in backend_candidates("cpu")}
