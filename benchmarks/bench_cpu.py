@@ -1,4 +1,4 @@
-"""CPU decode + augment throughput, side by side in one run (issue 3, item 4).
+"""CPU decode + augment throughput, side by side in one run.
 
     .venv/bin/python benchmarks/bench_cpu.py [--images DIR] [--reps 5] [--batch 128]
         [--threads N] [--only a,b,...] [--ffcv-python /tmp/ffcv-venv/bin/python]

@@ -1,4 +1,4 @@
-"""decode_batch: the CPU path's public entry (DESIGN contract #4).
+"""decode_batch: the CPU path's public entry.
 
 Holds the per-process resources of the jitted kernels: one TurboJPEG handle, one ROI decoder
 and one scratch buffer per Numba thread, re-created after a fork (handles are per process) and
@@ -16,12 +16,15 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba
 import numpy as np
+from numpy.typing import ArrayLike
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
+from chute._output_types import Layout, check_layout, image_size_of, output_dtype
 from chute.errors import BackendUnavailableError
 from chute.fallbacks import _roi_library, _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
@@ -31,8 +34,8 @@ from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
 
 __all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
-_KINDS = {np.dtype(np.uint8): KIND_UINT8, np.dtype(np.float32): KIND_FLOAT32,
-          np.dtype(np.float16): KIND_FLOAT16}
+# The resample kernel's output kind of each output dtype name.
+_KINDS = {"uint8": KIND_UINT8, "float16": KIND_FLOAT16, "float32": KIND_FLOAT32}
 
 
 @dataclass
@@ -73,7 +76,9 @@ def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
     return res
 
 
-def _check_arguments(data, offsets, boxes, flips, out, layout):
+def _check_arguments(data: np.ndarray, offsets: np.ndarray, boxes: np.ndarray,
+                     flips: np.ndarray, out: np.ndarray, layout: str) -> int:
+    """Raise ValueError naming the first bad argument; the output kind when all are good."""
     n = len(boxes)
     if data.dtype != np.uint8 or data.ndim != 1:
         raise ValueError(f"data must be a 1-D uint8 array (Dataset.gather), got {data.dtype} "
@@ -85,17 +90,15 @@ def _check_arguments(data, offsets, boxes, flips, out, layout):
     if boxes.shape != (n, 4) or flips.shape != (n,):
         raise ValueError(f"boxes must be [B, 4] and flips [B], got {boxes.shape} and "
                          f"{flips.shape}")
-    if layout not in ("NCHW", "NHWC"):
-        raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
-    if out.dtype not in _KINDS:
-        raise ValueError(f"out must be uint8, float16 or float32, got {out.dtype}")
-    channels = out.shape[1] if layout == "NCHW" else out.shape[-1]
-    if out.ndim != 4 or out.shape[0] != n or channels != 3 or not out.flags.c_contiguous:
-        shape = "[B, 3, H, W]" if layout == "NCHW" else "[B, H, W, 3]"
-        raise ValueError(f"out must be a C-contiguous {shape} array with B={n} for layout "
-                         f"{layout}, got shape {out.shape}")
+    check_layout(layout)
+    kind = _KINDS[output_dtype(out.dtype, "out")]
+    image_size_of(out.shape, layout, "out")
+    if out.shape[0] != n or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {layout} batch of B={n} images, got "
+                         f"shape {out.shape}{'' if out.flags.c_contiguous else ', strided'}")
     if not out.flags.writeable:
         raise ValueError("out must be writeable")
+    return kind
 
 
 _warned_no_roi = False
@@ -118,32 +121,60 @@ def _roi_handles(res: _Resources, roi_decode: bool | None) -> np.ndarray:
     return res.roi_handles
 
 
-def decode_batch(data, offsets, boxes, flips, out, *, mean=None, std=None, layout="NCHW",
-                 dct_scaling=True, roi_decode=None, threads=None, fast_dct=False) -> np.ndarray:
+def decode_batch(
+    data: ArrayLike,
+    offsets: ArrayLike,
+    boxes: ArrayLike,
+    flips: ArrayLike,
+    out: np.ndarray,
+    *,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    layout: Layout = "NCHW",
+    dct_scaling: bool = True,
+    roi_decode: bool | None = None,
+    threads: int | None = None,
+    fast_dct: bool = False,
+) -> np.ndarray:
     """Decode, crop, resize, flip and normalize a batch of encoded images into `out`.
 
-    data/offsets: the payloads back to back, payload k = data[offsets[k]:offsets[k+1]] (what
-    Dataset.gather returns). boxes int32 [B, 4] (top, left, height, width) in full-image pixels,
-    flips bool [B]. out: preallocated uint8, float16 or float32 array, [B, 3, H, W] for "NCHW"
-    or [B, H, W, 3] for "NHWC". Float outputs are (v - 255*mean) / (255*std); uint8 outputs
-    are the rounded resampled values (mean/std unused). dct_scaling lets libjpeg-turbo decode at
-    1/2, 1/4 or 1/8 size when the crop stays at least the output size. roi_decode decodes only
-    each crop's region (plus the resample's margin; same pixels as a full decode): None uses it
-    when the ROI decoder could be built here and warns once otherwise, True requires it
-    (BackendUnavailableError saying why not), False decodes full frames. fast_dct trades a little
-    accuracy for decode speed (TJFLAG_FASTDCT); threads bounds the Numba threads of this call.
+    Float outputs are (v - 255*mean) / (255*std) of the resampled values v; uint8 outputs are
+    v rounded half up (mean/std unused). The resize is the one every backend shares
+    (docs/design.md, "Resize definition").
 
-    Returns status uint8 [B]: 0 ok, else a DecodeStatus; failed slots are zero-filled.
+    Args:
+        data: uint8 [N], the B payloads back to back (what Dataset.gather returns).
+        offsets: int [B + 1]; payload k is data[offsets[k]:offsets[k + 1]].
+        boxes: int [B, 4], each crop's (top, left, height, width) in full-image pixels.
+        flips: bool [B]; True mirrors that sample horizontally.
+        out: preallocated, C-contiguous, writeable uint8, float16 or float32 array,
+            [B, 3, H, W] for "NCHW" or [B, H, W, 3] for "NHWC".
+        mean, std: per-channel RGB normalisation in [0, 1] units (None: ImageNet's).
+        layout: "NCHW" or "NHWC", the layout of `out`.
+        dct_scaling: let libjpeg-turbo decode at 1/2, 1/4 or 1/8 size when the crop stays at
+            least the output size.
+        roi_decode: decode only each crop's region (plus the resample's margin; the same
+            pixels as a full decode). None uses it when the ROI decoder could be built here
+            and warns once otherwise; True requires it; False decodes whole frames.
+        threads: at most this many Numba threads for this call (None: all).
+        fast_dct: trade a little accuracy for decode speed (TJFLAG_FASTDCT).
+
+    Returns:
+        uint8 [B]: 0 where the sample was decoded, else its DecodeStatus; failed slots of
+        `out` are zero-filled.
+
+    Raises:
+        ValueError: an argument has the wrong type, shape or value (the message names it).
+        BackendUnavailableError: roi_decode=True and the ROI decoder cannot be built here.
     """
     data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     boxes = np.ascontiguousarray(boxes, dtype=np.int64)
     flips = np.ascontiguousarray(flips, dtype=np.bool_)
-    _check_arguments(data, offsets, boxes, flips, out, layout)
-    kind = _KINDS[out.dtype]
+    kind = _check_arguments(data, offsets, boxes, flips, out, layout)
     mean255, std255 = scaled_mean_std(mean, std)
     nchw = layout == "NCHW"
-    out_h, out_w = (out.shape[2], out.shape[3]) if nchw else (out.shape[1], out.shape[2])
+    out_h, out_w = image_size_of(out.shape, layout)
     target = out.view(np.uint16) if kind == KIND_FLOAT16 else out
     n = len(boxes)
     plan = np.zeros((n, PLAN_COLUMNS), dtype=np.int64)

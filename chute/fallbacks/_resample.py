@@ -1,8 +1,8 @@
 """Crop + antialiased bilinear resize + flip + normalize + layout, fused, for one sample.
 
-The resize is the shared definition (DESIGN contract #3, PIL's BILINEAR with a box): for output
-column ox, scale = box_w / OW, fs = max(scale, 1), centre = x0 + (ox + 0.5) * scale, taps j in
-[max(int(centre - fs + 0.5), 0), min(int(centre + fs + 0.5), src_w)), weights
+The resize is the shared one (docs/design.md, "Resize definition"; PIL's BILINEAR with a
+box): for output column ox, scale = box_w / OW, fs = max(scale, 1), centre = x0 + (ox + 0.5) *
+scale, taps j in [max(int(centre - fs + 0.5), 0), min(int(centre + fs + 0.5), src_w)), weights
 max(0, 1 - |(j + 0.5 - centre) / fs|) normalised to sum 1; rows likewise.
 
 Arithmetic is float32 without intermediate rounding, so the two separable passes commute up to

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
+from chute._output_types import check_layout, image_size_of, output_dtype
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -32,11 +33,8 @@ __all__ = [
 # threads per block, matching __launch_bounds__(256) in the .cu.
 BLOCK = (32, 8, 1)
 _MAX_GRID_Z = 65535
-_KERNEL_DTYPES = {
-    np.dtype(np.uint8): "u8",
-    np.dtype(np.float16): "f16",
-    np.dtype(np.float32): "f32",
-}
+# The suffix of the kernel entry point of each output dtype name.
+_KERNEL_DTYPES = {"uint8": "u8", "float16": "f16", "float32": "f32"}
 _BOX_SLACK = 1e-3  # source pixels a box may overhang (float rounding of rescaled boxes)
 
 
@@ -133,30 +131,22 @@ def source_views(sources) -> list[SourceView]:
 
 def output_view(out, layout: str) -> OutputView:
     """Check the preallocated output tensor against the layout and describe it."""
-    if layout not in ("NCHW", "NHWC"):
-        raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    check_layout(layout)
     iface = _interface(out, "the output")
     shape, strides = tuple(int(s) for s in iface["shape"]), iface.get("strides")
-    dtype = np.dtype(iface["typestr"])
-    channel_axis = 1 if layout == "NCHW" else 3
-    if len(shape) != 4 or shape[channel_axis] != 3:
-        raise ValueError(f"the output must be a {layout} batch with 3 channels, got {shape}")
-    if dtype not in _KERNEL_DTYPES:
-        raise ValueError(f"the output dtype must be uint8, float16 or float32, not {dtype}")
+    dtype = np.dtype(output_dtype(np.dtype(iface["typestr"]), "the output's dtype"))
+    height, width = image_size_of(shape, layout, "the output")
     contiguous = tuple(int(np.prod(shape[i + 1:])) * dtype.itemsize for i in range(4))
     if strides is not None and tuple(int(s) for s in strides) != contiguous:
         raise ValueError(f"the output must be C-contiguous; got strides {tuple(strides)}")
-    if layout == "NCHW":
-        batch, _, height, width = shape
-    else:
-        batch, height, width, _ = shape
-    return OutputView(ptr=int(iface["data"][0]), batch=batch, height=height, width=width,
+    return OutputView(ptr=int(iface["data"][0]), batch=shape[0], height=height, width=width,
                       dtype=dtype, layout=layout)
 
 
 def kernel_name(dtype, layout: str) -> str:
     """The extern "C" entry point of resize_normalize.cu for this output type and layout."""
-    return f"chute_resize_normalize_{_KERNEL_DTYPES[np.dtype(dtype)]}_{layout.lower()}"
+    suffix = _KERNEL_DTYPES[output_dtype(dtype)]
+    return f"chute_resize_normalize_{suffix}_{check_layout(layout).lower()}"
 
 
 def launch_grid(out: OutputView) -> tuple[int, int, int]:

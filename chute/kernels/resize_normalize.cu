@@ -2,7 +2,8 @@
 //
 // One thread computes one output pixel (all 3 channels) of one sample, reading the
 // variable-size decoded HWC uint8 RGB source of that sample through a device array of
-// pointers. The resampling is the shared resize definition #3 (PIL's BILINEAR with a box):
+// pointers. The resampling is the shared resize definition (docs/design.md, "Resize
+// definition"; PIL's BILINEAR with a box):
 // for each axis, scale = box_extent / out_extent, support = max(scale, 1),
 // center = box_start + (o + 0.5) * scale, taps [int(center - support + 0.5), int(center +
 // support + 0.5)) clipped to the source array, weight max(0, 1 - |(j + 0.5 - center) / support|),

@@ -1,6 +1,6 @@
 """The fused resize kernel on a real GPU (skipped where there is no CUDA device).
 
-Compared with the same NumPy reference of resize definition #3 as the host-shim tests.
+Compared with the same NumPy reference of the resize definition as the host-shim tests.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The CUDA source of the fused kernel, compiled as C++ through a host shim, run on the CPU and
-compared with the NumPy reference of resize definition #3 (and the reference with PIL)."""
+compared with the NumPy reference of the resize definition (and the reference with PIL)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_half_conversion_rounds_to_nearest_even(kernel_shim):
 
 @pytest.mark.parametrize("case", range(6))
 def test_reference_is_pil_bilinear_with_box(case):
-    """The reference itself is definition #3: compare with PIL (which rounds between passes)."""
+    """The reference itself is the definition: compare with PIL (which rounds between passes)."""
     rng = np.random.default_rng(case)
     h, w = int(rng.integers(20, 400)), int(rng.integers(20, 400))
     image = smooth_noise(rng, h, w)
