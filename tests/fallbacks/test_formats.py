@@ -1,11 +1,15 @@
 """Colour spaces, progressive JPEGs, non-JPEG payloads and broken data."""
 
+import io
+
 import numpy as np
 import pytest
 from PIL import Image
 
 from chute.fallbacks import DecodeStatus, decode_batch
-from tests.fallbacks._images import encode, pack, reference_resize, smooth_image
+from tests._media import encode, misplaced_restart_marker, smooth_image, truncated
+from tests._reference_resize import resample, round_uint8
+from tests.fallbacks._images import pack
 
 H, W = 45, 61
 FULL = (0, 0, H, W)
@@ -32,15 +36,14 @@ def test_grayscale_jpeg_comes_out_as_rgb():
     status, out = _identity([payload])
     assert status.tolist() == [0]
     assert (out[0, ..., 0] == out[0, ..., 1]).all() and (out[0, ..., 0] == out[0, ..., 2]).all()
-    _close(out[0, ..., 0], np.asarray(Image.open(__import__("io").BytesIO(payload))))
+    _close(out[0, ..., 0], np.asarray(Image.open(io.BytesIO(payload))))
 
 
 def test_cmyk_jpeg_comes_out_as_rgb_like_pil():
-    cmyk = Image.fromarray(smooth_image(H, W, seed=2)).convert("CMYK")
-    payload = encode(cmyk, quality=95)
+    payload = encode(smooth_image(H, W, seed=2), mode="CMYK", quality=95)
     status, out = _identity([payload])
     assert status.tolist() == [0]
-    pil_rgb = np.asarray(Image.open(__import__("io").BytesIO(payload)).convert("RGB"))
+    pil_rgb = np.asarray(Image.open(io.BytesIO(payload)).convert("RGB"))
     _close(out[0], pil_rgb)
 
 
@@ -52,7 +55,7 @@ def test_progressive_and_subsampled_jpegs():
         status, out = _identity([payload])
         assert status.tolist() == [0], kwargs
         _close(out[0], img, mae=12.0, worst=255)  # lossy (noisy image): a loose sanity check
-        pil = np.asarray(Image.open(__import__("io").BytesIO(payload)).convert("RGB"))
+        pil = np.asarray(Image.open(io.BytesIO(payload)).convert("RGB"))
         _close(out[0], pil, mae=1.0, worst=12)  # same JPEG, possibly another libjpeg build
 
 
@@ -63,7 +66,7 @@ def test_non_jpeg_payloads_take_the_pil_path_with_the_same_arithmetic(fmt):
     box = (3, 5, 30, 40)
     status, out = _identity([payload], [box], out_hw=(20, 17))
     assert status.tolist() == [0]
-    expected = np.clip(np.floor(reference_resize(img, box, 20, 17) + 0.5), 0, 255)
+    expected = round_uint8(resample(img, box, 20, 17))
     assert np.abs(out[0].astype(int) - expected).max() <= 1
 
 
@@ -79,15 +82,12 @@ def test_rgba_and_palette_pngs_become_rgb():
 
 def _broken_payloads():
     good = encode(smooth_image(H, W, seed=8), quality=90)
-    corrupt = bytearray(good)
-    # an RST marker where none may be: libjpeg warns and resynchronises (data is lost)
-    corrupt[len(good) // 2: len(good) // 2 + 2] = b"\xff\xd3"
     bad_header = bytearray(good)
     bad_header[2:40] = b"\xff" * 38
     return {
-        "truncated": good[: len(good) // 2],
+        "truncated": truncated(good),
         "truncated_header": good[:40],
-        "corrupt_scan": bytes(corrupt),
+        "corrupt_scan": misplaced_restart_marker(good),
         "corrupt_header": bytes(bad_header),
         "garbage": bytes(np.random.default_rng(0).integers(0, 256, 500, dtype=np.uint8)),
         "jpeg_magic_only": b"\xff\xd8\xff",

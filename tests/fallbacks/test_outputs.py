@@ -7,9 +7,11 @@ import numba
 import numpy as np
 import pytest
 
+from chute._output_types import image_batch_shape
 from chute.errors import BackendUnavailableError
 from chute.fallbacks import IMAGENET_MEAN, IMAGENET_STD, decode_batch, turbojpeg_library
-from tests.fallbacks._images import encode, pack, smooth_image
+from tests._media import encode, jpeg, smooth_image
+from tests.fallbacks._images import pack
 
 OUT = (23, 31)
 
@@ -20,7 +22,7 @@ def batch():
     payloads, boxes = [], []
     for i in range(9):
         h, w = (int(v) for v in rng.integers(20, 160, 2))
-        payloads.append(encode(smooth_image(h, w, seed=i), quality=90))
+        payloads.append(jpeg(h, w, seed=i))
         bh, bw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
         boxes.append((int(rng.integers(0, h - bh + 1)), int(rng.integers(0, w - bw + 1)), bh, bw))
     payloads.append(encode(smooth_image(40, 50), "PNG"))
@@ -33,8 +35,7 @@ def batch():
 def _run(batch, dtype, layout="NCHW", flips=None, **kwargs):
     data, offsets, boxes, default_flips = batch
     flips = default_flips if flips is None else flips
-    shape = (len(boxes), 3, *OUT) if layout == "NCHW" else (len(boxes), *OUT, 3)
-    out = np.empty(shape, dtype)
+    out = np.empty(image_batch_shape(len(boxes), *OUT, layout), dtype)
     status = decode_batch(data, offsets, boxes, flips, out, layout=layout, **kwargs)
     assert (status == 0).all()
     return out

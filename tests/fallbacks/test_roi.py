@@ -7,12 +7,12 @@ import textwrap
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from chute.fallbacks import DecodeStatus, decode_batch, roi_decoder_status
 from chute.fallbacks._slow_path import first_jpeg_warning
 from chute.pipelines import CropConfig, crop_boxes
-from tests.fallbacks._images import encode, pack, smooth_image
+from tests._media import encode, jpeg, misplaced_restart_marker, smooth_image, truncated
+from tests.fallbacks._images import pack
 
 
 def test_the_roi_decoder_builds_on_this_machine():
@@ -29,7 +29,7 @@ def _variants():
     yield "420", encode(img, quality=92, subsampling=2)
     yield "progressive", encode(img, quality=90, progressive=True)
     yield "gray", encode(img[..., 1], quality=90)
-    yield "cmyk", encode(Image.fromarray(img).convert("CMYK"), quality=92)
+    yield "cmyk", encode(img, mode="CMYK", quality=92)
     yield "restart", encode(img, quality=90, restart_marker_blocks=3)
 
 
@@ -78,12 +78,8 @@ def test_float_outputs_agree_to_float_rounding():
 
 
 def _truncated_and_damaged():
-    img = smooth_image(240, 160, seed=12)
-    good = encode(img, quality=90)
-    truncated = good[: len(good) * 2 // 3]
-    damaged = bytearray(good)
-    damaged[len(good) * 3 // 4: len(good) * 3 // 4 + 2] = b"\xff\xd3"  # misplaced RST
-    return good, truncated, bytes(damaged)
+    good = jpeg(240, 160, seed=12)
+    return good, truncated(good, keep=2 / 3), misplaced_restart_marker(good, at=3 / 4)
 
 
 def test_truncated_payload_fails_even_when_the_crop_lies_above_the_missing_part():
@@ -126,11 +122,12 @@ def test_without_a_compiler_it_warns_once_and_decodes_full_frames(tmp_path):
         import pytest
         from chute.errors import BackendUnavailableError
         from chute.fallbacks import decode_batch, roi_decoder_status
-        from tests.fallbacks._images import encode, pack, smooth_image
+        from tests._media import jpeg
+        from tests.fallbacks._images import pack
 
         status = roi_decoder_status()
         assert not status.available and "C compiler" in status.reason, status
-        data, offsets = pack([encode(smooth_image(40, 50), quality=90)])
+        data, offsets = pack([jpeg(40, 50)])
         boxes = np.array([[3, 4, 30, 40]], np.int32)
         out = np.zeros((1, 3, 8, 8), np.float32)
         with warnings.catch_warnings(record=True) as caught:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from chute._output_types import image_batch_shape, image_size_of, torch_dtype
 from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, resize_normalize
+from tests._reference_resize import reference_batch
 from tests.kernels.cases import OUTPUT_SIZES, make_batch
 from tests.kernels.compare import assert_matches_reference
-from tests.kernels.reference import reference_batch
 
 pytestmark = pytest.mark.gpu
-
-TORCH_DTYPES = {np.uint8: "uint8", np.float16: "float16", np.float32: "float32"}
 
 
 def _device_sources(cupy, padded):
@@ -30,14 +29,14 @@ def _device_sources(cupy, padded):
 def _torch_out(dtype, layout, batch, out_h, out_w):
     import torch
 
-    shape = (batch, 3, out_h, out_w) if layout == "NCHW" else (batch, out_h, out_w, 3)
-    out = torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]), device="cuda")
+    shape = image_batch_shape(batch, out_h, out_w, layout)
+    out = torch.empty(shape, dtype=torch_dtype(dtype), device="cuda")
     out.fill_(77)  # a stale value the kernel must overwrite
     return out
 
 
 def _reference(images, boxes, flips, out, layout):
-    h, w = (out.shape[2], out.shape[3]) if layout == "NCHW" else (out.shape[1], out.shape[2])
+    h, w = image_size_of(out.shape, layout)
     dtype = out.cpu().numpy().dtype
     return reference_batch(images, boxes, flips, h, w, dtype, layout, IMAGENET_MEAN, IMAGENET_STD)
 

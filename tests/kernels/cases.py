@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests._media import smooth_image
+
 # (source height, source width, box (y0, x0, h, w) or None for the full image, pad columns)
 SOURCES = [
     (1, 1, None, 0),  # 1x1 source: every output pixel is that pixel
@@ -18,25 +20,15 @@ SOURCES = [
 OUTPUT_SIZES = [(1, 1), (7, 5), (24, 32), (33, 31)]
 
 
-def smooth_noise(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
-    """uint8 RGB: gradients plus noise, so both edges and flat areas occur."""
-    yy, xx = np.mgrid[0:height, 0:width]
-    base = np.stack([yy * 255.0 / max(height, 1), xx * 255.0 / max(width, 1),
-                     (yy + xx) % 64 * 4.0], axis=-1)
-    noisy = base + rng.normal(0.0, 30.0, size=base.shape)
-    return np.clip(noisy, 0, 255).astype(np.uint8)
-
-
 def make_batch(seed: int = 0):
     """-> (images, padded, boxes [B,4] float32, flips [B] bool).
 
     `padded` are the arrays actually handed to the kernel: views of wider arrays where a
     case asks for a row pitch larger than width * 3.
     """
-    rng = np.random.default_rng(seed)
     images, padded, boxes = [], [], []
-    for h, w, box, pad in SOURCES:
-        store = smooth_noise(rng, h, w + pad)
+    for k, (h, w, box, pad) in enumerate(SOURCES):
+        store = smooth_image(h, w + pad, seed=seed * len(SOURCES) + k)
         image = store[:, :w]
         images.append(np.ascontiguousarray(image))
         padded.append(image)

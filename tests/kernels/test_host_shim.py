@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from chute._output_types import image_batch_shape
 from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, kernel_name
 from chute.kernels._plan import BLOCK, launch_grid, output_view, pack_args, source_views
-from tests.kernels.cases import OUTPUT_SIZES, make_batch, smooth_noise
+from tests._media import smooth_image
+from tests._reference_resize import reference_batch, resample, round_uint8
+from tests.kernels.cases import OUTPUT_SIZES, make_batch
 from tests.kernels.compare import HostAsDevice, assert_matches_reference
-from tests.kernels.reference import reference_batch, resample
 
 
 def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IMAGENET_STD):
@@ -35,8 +37,8 @@ def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IM
 def test_kernel_matches_reference(kernel_shim, out_size, dtype, layout):
     images, padded, boxes, flips = make_batch(seed=1)
     out_h, out_w = out_size
-    shape = (len(images), 3, out_h, out_w) if layout == "NCHW" else (len(images), out_h, out_w, 3)
-    out = np.full(shape, 77, dtype=dtype)  # a stale value the kernel must overwrite
+    # 77: a stale value the kernel must overwrite
+    out = np.full(image_batch_shape(len(images), out_h, out_w, layout), 77, dtype=dtype)
     run_shim(kernel_shim, padded, boxes, flips, out, layout)
     want = reference_batch(images, boxes, flips, out_h, out_w, dtype, layout,
                            IMAGENET_MEAN, IMAGENET_STD)
@@ -87,15 +89,15 @@ def test_reference_is_pil_bilinear_with_box(case):
     """The reference itself is the definition: compare with PIL (which rounds between passes)."""
     rng = np.random.default_rng(case)
     h, w = int(rng.integers(20, 400)), int(rng.integers(20, 400))
-    image = smooth_noise(rng, h, w)
+    image = smooth_image(h, w, seed=case)
     bh, bw = rng.uniform(0.1, 1.0) * h, rng.uniform(0.1, 1.0) * w
     y0, x0 = rng.uniform(0, h - bh), rng.uniform(0, w - bw)
     out_h, out_w = int(rng.integers(1, 300)), int(rng.integers(1, 300))
     flip = bool(case % 2)
-    ours = np.clip(np.floor(resample(image, (y0, x0, bh, bw), out_h, out_w, flip) + 0.5), 0, 255)
+    ours = round_uint8(resample(image, (y0, x0, bh, bw), out_h, out_w, flip))
     pil = np.asarray(Image.fromarray(image).resize(
         (out_w, out_h), Image.BILINEAR, box=(x0, y0, x0 + bw, y0 + bh)))
     if flip:
         pil = pil[:, ::-1]
-    diff = np.abs(ours - pil.astype(np.float64))
+    diff = np.abs(ours.astype(np.float64) - pil)
     assert diff.mean() <= 1.0 and diff.max() <= 8
