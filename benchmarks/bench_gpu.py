@@ -8,8 +8,8 @@ chute `cpu`, RandomResizedCrop to 224 and 64, float16 NCHW, one run, img/s + GPU
 A folder of JPEGs is first written to a temporary chute dataset. Every contender gets the same
 images, batch size and output size; the DALI reference uses fn.decoders.image_random_crop (its own
 RRC sampling, so not the same crops) + fn.resize + fn.crop_mirror_normalize. GPU utilisation is
-sampled every 50 ms with pynvml in a thread (mean of nvmlDeviceGetUtilizationRates().gpu and of the
-NVJPG engine utilisation while the contender runs).
+the mean of the samples chute.autotune.GpuSampler takes (pynvml, every 50 ms, in a thread) while
+the contender runs.
 
 On a machine without a CUDA device, and without --cpu-mode, it prints "no CUDA device: nothing to
 measure" and exits with status 0 (there is nothing wrong, there is just nothing to measure).
@@ -22,78 +22,26 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
+from _datasets import jpeg_files, write_jpeg_dataset
+
+from chute.autotune import GpuSampler
 
 
 def ensure_dataset(path: Path, workdir: Path) -> Path:
     """`path` if it is a chute dataset, else a dataset written from the JPEGs under `path`."""
     if (path / "chute.json").exists():
         return path
-    from PIL import Image
-
-    from chute.readers import ShardWriter
-
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
-    if not files:
-        raise SystemExit(f"{path}: neither a chute dataset nor a folder of JPEG files")
-    out = workdir / "bench.chute"
-    fields = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
-    with ShardWriter(out, fields) as writer:
-        for i, file in enumerate(files):
-            with Image.open(file) as img:
-                if img.mode != "RGB":
-                    continue  # DALI and chute both decode RGB JPEGs; skip CMYK/greyscale here
-                width, height = img.size
-            writer.write({"image": file.read_bytes(), "label": i, "height": height,
-                          "width": width})
-    return out
+    # DALI and chute both decode RGB JPEGs; CMYK and greyscale ones are left out here.
+    return write_jpeg_dataset(jpeg_files(path), workdir / "bench.chute", rgb_only=True)
 
 
-class GpuSampler:
-    """Samples GPU and NVJPG utilisation with pynvml in a background thread."""
-
-    def __init__(self, device_index: int = 0, period: float = 0.05):
-        self.period, self.samples, self._stop = period, [], threading.Event()
-        self._handle = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        except Exception as err:  # no pynvml or no driver: report "n/a", measure anyway
-            print(f"(GPU utilisation not sampled: {err})")
-
-    def __enter__(self):
-        if self._handle is not None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self):
-        nvml = self._nvml
-        while not self._stop.wait(self.period):
-            gpu = nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
-            try:
-                jpg = nvml.nvmlDeviceGetJpgUtilization(self._handle)[0]
-            except Exception:  # GPUs without NVJPG engines
-                jpg = float("nan")
-            self.samples.append((gpu, jpg))
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._handle is not None:
-            self._thread.join()
-
-    def summary(self) -> str:
-        if not self.samples:
-            return "n/a"
-        gpu, jpg = np.asarray(self.samples, dtype=float).mean(axis=0)
-        return f"{gpu:.0f}% (nvjpg {jpg:.0f}%)" if np.isfinite(jpg) else f"{gpu:.0f}%"
+def utilisation(sampler: GpuSampler) -> str:
+    """The sampled mean GPU utilisation, or "n/a" where nothing could be sampled."""
+    return "n/a" if sampler.mean is None else f"{sampler.mean:.0f}%"
 
 
 def time_batches(batches, count: int, warmup: int, sync) -> tuple[float, int]:
@@ -126,15 +74,19 @@ def chute_batches(dataset, backend: str, device: str, size: int, args):
 
 def dali_reference_batches(dataset, device_id, size: int, args):
     """DALI's own pipeline: same bytes (our external source), its own random-crop ROI decode."""
-    from chute.pipelines import BatchPlan, CropConfig
+    from chute.pipelines import BatchPlan, CropConfig, CropParams
     from chute.pipelines._dali_graph import import_dali
     from chute.pipelines._dali_source import DaliBatchSource
+    from chute.readers import DatasetRef
 
     dali = import_dali()
     fn, types = dali.fn, dali.types
     mixed = device_id is not None
-    plan = BatchPlan(str(dataset.path), len(dataset), 0, 0, 0, 1, args.batch_size, True, 0,
-                     CropConfig((size, size)))
+    crops = CropParams(CropConfig((size, size)), np.asarray(dataset.column("height")),
+                       np.asarray(dataset.column("width")))
+    plan = BatchPlan(DatasetRef.of(dataset), len(dataset), seed=0, epoch=0, rank=0,
+                     world_size=1, batch_size=args.batch_size, drop_last=True,
+                     start_position=0, params=(crops,))
 
     source = EncodedOnly(DaliBatchSource(plan))
 
@@ -229,14 +181,13 @@ def main(argv=None) -> int:
             results = []
             for label, factory in contenders(args.cpu_mode):
                 batches = factory(dataset, size, args)
-                sampler = GpuSampler() if not args.cpu_mode else None
-                if sampler is None:
+                if args.cpu_mode:
                     seconds, images = time_batches(batches, args.batches, args.warmup, sync)
                     util = "n/a (CPU mode)"
                 else:
-                    with sampler:
+                    with GpuSampler("cuda:0") as sampler:
                         seconds, images = time_batches(batches, args.batches, args.warmup, sync)
-                    util = sampler.summary()
+                    util = utilisation(sampler)
                 batches.close()
                 results.append((label, images / seconds, util))
             reference = results[-1][1]

@@ -16,43 +16,29 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from _datasets import jpeg_files, write_jpeg_dataset
 
 from chute.fallbacks import decode_batch
 from chute.pipelines import Pipeline
-from chute.readers import ShardWriter, open_dataset
+from chute.readers import open_dataset
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"
 
 
-def build_dataset(images: Path, dest: Path) -> Path:
-    files = sorted(images.glob("*.JPEG"))
-    if not files:
-        raise SystemExit(f"no *.JPEG under {images}")
-    fields = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
-    with ShardWriter(dest, fields) as writer:
-        for i, f in enumerate(files):
-            with Image.open(f) as im:
-                width, height = im.size
-            writer.write({"image": f.read_bytes(), "label": i, "height": height,
-                          "width": width})
-    return dest
-
-
 def bare_epoch(ds, plan, out, threads) -> int:
+    """Decode every batch of `plan` with decode_batch alone; the number of images."""
     images = 0
     for it in range(len(plan)):
-        ids, boxes, flips = plan.batch(it)
-        data, offsets = ds.gather(ids)
-        decode_batch(data, offsets, boxes, flips, out[: len(ids)],
-                     layout="NCHW", threads=threads)
-        images += len(ids)
+        request = plan.request(it)
+        data, offsets = ds.gather(request.ids)
+        decode_batch(data, offsets, request.params["boxes"], request.params["flips"],
+                     out[: len(request)], layout="NCHW", threads=threads)
+        images += len(request)
     return images
 
 
 def pipeline_epoch(pipe) -> int:
     return sum(batch["image"].shape[0] for batch in pipe)
-
 
 
 def main() -> None:
@@ -63,7 +49,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_dataset(args.images, Path(tmp) / "sample.chute")
+        path = write_jpeg_dataset(jpeg_files(args.images), Path(tmp) / "sample.chute")
         ds = open_dataset(path)
         pipe = Pipeline(ds, args.batch_size, image_size=224, augment="train", backend="cpu",
                         device="cpu", dtype="float16", rank=0, world_size=1,

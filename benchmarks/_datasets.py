@@ -1,0 +1,54 @@
+"""The datasets benchmarks measure: JPEG files written to a chute dataset as they are.
+
+The benchmark scripts import this module from their own folder (run them as
+`python benchmarks/bench_*.py`, which puts that folder on sys.path).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image
+
+from chute.readers import ShardWriter
+
+__all__ = ["jpeg_files", "write_jpeg_dataset"]
+
+FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
+
+
+def jpeg_files(folder: Path) -> list[Path]:
+    """The *.jpg / *.jpeg files under `folder` (any depth, any case), sorted.
+
+    Args:
+        folder: where to look.
+
+    Raises:
+        SystemExit: when there are none (a benchmark has nothing to measure).
+    """
+    files = sorted(p for p in Path(folder).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
+    if not files:
+        raise SystemExit(f"{folder}: no JPEG files (*.jpg, *.jpeg) found")
+    return files
+
+
+def write_jpeg_dataset(files: list[Path], dest: Path, *, rgb_only: bool = False) -> Path:
+    """A dataset at `dest` holding each file's bytes unchanged, label = its index, and its size.
+
+    Args:
+        files: JPEG files, in sample order.
+        dest: the dataset folder to write.
+        rgb_only: skip greyscale and CMYK JPEGs (for contenders that decode RGB only).
+
+    Returns:
+        `dest`.
+    """
+    with ShardWriter(dest, FIELDS) as writer:
+        for i, file in enumerate(files):
+            with Image.open(file) as img:
+                if rgb_only and img.mode != "RGB":
+                    continue
+                width, height = img.size
+            writer.write({"image": file.read_bytes(), "label": i, "height": height,
+                          "width": width})
+    return dest
