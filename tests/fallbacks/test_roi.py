@@ -77,38 +77,36 @@ def test_float_outputs_agree_to_float_rounding():
     assert np.abs(roi - full).max() < 1e-4
 
 
-def _truncated_and_damaged():
-    good = jpeg(240, 160, seed=12)
-    return good, truncated(good, keep=2 / 3), misplaced_restart_marker(good, at=3 / 4)
+_GOOD = jpeg(240, 160, seed=12)
+
+
+def _after_a_good_sample(payload, crop_rows):
+    """[(status, out) with ROI decoding, without] of [_GOOD, payload], both cropped to their
+    top `crop_rows` rows."""
+    boxes = np.array([[0, 0, crop_rows, 160]] * 2, np.int32)
+    return _decode_both([_GOOD, payload], boxes, np.zeros(2, bool), (2, 16, 16, 3), np.uint8,
+                        layout="NHWC")
 
 
 def test_truncated_payload_fails_even_when_the_crop_lies_above_the_missing_part():
     # The ROI decoder would never read the missing rows; chute still reports the sample.
-    good, truncated, _ = _truncated_and_damaged()
-    boxes = np.array([[0, 0, 40, 160]] * 2, np.int32)
-    results = _decode_both([good, truncated], boxes, np.zeros(2, bool), (2, 16, 16, 3),
-                           np.uint8, layout="NHWC")
-    for status, out in results:
+    for status, out in _after_a_good_sample(truncated(_GOOD, keep=2 / 3), crop_rows=40):
         assert status[0] == 0
         assert status[1] == DecodeStatus.CORRUPT
         assert not out[1].any()
 
 
 def test_damage_inside_the_crop_fails_like_a_full_decode():
-    good, _, damaged = _truncated_and_damaged()
-    boxes = np.array([[0, 0, 240, 160]] * 2, np.int32)
-    (s_roi, roi), (s_full, _) = _decode_both([good, damaged], boxes, np.zeros(2, bool),
-                                             (2, 16, 16, 3), np.uint8, layout="NHWC")
+    damaged = misplaced_restart_marker(_GOOD, at=3 / 4)
+    (s_roi, roi), (s_full, _) = _after_a_good_sample(damaged, crop_rows=240)
     assert s_roi.tolist() == s_full.tolist() == [0, DecodeStatus.CORRUPT]
     assert not roi[1].any()
 
 
 def test_damage_below_the_crop_leaves_the_crop_intact():
     # Rows past the crop are never read: the sample is right, though a full decode fails.
-    good, _, damaged = _truncated_and_damaged()
-    boxes = np.array([[0, 0, 60, 160]] * 2, np.int32)
-    (s_roi, roi), (s_full, _) = _decode_both([good, damaged], boxes, np.zeros(2, bool),
-                                             (2, 16, 16, 3), np.uint8, layout="NHWC")
+    damaged = misplaced_restart_marker(_GOOD, at=3 / 4)
+    (s_roi, roi), (s_full, _) = _after_a_good_sample(damaged, crop_rows=60)
     assert s_full.tolist() == [0, DecodeStatus.CORRUPT]
     assert s_roi.tolist() == [0, 0]
     assert np.array_equal(roi[0], roi[1])
