@@ -34,6 +34,7 @@ LAYER_OF = {
     "chute._cache_dir": "base",
     "chute._device": "base",
     "chute._normalization": "base",
+    "chute._output_types": "base",  # image layouts and output dtypes (numpy only)
     "chute._sample_images": "base",  # synthetic JPEGs (numpy + PIL only), for demo and tests
     "chute.readers": "readers",
     "chute.fallbacks": "fallbacks",
