@@ -33,6 +33,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute._output_types import image_batch_shape, numpy_dtype
 from chute.errors import ChuteError
 
 __all__ = [
@@ -42,7 +44,9 @@ __all__ = [
     "Producer",
     "EpochReader",
     "SequentialEpoch",
+    "StoredFieldProducer",
     "check_options",
+    "no_candidates",
 ]
 
 
@@ -88,18 +92,17 @@ class ImageSpec(ProducerSpec):
     size: tuple[int, int] = (224, 224)
     dtype: str = "float16"
     layout: str = "NCHW"
-    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
-    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    mean: tuple[float, float, float] = tuple(IMAGENET_MEAN)
+    std: tuple[float, float, float] = tuple(IMAGENET_STD)
     crop: Any = None
     size_fields: tuple[str, str] = ("height", "width")
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        return np.dtype(self.dtype)
+        return numpy_dtype(self.dtype)
 
     def image_shape(self, batch: int) -> tuple[int, int, int, int]:
-        h, w = self.size
-        return (batch, 3, h, w) if self.layout == "NCHW" else (batch, h, w, 3)
+        return image_batch_shape(batch, *self.size, self.layout)
 
 
 class EpochReader(Protocol):
@@ -123,6 +126,23 @@ class Producer(Protocol):
     def fill(self, request: Any, out: dict[str, Any]) -> np.ndarray: ...
 
     def close(self) -> None: ...
+
+
+class StoredFieldProducer:
+    """Base of producers that deliver a stored field as it is: no per-sample parameters, no
+    look-ahead (reads are `fill` in plan order), nothing to release, nothing to tune."""
+
+    name: str
+    field: str
+
+    def param_sources(self) -> tuple:
+        return ()
+
+    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+        return SequentialEpoch(self, first_iteration)
+
+    def close(self) -> None:
+        pass
 
 
 class SequentialEpoch:
@@ -153,3 +173,8 @@ def check_options(name: str, options: dict, known: set[str] | frozenset[str]) ->
     if unknown:
         raise ValueError(f"unknown options {unknown} for producer {name!r}; it accepts "
                          f"{sorted(known) or 'none'}")
+
+
+def no_candidates(device: str) -> list:
+    """`candidates(device)` of producers with nothing for the autotuner to choose."""
+    return []

@@ -6,12 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from chute.errors import FormatError
-from chute.pipelines._producer import Output, ProducerSpec, SequentialEpoch, check_options
+from chute.pipelines._producer import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
 
 __all__ = ["ListProducer", "create", "candidates"]
 
 
-class ListProducer:
+class ListProducer(StoredFieldProducer):
     def __init__(self, spec: ProducerSpec):
         check_options(spec.name, spec.options, set())
         self.name = spec.name
@@ -21,14 +27,8 @@ class ListProducer:
     def outputs(self) -> dict[str, Output]:
         return {self.field: Output((), None)}
 
-    def param_sources(self) -> tuple:
-        return ()
-
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         return {self.field: (len(request.ids),)}
-
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
-        return SequentialEpoch(self, first_iteration)
 
     def fill(self, request, out: dict) -> np.ndarray:
         status = np.zeros(len(request.ids), np.uint8)
@@ -46,13 +46,9 @@ class ListProducer:
                 status[row] = 1
         return status
 
-    def close(self) -> None:
-        pass
-
 
 def create(spec: ProducerSpec) -> ListProducer:
     return ListProducer(spec)
 
 
-def candidates(device: str) -> list:
-    return []
+candidates = no_candidates

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from chute.pipelines._producer import Output, ProducerSpec, SequentialEpoch, check_options
+from chute.pipelines._producer import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
 
 __all__ = ["NdarrayProducer", "create", "candidates"]
 
 
-class NdarrayProducer:
+class NdarrayProducer(StoredFieldProducer):
     name = "ndarray"
 
     def __init__(self, spec: ProducerSpec):
@@ -30,9 +36,6 @@ class NdarrayProducer:
             outputs[self._lengths_key] = Output((), np.dtype(np.int64))
         return outputs
 
-    def param_sources(self) -> tuple:
-        return ()
-
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         b = len(request.ids)
         if not self.ragged:
@@ -42,9 +45,6 @@ class NdarrayProducer:
         return {self.field: (b, longest, *self.reader.sample_shape[1:]),
                 self._lengths_key: (b,)}
 
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
-        return SequentialEpoch(self, first_iteration)
-
     def fill(self, request, out: dict) -> np.ndarray:
         status = np.zeros(len(request.ids), np.uint8)
         self.reader.read(request.ids, out[self.field], status=status)
@@ -52,13 +52,9 @@ class NdarrayProducer:
             out[self._lengths_key][...] = self.reader.lengths(request.ids)
         return status
 
-    def close(self) -> None:
-        pass
-
 
 def create(spec: ProducerSpec) -> NdarrayProducer:
     return NdarrayProducer(spec)
 
 
-def candidates(device: str) -> list:
-    return []
+candidates = no_candidates

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from chute.pipelines._producer import Output, ProducerSpec, SequentialEpoch, check_options
+from chute.pipelines._producer import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
 
 __all__ = ["ScalarProducer", "create", "candidates"]
 
 
-class ScalarProducer:
+class ScalarProducer(StoredFieldProducer):
     name = "scalar"
 
     def __init__(self, spec: ProducerSpec):
@@ -20,26 +26,16 @@ class ScalarProducer:
     def outputs(self) -> dict[str, Output]:
         return {self.field: Output((), self._column.dtype)}
 
-    def param_sources(self) -> tuple:
-        return ()
-
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         return {self.field: (len(request.ids),)}
-
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
-        return SequentialEpoch(self, first_iteration)
 
     def fill(self, request, out: dict) -> np.ndarray:
         np.take(self._column, request.ids, out=out[self.field])
         return np.zeros(len(request.ids), np.uint8)
-
-    def close(self) -> None:
-        pass
 
 
 def create(spec: ProducerSpec) -> ScalarProducer:
     return ScalarProducer(spec)
 
 
-def candidates(device: str) -> list:
-    return []
+candidates = no_candidates
