@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from chute._sample_images import synthetic_jpeg
-from chute.readers import ShardWriter
+from tests._datasets import write_samples
 
 FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32",
           "meta": "json"}
@@ -33,7 +33,8 @@ def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
         fields.pop("meta", None)
     if latent_shape is not None:
         fields["latent"] = "ndarray"
-    with ShardWriter(path, fields, shard_size=shard_size) as writer:
+
+    def samples():
         for i in range(n):
             sample = {"label": label(i)}
             if images:
@@ -46,5 +47,6 @@ def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
                 sample["meta"] = {"id": i}
             if latent_shape is not None:
                 sample["latent"] = latent_of(i, latent_shape)
-            writer.write(sample)
-    return path
+            yield sample
+
+    return write_samples(path, fields, samples(), shard_size)

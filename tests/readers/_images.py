@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
+from tests._media import encode, noise_image
 
 
 def jpeg_bytes(width: int, height: int, seed: int = 0, quality: int = 90) -> bytes:
-    rng = np.random.default_rng(seed)
-    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="JPEG", quality=quality)
-    return out.getvalue()
+    """A noise JPEG of width x height (the shared test media generator)."""
+    return encode(noise_image(height, width, seed), quality=quality)
 
 
 def png_bytes(width: int, height: int, seed: int = 0) -> bytes:
-    rng = np.random.default_rng(seed)
-    out = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (height, width, 4), dtype=np.uint8), "RGBA").save(
-        out, format="PNG")
-    return out.getvalue()
+    """A noise RGBA PNG of width x height."""
+    return encode(noise_image(height, width, seed, channels=4), "PNG")
 
 
 def make_imagefolder(root: Path, *, bad: bool = True) -> dict[str, dict]:

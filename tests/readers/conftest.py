@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from chute.readers import ShardWriter
+from tests._datasets import write_samples
 
 FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32", "meta": "json"}
 
@@ -14,11 +14,10 @@ def random_payloads(n: int, seed: int = 0, max_len: int = 300) -> list[bytes]:
 
 
 def write_dataset(path, payloads, shard_size="1GiB", **kwargs):
-    with ShardWriter(path, FIELDS, shard_size=shard_size, **kwargs) as writer:
-        for i, payload in enumerate(payloads):
-            writer.write({"image": payload, "label": i % 7, "height": i + 1, "width": 2 * i + 1,
-                          "meta": {"key": f"k{i}", "caption": f"sample {i}"}})
-    return path
+    samples = ({"image": payload, "label": i % 7, "height": i + 1, "width": 2 * i + 1,
+                "meta": {"key": f"k{i}", "caption": f"sample {i}"}}
+               for i, payload in enumerate(payloads))
+    return write_samples(path, FIELDS, samples, shard_size, **kwargs)
 
 
 @pytest.fixture
