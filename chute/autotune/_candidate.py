@@ -9,10 +9,13 @@ run and why.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Candidate", "CandidateLike"]
+
+# The plain CandidateLike lives in the bottom layer so that backends can make them without
+# importing the autotuner (docs/design.md, "Autotune").
+from chute._candidate import Candidate  # noqa: E402
 
 
 @runtime_checkable
@@ -44,16 +47,3 @@ class CandidateLike(Protocol):
     def cost(self) -> tuple: ...
     @property
     def priority(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A plain `CandidateLike` (see there for the meaning of each attribute)."""
-
-    name: str
-    backend: str
-    params: dict = field(default_factory=dict, hash=False, compare=False)
-    available: bool = True
-    reason: str = ""
-    cost: tuple = ()
-    priority: int = 0

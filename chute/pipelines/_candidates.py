@@ -2,18 +2,18 @@
 probe that says whether the DALI backends can run.
 
 A candidate is one backend with one set of `backend_options`. Unavailable candidates are kept
-(with the reason) so the autotune table shows what this machine cannot run and why. The objects
-carry the attributes the autotuner reads (chute.autotune.CandidateLike) without importing it:
-pipelines and autotune do not depend on each other.
+(with the reason) so the autotune table shows what this machine cannot run and why. Candidates
+are `chute._candidate.Candidate` values, which the autotuner reads without either side importing
+the other.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from dataclasses import dataclass, field
 
 from chute import _device
+from chute._candidate import Candidate
 
 __all__ = [
     "ProducerCandidate",
@@ -38,28 +38,8 @@ DALI_HW_DECODER_LOADS = (0.65, 0.0, 0.9)
 DALI_INSTALL_HINT = "nvidia-dali-cuda120 not installed (pip install chute[dali])"
 
 
-@dataclass(frozen=True)
-class ProducerCandidate:
-    """One backend with one set of options.
-
-    Attributes:
-        name: display name, unique among one machine's candidates.
-        backend: the name for Pipeline(backend=...).
-        params: the options for Pipeline(backend_options=...).
-        available: False when this machine cannot run it.
-        reason: why it is unavailable ("" when available).
-        cost: orders candidates from cheapest to dearest (the autotuner's tie-break).
-        priority: measurement order, so a short budget measures each backend's likeliest
-            winner first.
-    """
-
-    name: str
-    backend: str
-    params: dict = field(default_factory=dict, hash=False, compare=False)
-    available: bool = True
-    reason: str = ""
-    cost: tuple = ()
-    priority: int = 0
+# Kept under its old name for readers of this module; one definition in the bottom layer.
+ProducerCandidate = Candidate
 
 
 def cpu_thread_counts(n: int) -> list[int]:
