@@ -1,42 +1,184 @@
-"""backend="auto" goes through the autotuner: a stored decision wins, else cpu unmeasured."""
+"""backend="auto": the injection point in chute.pipelines and chute's composition of it with the
+autotuner (chute/_auto_backend.py): stored decision, else cpu unmeasured, else a quick tune."""
+
+import subprocess
+import sys
 
 import pytest
 
+import chute._auto_backend as auto
+import chute.pipelines._candidates as cmod
 from chute import Pipeline
 from chute._auto_backend import tune_dataset
-from chute.autotune import TuneParams
+from chute.autotune import DatasetIdentity, TuneParams, autotune
+from chute.errors import BackendUnavailableError
+from chute.pipelines._resolve import register_auto_resolver, resolve_backend
+from tests.autotune._fakes import FakeClock, FakeRunner, cand
 from tests.pipelines._pipeline_data import write_dataset
+
+DS = DatasetIdentity("/data/train.chute", "fp-1")
+REQUEST = dict(dataset=DS, batch_size=8, image_size=(64, 64), dtype="float16", augment="eval")
+UNMEASURED = "cpu chosen without measuring: the GPU backends cannot run here"
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
 
 
 @pytest.fixture
-def dataset(tmp_path, monkeypatch):
+def no_resolver():
+    previous = register_auto_resolver(None)
+    yield
+    register_auto_resolver(previous)
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch):
+    """One CUDA device and an importable DALI, as far as the probes can tell."""
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
+
+
+def _store_fake_decision(monkeypatch, params):
+    clock = FakeClock()
+    cands = [cand("slow", 0), cand("fast", 1)]
+    result = autotune(DS, params, candidates=cands, budget=60.0, clock=clock, window=0.5,
+                      runner=FakeRunner(clock, {"slow": 100.0, "fast": 250.0}))
+    monkeypatch.setattr(auto, "image_candidates", lambda device: cands)
+    return result
+
+
+def test_a_stored_decision_wins_even_on_a_gpu_machine(monkeypatch, gpu_machine):
+    result = _store_fake_decision(monkeypatch, TuneParams(8, 64, "eval", "float16", "cuda:0"))
+    monkeypatch.setattr(auto, "tune_dataset", lambda *a, **k: pytest.fail("must not measure"))
+    name, options, reason = auto.resolve_auto_backend(DS, batch_size=8, image_size=64,
+                                                      augment="eval", device="cuda")
+    assert (name, options) == ("cpu", {"n": 1})
+    assert result["key"] in reason and "won by 2.50x" in reason
+
+
+def test_no_cache_does_not_read_the_stored_decision(monkeypatch):
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
+    _store_fake_decision(monkeypatch, TuneParams(8, 64, "eval"))
+    kw = dict(batch_size=8, image_size=64, augment="eval")
+    assert auto.resolve_auto_backend(DS, **kw)[1] == {"n": 1}
+    assert auto.resolve_auto_backend(DS, use_cache=False, **kw)[1] == {}
+
+
+def test_no_decision_and_no_cuda_device_is_cpu_unmeasured(monkeypatch, cache):
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
+    got = auto.resolve_auto_backend(DS, batch_size=8, image_size=64, augment="eval")
+    assert got == ("cpu", {}, f"{UNMEASURED} (no CUDA device available)")
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize("device, dali_error, why", [
+    ("cpu", None, "device='cpu' requested"),
+    ("cuda:0", "nvidia-dali-cuda120 not installed (pip install chute[dali])", "not installed"),
+])
+def test_gpu_machine_measures_nothing_when_only_cpu_could_run(monkeypatch, device, dali_error,
+                                                               why):
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cmod, "_dali_import_error", lambda: dali_error)
+    monkeypatch.setattr(auto, "tune_dataset", lambda *a, **k: pytest.fail("must not measure"))
+    name, options, reason = auto.resolve_auto_backend(DS, batch_size=8, image_size=64,
+                                                      augment="eval", device=device)
+    assert (name, options) == ("cpu", {})
+    assert reason.startswith(UNMEASURED) and why in reason
+
+
+def test_gpu_machine_without_decision_runs_a_quick_tune(monkeypatch, gpu_machine):
+    calls = []
+
+    def fake_tune(ds, params, *, budget, use_cache, progress):
+        calls.append((ds, params, budget, use_cache))
+        return {"choice": "dali", "backend_options": {"hw_decoder_load": 0.65}, "key": "k9",
+                "reason": "dali hw_decoder_load=0.65 won by 3.00x over cpu threads=2 dct=on"}
+
+    monkeypatch.setattr(auto, "tune_dataset", fake_tune)
+    name, options, reason = auto.resolve_auto_backend(DS, batch_size=8, image_size=64,
+                                                      augment="eval", device="cuda", budget=7.0)
+    assert (name, options) == ("dali", {"hw_decoder_load": 0.65})
+    assert reason.startswith("quick autotune (7s budget, decision k9): dali")
+    assert calls == [(DS, TuneParams(8, 64, "eval", "float16", "cuda:0"), 7.0, True)]
+
+
+def test_named_backend_needs_no_resolver(no_resolver):
+    got = resolve_backend("dali", device="cuda:0", backend_options={"hw_decoder_load": 0.0},
+                          **REQUEST)
+    assert got == ("dali", {"hw_decoder_load": 0.0}, "backend='dali' was requested")
+
+
+def test_registered_resolver_decides_and_user_options_win(no_resolver):
+    calls = []
+
+    def resolver(**request):
+        calls.append(request)
+        return "cpu", {"threads": 4, "dct_scaling": True}, "because"
+
+    register_auto_resolver(resolver)
+    name, options, reason = resolve_backend("auto", device="cpu",
+                                            backend_options={"threads": 1}, **REQUEST)
+    assert (name, options, reason) == ("cpu", {"threads": 1, "dct_scaling": True}, "because")
+    assert calls == [{"device": "cpu", **REQUEST}]
+
+
+def test_without_a_resolver_cpu_is_chosen_where_gpus_cannot_run(no_resolver, monkeypatch):
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
+    assert resolve_backend("auto", device="cpu", **REQUEST) == (
+        "cpu", {}, f"{UNMEASURED} (no CUDA device available)")
+
+
+def test_without_a_resolver_a_gpu_machine_is_told_what_to_do(no_resolver, gpu_machine):
+    with pytest.raises(BackendUnavailableError) as err:
+        resolve_backend("auto", device="cuda:0", **REQUEST)
+    msg = str(err.value)
+    assert "backend='auto' on device 'cuda:0'" in msg
+    assert "Use chute.Pipeline" in msg and "backend='cpu'" in msg
+
+
+def test_chute_pipeline_registers_the_autotuner():
+    code = ("import chute, chute.pipelines as p, chute.pipelines._resolve as r\n"
+            "assert r._resolver is None\n"
+            "assert chute.Pipeline is p.Pipeline\n"
+            "print(r._resolver.__module__, r._resolver.__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.split() == ["chute._auto_backend", "resolve_auto_backend"]
+
+
+# -- through chute.Pipeline on a real dataset ---------------------------------------------
+
+@pytest.fixture
+def image_dataset(tmp_path, monkeypatch):
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
     return write_dataset(tmp_path / "ds", n=48, sizes=(40, 72))
 
 
-def test_auto_without_decision_picks_cpu_and_says_why(dataset):
-    with Pipeline(dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
+def test_auto_without_decision_picks_cpu_and_says_why(image_dataset):
+    with Pipeline(image_dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
         assert pipe.stats.backend == "cpu"
         assert "without measuring" in pipe.stats.backend_reason
 
 
-def test_auto_uses_stored_decision_and_user_options_win(dataset):
+def test_auto_uses_stored_decision_and_user_options_win(image_dataset):
     params = TuneParams(8, 32, "train", "float16", "cpu")
-    result = tune_dataset(dataset, params, budget=3.0)
-    with Pipeline(dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
+    result = tune_dataset(image_dataset, params, budget=3.0)
+    with Pipeline(image_dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
         assert pipe.stats.backend == result["choice"]
         assert pipe.stats.backend_options == result["backend_options"]
         assert result["key"] in pipe.stats.backend_reason
         assert next(iter(pipe))["image"].shape == (8, 3, 32, 32)
-    with Pipeline(dataset, 8, image_size=32, backend="auto", device="cpu",
+    with Pipeline(image_dataset, 8, image_size=32, backend="auto", device="cpu",
                   backend_options={"threads": 1}) as pipe:
         assert pipe.stats.backend_options["threads"] == 1
     # a different batch shape has no decision: back to the unmeasured default
-    with Pipeline(dataset, 4, image_size=32, backend="auto", device="cpu") as pipe:
+    with Pipeline(image_dataset, 4, image_size=32, backend="auto", device="cpu") as pipe:
         assert "without measuring" in pipe.stats.backend_reason
 
 
-def test_named_backend_is_reported(dataset):
-    with Pipeline(dataset, 8, image_size=32, backend="cpu", device="cpu") as pipe:
+def test_named_backend_is_reported(image_dataset):
+    with Pipeline(image_dataset, 8, image_size=32, backend="cpu", device="cpu") as pipe:
         assert pipe.stats.backend == "cpu"
         assert "requested" in pipe.stats.backend_reason

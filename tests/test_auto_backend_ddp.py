@@ -6,7 +6,7 @@ import json
 import pytest
 import torch.multiprocessing as mp
 
-from tests.autotune._ddp_auto_worker import DECISION, run
+from tests._ddp_auto_worker import DECISION, run
 from tests.pipelines._pipeline_data import write_dataset
 
 pytest.importorskip("chute.fallbacks._decode")
