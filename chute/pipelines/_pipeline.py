@@ -32,7 +32,12 @@ from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
-from chute.pipelines._producers import KIND_PRODUCERS, create_producer, field_media
+from chute.pipelines._producers import (
+    KIND_PRODUCERS,
+    MEDIA_PRODUCERS,
+    create_producer,
+    field_media,
+)
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
     allocate_slots,
@@ -44,6 +49,7 @@ from chute.pipelines._staging import (
     wait_ready,
 )
 from chute.pipelines._substitute import Substitutor
+from chute.pipelines._units import ByRecording, sample_unit
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -90,6 +96,11 @@ class Pipeline:
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
         backend_options: options of the image backend (e.g. {"threads": 4}).
+        unit: for audio datasets, what one sample is: "recording" (a whole file) or "segment"
+            (one timestamped segment of a recording's metadata; other fields are read from
+            its recording). Default: one dataset row.
+        audio_options: options of audio fields: sample_rate (resample to it), mono (default
+            True), threads, meta_field (where the segments are, default "meta").
     """
 
     def __init__(self, path_or_dataset, batch_size: int, *, image_size: int | tuple[int, int] = 224,
@@ -97,7 +108,8 @@ class Pipeline:
                  dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
-                 on_error: str = "skip", backend_options: dict | None = None):
+                 on_error: str = "skip", backend_options: dict | None = None,
+                 unit: str | None = None, audio_options: dict | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -123,6 +135,10 @@ class Pipeline:
         self.on_error = on_error
         self.prefetch = int(prefetch)
         self.fields = self._check_fields(fields)
+        self._audio_options = dict(audio_options or {}, unit=unit or "recording")
+        self._unit = None if unit is None else sample_unit(
+            self.dataset, unit, self._audio_options.get("meta_field", "meta"))
+        self._n = len(self.dataset) if unit is None else self._unit.n
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
         if images:
@@ -135,8 +151,10 @@ class Pipeline:
         self._producers = []
         try:
             for f in self.fields:
-                self._producers.append(create_producer(
-                    self._producer_spec(f, f in images, name, options, image_config)))
+                producer = create_producer(
+                    self._producer_spec(f, f in images, name, options, image_config))
+                # segments: the plan's ids are segment ids; fields are read from the recording
+                self._producers.append(ByRecording(producer) if unit == "segment" else producer)
         except BaseException:
             self._close_producers()
             raise
@@ -144,7 +162,8 @@ class Pipeline:
         self._outputs: dict[str, Output] = {}
         for producer in self._producers:
             self._outputs.update(producer.outputs())
-        self._params = _unique(s for p in self._producers for s in p.param_sources())
+        units = () if self._unit is None else (self._unit,)
+        self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
         self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason)
         self._epoch = 0
         self._position = 0
@@ -160,6 +179,10 @@ class Pipeline:
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
+        media = field_media(f, self.dataset.specs[f])
+        if media in MEDIA_PRODUCERS:  # decoded media other than images (audio, ...)
+            return ProducerSpec(name=MEDIA_PRODUCERS[media], options=self._audio_options,
+                                **common)
         return ProducerSpec(name=KIND_PRODUCERS[self.dataset.fields[f]], **common)
 
     def _check_image_columns(self, f: str) -> None:
@@ -194,8 +217,8 @@ class Pipeline:
         """Continue exactly at `state` -- in O(1), with any world size: the positions
         [position, N) of that epoch are re-partitioned across the current ranks."""
         position = int(state["position"])
-        if not 0 <= position <= len(self.dataset):
-            raise ValueError(f"state position {position} is outside [0, {len(self.dataset)}] "
+        if not 0 <= position <= self._n:
+            raise ValueError(f"state position {position} is outside [0, {self._n}] "
                              f"for dataset {self.dataset.path}; was it saved for another dataset?")
         self._stop_run()
         self.seed, self._epoch, self._position = int(state["seed"]), int(state["epoch"]), position
@@ -206,7 +229,7 @@ class Pipeline:
         from chute.readers import DatasetRef
 
         return BatchPlan(
-            dataset=DatasetRef.of(self.dataset), n=len(self.dataset), seed=self.seed,
+            dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
             batch_size=self.batch_size, drop_last=self.drop_last,
             start_position=self._position if start_position is None else start_position,
@@ -222,7 +245,7 @@ class Pipeline:
         if self._closed:
             raise RuntimeError("this Pipeline is closed; create a new one")
         self._stop_run()
-        if self._position >= len(self.dataset) and not self._resume_pending:
+        if self._position >= self._n and not self._resume_pending:
             self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
         self._resume_pending = False
         plan = self.plan()
@@ -249,7 +272,7 @@ class Pipeline:
                 self.stats.samples += n
                 self.stats.batches += 1
                 yield batch
-            self._position = len(self.dataset)  # epoch over (a dropped tail counts as done)
+            self._position = self._n  # epoch over (a dropped tail counts as done)
         finally:
             run.close()
             if self._run is run:
@@ -262,13 +285,20 @@ class Pipeline:
         if not self._warned:
             self._warned = True
             bad, sub = replaced[0]
-            shard, local = self.dataset.locate(bad)
             warnings.warn(
-                f"chute: sample {bad} (shard {shard}, local index {local}) of {self.dataset.path} "
+                f"chute: sample {bad} ({self._describe(bad)}) of {self.dataset.path} "
                 f"could not be decoded; replaced by sample {sub}. Further failures are counted "
                 "in pipe.stats.decode_errors without warning; run `chute verify` on the dataset.",
                 RuntimeWarning, stacklevel=3,
             )
+
+    def _describe(self, sample_id: int) -> str:
+        if self._unit is not None and self._unit.name == "segment":
+            recording = int(self._unit.recording(np.array([sample_id]))[0])
+            sample_id, segment = recording, sample_id - int(self._unit.first[recording])
+            return f"segment {segment} of recording {recording}, {self._describe(recording)}"
+        shard, local = self.dataset.locate(sample_id)
+        return f"shard {shard}, local index {local}"
 
     # ---- lifetime --------------------------------------------------------------------------
 
@@ -348,7 +378,7 @@ class _Run:
             self._close_readers()
             raise
         self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
-                                       pipe.on_error)
+                                       pipe.on_error, describe=pipe._describe)
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
 
     def fill(self, slot, iteration: int):

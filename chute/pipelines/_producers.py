@@ -8,7 +8,7 @@ from types import ModuleType
 
 from chute.errors import BackendUnavailableError
 
-__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "KIND_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
+__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "KIND_PRODUCERS", "MEDIA_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
            "producer_module", "create_producer", "field_media", "image_candidates"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
@@ -21,6 +21,7 @@ PRODUCERS: dict[str, str] = {
     "scalar": "chute.pipelines._producer_scalar",
     "json": "chute.pipelines._producer_list",
     "bytes": "chute.pipelines._producer_list",
+    "audio": "chute.pipelines._producer_audio",
 }
 
 # The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
@@ -32,6 +33,11 @@ KIND_PRODUCERS: dict[str, str] = {
     "scalar": "scalar",
     "json": "json",
     "bytes": "bytes",
+}
+
+# Media -> producer, for decoded media other than images (whose producer is the `backend`).
+MEDIA_PRODUCERS: dict[str, str] = {
+    "audio": "audio",
 }
 
 # Datasets written before fields declared their media: (field name, kind) -> media.

@@ -1,0 +1,178 @@
+"""Producer `audio`: decodes only each sample's [start_frame, stop_frame) of a recording stored
+as it is (FLAC, WAV, OGG, MP3) -- libsndfile through soundfile seeks in the memory-mapped bytes
+and reads that many frames -- then mixes down to mono (or keeps the channels) and resamples with
+soxr when `sample_rate` differs from the file's (docs/design.md, "Audio").
+
+Outputs: `<field>` float32 [B, T] (mono) or [B, C, T], zero-padded to the batch's longest
+sample, and `<field>_lengths` int64 [B]. A sample whose bytes do not decode, whose file rate
+differs from the `sample_rate` column, or that yields fewer frames than its segment asks for is
+marked failed (the Pipeline substitutes it); it is never returned short or wrong.
+"""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from chute._lazy import require
+from chute.pipelines._producer import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
+from chute.pipelines._units import sample_unit
+
+__all__ = ["AudioProducer", "create", "candidates"]
+
+OPTIONS = frozenset({"sample_rate", "mono", "unit", "meta_field", "threads"})
+
+
+class _ViewFile(io.RawIOBase):
+    """A read-only file over a zero-copy view of the stored bytes: libsndfile reads only what
+    it seeks to, so a segment of an hour-long recording copies only its own frames."""
+
+    def __init__(self, view: np.ndarray):
+        self.view = memoryview(view).cast("B")
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = (0, self.position, len(self.view))[whence]
+        self.position = min(max(base + offset, 0), len(self.view))
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
+
+    def readinto(self, buffer) -> int:
+        chunk = self.view[self.position:self.position + len(buffer)]
+        memoryview(buffer).cast("B")[:len(chunk)] = chunk
+        self.position += len(chunk)
+        return len(chunk)
+
+
+def _out_frames(frames: np.ndarray, rates: np.ndarray, target: int | None) -> np.ndarray:
+    """Frames after resampling `frames` at `rates` to `target` (soxr's length: rounded)."""
+    frames = np.asarray(frames, np.int64)
+    if target is None:
+        return frames
+    return np.where(rates == target, frames,
+                    np.rint(frames * (target / rates.astype(np.float64))).astype(np.int64))
+
+
+class AudioProducer(StoredFieldProducer):
+    name = "audio"
+
+    def __init__(self, spec: ProducerSpec):
+        check_options(self.name, spec.options, OPTIONS)
+        self.sf = require("soundfile", "audio")
+        self.field = spec.field
+        self.dataset = spec.dataset
+        options = spec.options
+        self.mono = bool(options.get("mono", True))
+        self.unit = sample_unit(spec.dataset, options.get("unit", "recording"),
+                                options.get("meta_field", "meta"))
+        self.rates = np.asarray(spec.dataset.column("sample_rate"), np.int64)
+        self.target = options.get("sample_rate")
+        if self.target is None and len(np.unique(self.rates)) > 1:
+            raise ValueError(f"field {self.field!r} of {spec.dataset.path} mixes sample rates "
+                             f"{sorted(set(self.rates.tolist()))}; pass sample_rate= to "
+                             "resample them to one")
+        if self.target is not None:
+            self.target = int(self.target)
+            self.soxr = require("soxr", "audio")
+        channels = np.unique(np.asarray(spec.dataset.column("channels"), np.int64))
+        if not self.mono and len(channels) > 1:
+            raise ValueError(f"field {self.field!r} of {spec.dataset.path} mixes channel counts "
+                             f"{channels.tolist()}; use mono=True to mix them down")
+        self.channels = int(channels[0]) if len(channels) else 1
+        self.reader = spec.dataset.reader(spec.field)
+        self.threads = int(options.get("threads", 1))
+        self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        all_ids = np.arange(self.unit.n, dtype=np.int64)
+        self.longest = int(self._lengths(self.unit(0, 0, all_ids)).max(initial=0))
+
+    def _lengths(self, params: dict) -> np.ndarray:
+        rates = self.rates[params["recording"]]
+        return _out_frames(params["stop_frame"] - params["start_frame"], rates, self.target)
+
+    def _sample_shape(self, frames: int) -> tuple[int, ...]:
+        return (frames,) if self.mono else (self.channels, frames)
+
+    def param_sources(self) -> tuple:
+        return (self.unit,)
+
+    def outputs(self) -> dict[str, Output]:
+        return {self.field: Output(self._sample_shape(self.longest), np.dtype(np.float32)),
+                f"{self.field}_lengths": Output((), np.dtype(np.int64))}
+
+    def shapes(self, request) -> dict[str, tuple[int, ...]]:
+        b = len(request.ids)
+        longest = int(self._lengths(request.params).max(initial=0))
+        return {self.field: (b, *self._sample_shape(longest)), f"{self.field}_lengths": (b,)}
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        params = request.params
+        recordings = np.asarray(params["recording"], np.int64)
+        lengths = self._lengths(params)
+        views = self.reader.read(recordings)
+        audio = out[self.field]
+        audio[...] = 0
+        out[f"{self.field}_lengths"][...] = lengths
+        jobs = [(row, views[row], int(recordings[row]), int(params["start_frame"][row]),
+                 int(params["stop_frame"][row]), int(lengths[row]), audio)
+                for row in range(len(recordings))]
+        results = self.pool.map(self._decode_row, jobs) if self.pool else map(self._decode_row,
+                                                                               jobs)
+        return np.fromiter(results, np.uint8, count=len(jobs))
+
+    def _decode_row(self, job) -> int:
+        row, view, recording, start, stop, length, audio = job
+        try:
+            data = self._decode(view, int(self.rates[recording]), start, stop)
+        except (self.sf.LibsndfileError, RuntimeError, ValueError, TypeError):
+            return 1
+        if data is None or data.shape[0] != length:
+            return 1
+        if self.mono:
+            audio[row, :length] = data
+        else:
+            audio[row, :, :length] = data.T
+        return 0
+
+    def _decode(self, view: np.ndarray, rate: int, start: int, stop: int) -> np.ndarray | None:
+        with self.sf.SoundFile(_ViewFile(view)) as f:
+            if f.samplerate != rate or stop > f.frames:
+                return None  # the bytes are not the recording the columns describe
+            f.seek(start)
+            data = f.read(stop - start, dtype="float32", always_2d=True)
+        if data.shape[0] != stop - start:
+            return None  # a corrupt or truncated frame ended the read early
+        if self.mono:
+            data = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1, dtype=np.float32)
+        elif data.shape[1] != self.channels:
+            return None
+        if self.target is not None and self.target != rate:
+            data = self.soxr.resample(data, rate, self.target)
+        return np.asarray(data, np.float32)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+
+def create(spec: ProducerSpec) -> AudioProducer:
+    return AudioProducer(spec)
+
+
+candidates = no_candidates
