@@ -293,12 +293,11 @@ class Pipeline:
             )
 
     def _describe(self, sample_id: int) -> str:
-        if self._unit is not None and self._unit.name == "segment":
-            recording = int(self._unit.recording(np.array([sample_id]))[0])
-            sample_id, segment = recording, sample_id - int(self._unit.first[recording])
-            return f"segment {segment} of recording {recording}, {self._describe(recording)}"
-        shard, local = self.dataset.locate(sample_id)
-        return f"shard {shard}, local index {local}"
+        """Where sample `sample_id` is (its segment and recording when samples are segments)."""
+        where = "" if self._unit is None else self._unit.describe(sample_id)
+        row = sample_id if self._unit is None else int(self._unit.recording([sample_id])[0])
+        shard, local = self.dataset.locate(row)
+        return f"{where}shard {shard}, local index {local}"
 
     # ---- lifetime --------------------------------------------------------------------------
 

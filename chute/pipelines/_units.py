@@ -57,10 +57,12 @@ class SampleUnit:
         return {"recording": self.recording(ids), "start_frame": self.starts[ids],
                 "stop_frame": self.stops[ids]}
 
-    def longest(self) -> int:
-        """Frames of the longest sample."""
-        lengths = self.stops if self.name == "recording" else self.stops - self.starts
-        return int(lengths.max()) if len(lengths) else 0
+    def describe(self, sample_id: int) -> str:
+        """"segment s of recording r, " for a segment ("" for a recording: its row says it)."""
+        if self.name == "recording":
+            return ""
+        recording = int(self.recording([sample_id])[0])
+        return f"segment {sample_id - int(self.first[recording])} of recording {recording}, "
 
 
 def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta") -> SampleUnit:
