@@ -4,9 +4,11 @@ and reads that many frames -- then mixes down to mono (or keeps the channels) an
 soxr when `sample_rate` differs from the file's (docs/design.md, "Audio").
 
 Outputs: `<field>` float32 [B, T] (mono) or [B, C, T], zero-padded to the batch's longest
-sample, and `<field>_lengths` int64 [B]. A sample whose bytes do not decode, whose file rate
-differs from the `sample_rate` column, or that yields fewer frames than its segment asks for is
-marked failed (the Pipeline substitutes it); it is never returned short or wrong.
+sample; `<field>_lengths` int64 [B]; `<field>_segment`, per sample {"key", "start", "end",
+"txt"} (seconds; the segment's transcript, or the recording's for a whole recording). A sample
+whose bytes do not decode, whose file rate differs from the `sample_rate` column, or that yields
+fewer frames than its segment asks for is marked failed (the Pipeline substitutes it); it is
+never returned short or wrong.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class AudioProducer(StoredFieldProducer):
                              f"{channels.tolist()}; use mono=True to mix them down")
         self.channels = int(channels[0]) if len(channels) else 1
         self.reader = spec.dataset.reader(spec.field)
+        self.meta_field = options.get("meta_field", "meta")
         self.threads = int(options.get("threads", 1))
         self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         all_ids = np.arange(self.unit.n, dtype=np.int64)
@@ -113,12 +116,14 @@ class AudioProducer(StoredFieldProducer):
 
     def outputs(self) -> dict[str, Output]:
         return {self.field: Output(self._sample_shape(self.longest), np.dtype(np.float32)),
-                f"{self.field}_lengths": Output((), np.dtype(np.int64))}
+                f"{self.field}_lengths": Output((), np.dtype(np.int64)),
+                f"{self.field}_segment": Output((), None)}
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         b = len(request.ids)
         longest = int(self._lengths(request.params).max(initial=0))
-        return {self.field: (b, *self._sample_shape(longest)), f"{self.field}_lengths": (b,)}
+        return {self.field: (b, *self._sample_shape(longest)), f"{self.field}_lengths": (b,),
+                f"{self.field}_segment": (b,)}
 
     def fill(self, request, out: dict) -> np.ndarray:
         params = request.params
@@ -128,12 +133,26 @@ class AudioProducer(StoredFieldProducer):
         audio = out[self.field]
         audio[...] = 0
         out[f"{self.field}_lengths"][...] = lengths
+        out[f"{self.field}_segment"][:] = self._segments(params, recordings)
         jobs = [(row, views[row], int(recordings[row]), int(params["start_frame"][row]),
                  int(params["stop_frame"][row]), int(lengths[row]), audio)
                 for row in range(len(recordings))]
         results = self.pool.map(self._decode_row, jobs) if self.pool else map(self._decode_row,
                                                                                jobs)
         return np.fromiter(results, np.uint8, count=len(jobs))
+
+    def _segments(self, params: dict, recordings: np.ndarray) -> list[dict]:
+        metas = self.dataset.read(self.meta_field, recordings)
+        found = []
+        for row, meta in enumerate(metas):
+            meta = meta or {}
+            index = int(params["segment"][row])
+            rate = int(self.rates[recordings[row]])
+            txt = meta.get("txt", "") if index < 0 else meta["segments"][index].get("txt", "")
+            found.append({"key": meta.get("key"), "txt": txt,
+                          "start": int(params["start_frame"][row]) / rate,
+                          "end": int(params["stop_frame"][row]) / rate})
+        return found
 
     def _decode_row(self, job) -> int:
         row, view, recording, start, stop, length, audio = job

@@ -5,8 +5,8 @@ one timestamped segment of one recording: the segments listed in each recording'
 numbered recording by recording, and a prefix sum over the per-recording counts maps k to its
 recording in O(log R) with no per-segment copy of any audio. Order, partition, resume and
 substitution work on sample ids unchanged; a `SampleUnit` is the ParamSource that turns them
-into ("recording", "start_frame", "stop_frame"), and `ByRecording` lets a producer of a stored
-field read the recording row of each sample.
+into ("recording", "segment", "start_frame", "stop_frame"), and `ByRecording` lets a producer
+of a stored field read the recording row of each sample.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ UNITS = ("recording", "segment")
 
 @dataclass(frozen=True)
 class SampleUnit:
-    """ParamSource: sample ids -> "recording" (dataset row), "start_frame" and "stop_frame"
-    (the frames of that recording the sample covers, at the recording's own rate).
+    """ParamSource: sample ids -> "recording" (dataset row), "segment" (index in the
+    recording's segment list; -1 for a whole recording), "start_frame" and "stop_frame" (the
+    frames of that recording the sample covers, at the recording's own rate).
 
     Attributes:
         name: "recording" or "segment".
@@ -51,11 +52,13 @@ class SampleUnit:
 
     def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]:
         ids = np.asarray(ids, np.int64)
+        zeros = np.zeros(len(ids), np.int64)
         if self.name == "recording":
-            return {"recording": ids, "start_frame": np.zeros(len(ids), np.int64),
+            return {"recording": ids, "segment": zeros - 1, "start_frame": zeros,
                     "stop_frame": self.stops[ids]}
-        return {"recording": self.recording(ids), "start_frame": self.starts[ids],
-                "stop_frame": self.stops[ids]}
+        recording = self.recording(ids)
+        return {"recording": recording, "segment": ids - self.first[recording],
+                "start_frame": self.starts[ids], "stop_frame": self.stops[ids]}
 
     def describe(self, sample_id: int) -> str:
         """"segment s of recording r, " for a segment ("" for a recording: its row says it)."""

@@ -28,7 +28,9 @@ def _batch(producer, ids):
 
     request = BatchRequest(0, np.asarray(ids, np.int64), params)
     request = replace(request, shapes=producer.shapes(request))
-    out = {k: np.full(s, 7, producer.outputs()[k].dtype) for k, s in request.shapes.items()}
+    dtypes = {k: o.dtype for k, o in producer.outputs().items()}
+    out = {k: [None] * s[0] if dtypes[k] is None else np.full(s, 7, dtypes[k])
+           for k, s in request.shapes.items()}
     return request, out, producer.fill(request, out)
 
 

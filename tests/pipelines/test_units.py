@@ -32,6 +32,7 @@ def test_segment_ids_map_to_recording_and_frames(folder):
     assert unit.n == 12 and unit.first.tolist() == [0, 3, 6, 9, 12]
     params = unit(0, 0, np.array([11, 0, 4, 7]))
     assert params["recording"].tolist() == [3, 0, 1, 2]
+    assert params["segment"].tolist() == [2, 0, 1, 1]
     for k, rec, seg in ((0, 3, 2), (1, 0, 0), (2, 1, 1), (3, 2, 1)):
         rate = RECORDINGS[NAMES[rec]][1]
         s = segments_of(NAMES[rec])[seg]
@@ -75,6 +76,8 @@ def test_segment_batches_carry_their_recordings_fields(folder):
             assert int(b["sample_rate"][row]) == RECORDINGS[NAMES[rec]][1]
             seg = segments_of(NAMES[rec])[k % 3]
             assert int(b["audio_lengths"][row]) == round((seg["end"] - seg["start"]) * 16000)
+            assert b["audio_segment"][row]["txt"] == seg["txt"]
+            assert b["audio_segment"][row]["start"] == pytest.approx(seg["start"], abs=1e-4)
 
 
 def test_ranks_take_disjoint_segments_and_resume_is_exact(folder):
