@@ -29,6 +29,7 @@ import torch
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
+from chute.pipelines._duration_plan import DurationPlan
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
@@ -49,7 +50,7 @@ from chute.pipelines._staging import (
     wait_ready,
 )
 from chute.pipelines._substitute import Substitutor
-from chute.pipelines._units import ByRecording, sample_unit
+from chute.pipelines._units import ByRecording, sample_durations, sample_unit
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -101,6 +102,8 @@ class Pipeline:
             its recording). Default: one dataset row.
         audio_options: options of audio fields: sample_rate (resample to it), mono (default
             True), threads, meta_field (where the segments are, default "meta").
+        max_duration: seconds of audio per batch (batch_size stays the most samples in one):
+            batches of similar durations, the same count on every rank, tail dropped.
     """
 
     def __init__(self, path_or_dataset, batch_size: int, *, image_size: int | tuple[int, int] = 224,
@@ -109,7 +112,8 @@ class Pipeline:
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: str = "skip", backend_options: dict | None = None,
-                 unit: str | None = None, audio_options: dict | None = None):
+                 unit: str | None = None, audio_options: dict | None = None,
+                 max_duration: float | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -139,6 +143,9 @@ class Pipeline:
         self._unit = None if unit is None else sample_unit(
             self.dataset, unit, self._audio_options.get("meta_field", "meta"))
         self._n = len(self.dataset) if unit is None else self._unit.n
+        self.max_duration = max_duration
+        self._durations = None if max_duration is None else \
+            sample_durations(self.dataset, self._unit)
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
         if images:
@@ -228,6 +235,13 @@ class Pipeline:
         """This rank's BatchPlan of the current epoch from `start_position` (default: now)."""
         from chute.readers import DatasetRef
 
+        if self.max_duration is not None:
+            return DurationPlan(
+                dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
+                epoch=self._epoch, rank=self.rank, world_size=self.world_size,
+                max_duration=float(self.max_duration), max_batch=self.batch_size,
+                start_position=self._position if start_position is None else start_position,
+                params=self._params, durations=self._durations)
         return BatchPlan(
             dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,

@@ -18,7 +18,7 @@ import numpy as np
 from chute.errors import FormatError
 from chute.pipelines._producer import Output
 
-__all__ = ["UNITS", "SampleUnit", "sample_unit", "ByRecording"]
+__all__ = ["UNITS", "SampleUnit", "sample_unit", "sample_durations", "ByRecording"]
 
 UNITS = ("recording", "segment")
 
@@ -111,6 +111,20 @@ def _frames(dataset, meta, r: int, s: int, seg, rate: int, frames: int) -> tuple
             f"recording {r} ({meta.get('key')!r}) of {dataset.path}, segment {s}: {problem}. "
             "Fix the segment list with `chute meta update`.")
     return round(float(seg["start"]) * rate), round(float(seg["end"]) * rate)
+
+
+def sample_durations(dataset, unit: SampleUnit | None) -> np.ndarray:
+    """Seconds of audio of every sample (float64 [n]): what duration batching packs.
+
+    Args:
+        dataset: the open dataset (its `duration` and `sample_rate` columns).
+        unit: the Pipeline's unit, or None (one sample per row).
+    """
+    if unit is None or unit.name == "recording":
+        return np.asarray(dataset.column("duration"), np.float64)
+    rates = np.asarray(dataset.column("sample_rate"), np.float64)
+    recording = np.repeat(np.arange(len(unit.first) - 1), np.diff(unit.first))
+    return (unit.stops - unit.starts) / rates[recording]
 
 
 class ByRecording:
