@@ -96,7 +96,7 @@ def run_tars(tars, epochs: int, workers: int) -> tuple[int, int, float]:
     list(loader)  # warm-up epoch (workers start, page cache)
     count, frames, t0 = 0, 0, time.perf_counter()
     for _ in range(epochs):
-        for audio, lengths in loader:
+        for _audio, lengths in loader:
             count += len(lengths)
             frames += int(lengths.sum())
     return count, frames, time.perf_counter() - t0
