@@ -4,7 +4,6 @@ and the probe that checks each file and its segments (docs/design.md, "Audio")."
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from chute._lazy import require
 from chute.errors import FormatError
+from chute.readers._sources import list_csv
 
 __all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
            "check_segments"]
@@ -68,19 +68,10 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
 
 
 def list_audio_csv(path, root=None) -> list[AudioSource]:
-    """Rows `path,text` (paths relative to `root`, default the CSV's folder)."""
-    path = Path(path)
-    root = Path(root) if root is not None else path.parent
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            columns = reader.fieldnames or []
-    except FileNotFoundError:
-        raise FormatError(f"{path}: no such CSV file") from None
-    if "path" not in columns:
-        raise FormatError(f"{path}: needs a `path` column (has {columns})")
-    return [AudioSource(root / r["path"], r["path"], r.get("text") or "") for r in rows]
+    """Rows `path,text` (paths relative to `root`, default the CSV's folder); each recording is
+    one segment spanning the file, with `text` as its transcript."""
+    sources, _ = list_csv(path, root)
+    return [AudioSource(s.path, s.key, s.meta.get("text") or "") for s in sources]
 
 
 def check_segments(segments: list, sample_rate: int, num_frames: int) -> list[str | None]:
