@@ -71,3 +71,22 @@ def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
     batches = [(b["audio_lengths"].sum().item(), len(b["index"])) for b in pipe]
     assert batches and all(frames <= 2.0 * 8000 and n <= 6 for frames, n in batches)
     assert pipe.state_dict()["position"] == 12  # the epoch is over
+
+
+def test_two_gloo_ranks_take_disjoint_segments_in_equal_steps(tmp_path):
+    pytest.importorskip("soundfile")
+    pytest.importorskip("soxr")
+    import json
+
+    import torch.multiprocessing as mp
+
+    from tests._audio import convert_recordings
+    from tests.pipelines._ddp_audio_worker import run
+
+    folder = convert_recordings(tmp_path / "data")
+    mp.spawn(run, args=(2, str(folder), str(tmp_path)), nprocs=2, join=True)
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert {r["world_size"] for r in reports} == {2}
+    assert reports[0]["batches"] == reports[1]["batches"] > 0
+    assert not set(reports[0]["ids"]) & set(reports[1]["ids"])
+    assert all(f <= 2 * 8000 for r in reports for f in r["frames"])
