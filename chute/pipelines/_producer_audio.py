@@ -1,7 +1,8 @@
 """Producer `audio`: decodes only each sample's [start_frame, stop_frame) of a recording stored
 as it is (FLAC, WAV, OGG, MP3) -- libsndfile through soundfile seeks in the memory-mapped bytes
-and reads that many frames -- then mixes down to mono (or keeps the channels) and resamples with
-soxr when `sample_rate` differs from the file's (docs/design.md, "Audio").
+and reads that many frames -- then mixes down to mono (or keeps the channels), resamples with
+soxr when `sample_rate` differs from the file's or a speed perturbation asks for it, and applies
+the volume perturbation (docs/design.md, "Audio").
 
 Outputs: `<field>` float32 [B, T] (mono) or [B, C, T], zero-padded to the batch's longest
 sample; `<field>_lengths` int64 [B]; `<field>_segment`, per sample {"key", "start", "end",
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from chute._lazy import require
+from chute.pipelines._audio_perturb import AudioPerturbation
 from chute.pipelines._producer import (
     Output,
     ProducerSpec,
@@ -30,7 +32,8 @@ from chute.pipelines._units import sample_unit
 
 __all__ = ["AudioProducer", "create", "candidates"]
 
-OPTIONS = frozenset({"sample_rate", "mono", "unit", "meta_field", "threads"})
+OPTIONS = frozenset({"sample_rate", "mono", "unit", "meta_field", "threads", "speeds",
+                     "volume_db"})
 
 
 class _ViewFile(io.RawIOBase):
@@ -62,13 +65,12 @@ class _ViewFile(io.RawIOBase):
         return len(chunk)
 
 
-def _out_frames(frames: np.ndarray, rates: np.ndarray, target: int | None) -> np.ndarray:
-    """Frames after resampling `frames` at `rates` to `target` (soxr's length: rounded)."""
+def _out_frames(frames: np.ndarray, rates: np.ndarray, out_rates: np.ndarray) -> np.ndarray:
+    """Frames after resampling `frames` from `rates` to `out_rates` (soxr's length: rounded)."""
     frames = np.asarray(frames, np.int64)
-    if target is None:
-        return frames
-    return np.where(rates == target, frames,
-                    np.rint(frames * (target / rates.astype(np.float64))).astype(np.int64))
+    rates = np.asarray(rates, np.float64)
+    return np.where(rates == out_rates, frames,
+                    np.rint(frames * (out_rates / rates)).astype(np.int64))
 
 
 class AudioProducer(StoredFieldProducer):
@@ -89,8 +91,11 @@ class AudioProducer(StoredFieldProducer):
             raise ValueError(f"field {self.field!r} of {spec.dataset.path} mixes sample rates "
                              f"{sorted(set(self.rates.tolist()))}; pass sample_rate= to "
                              "resample them to one")
+        self.perturb = AudioPerturbation(tuple(options.get("speeds", (1.0,))),
+                                         tuple(options.get("volume_db", (0.0, 0.0))))
         if self.target is not None:
             self.target = int(self.target)
+        if self.target is not None or self.perturb.speeds != (1.0,):
             self.soxr = require("soxr", "audio")
         channels = np.unique(np.asarray(spec.dataset.column("channels"), np.int64))
         if not self.mono and len(channels) > 1:
@@ -102,17 +107,24 @@ class AudioProducer(StoredFieldProducer):
         self.threads = int(options.get("threads", 1))
         self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         all_ids = np.arange(self.unit.n, dtype=np.int64)
-        self.longest = int(self._lengths(self.unit(0, 0, all_ids)).max(initial=0))
+        slowest = {"speed": np.full(self.unit.n, min(self.perturb.speeds))}
+        self.longest = int(self._lengths(self.unit(0, 0, all_ids) | slowest).max(initial=0))
+
+    def _rates(self, params: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(rate the decoded frames are taken at, output rate) per sample: speed perturbation
+        resamples as if the file had been recorded at `rate * speed`."""
+        rates = self.rates[params["recording"]].astype(np.float64)
+        out = rates if self.target is None else np.full(len(rates), float(self.target))
+        return rates * params.get("speed", 1.0), out
 
     def _lengths(self, params: dict) -> np.ndarray:
-        rates = self.rates[params["recording"]]
-        return _out_frames(params["stop_frame"] - params["start_frame"], rates, self.target)
+        return _out_frames(params["stop_frame"] - params["start_frame"], *self._rates(params))
 
     def _sample_shape(self, frames: int) -> tuple[int, ...]:
         return (frames,) if self.mono else (self.channels, frames)
 
     def param_sources(self) -> tuple:
-        return (self.unit,)
+        return (self.unit, self.perturb)
 
     def outputs(self) -> dict[str, Output]:
         return {self.field: Output(self._sample_shape(self.longest), np.dtype(np.float32)),
@@ -134,8 +146,11 @@ class AudioProducer(StoredFieldProducer):
         audio[...] = 0
         out[f"{self.field}_lengths"][...] = lengths
         out[f"{self.field}_segment"][:] = self._segments(params, recordings)
+        rates, out_rates = self._rates(params)
+        gains = params.get("gain", np.ones(len(recordings), np.float32))
         jobs = [(row, views[row], int(recordings[row]), int(params["start_frame"][row]),
-                 int(params["stop_frame"][row]), int(lengths[row]), audio)
+                 int(params["stop_frame"][row]), int(lengths[row]), audio,
+                 (float(rates[row]), float(out_rates[row]), np.float32(gains[row])))
                 for row in range(len(recordings))]
         results = self.pool.map(self._decode_row, jobs) if self.pool else map(self._decode_row,
                                                                                jobs)
@@ -155,13 +170,17 @@ class AudioProducer(StoredFieldProducer):
         return found
 
     def _decode_row(self, job) -> int:
-        row, view, recording, start, stop, length, audio = job
+        row, view, recording, start, stop, length, audio, (rate, out_rate, gain) = job
         try:
             data = self._decode(view, int(self.rates[recording]), start, stop)
+            if data is not None and rate != out_rate:
+                data = np.asarray(self.soxr.resample(data, rate, out_rate), np.float32)
         except (self.sf.LibsndfileError, RuntimeError, ValueError, TypeError):
             return 1
         if data is None or data.shape[0] != length:
             return 1
+        if gain != 1:
+            data = data * gain
         if self.mono:
             audio[row, :length] = data
         else:
@@ -180,9 +199,7 @@ class AudioProducer(StoredFieldProducer):
             data = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1, dtype=np.float32)
         elif data.shape[1] != self.channels:
             return None
-        if self.target is not None and self.target != rate:
-            data = self.soxr.resample(data, rate, self.target)
-        return np.asarray(data, np.float32)
+        return data
 
     def close(self) -> None:
         if self.pool is not None:
