@@ -21,6 +21,7 @@ import numpy as np
 
 from chute._lazy import require
 from chute.pipelines._audio_perturb import AudioPerturbation
+from chute.pipelines._fbank import FbankConfig, fbank, fbank_frames
 from chute.pipelines._producer import (
     Output,
     ProducerSpec,
@@ -33,7 +34,7 @@ from chute.pipelines._units import sample_unit
 __all__ = ["AudioProducer", "create", "candidates"]
 
 OPTIONS = frozenset({"sample_rate", "mono", "unit", "meta_field", "threads", "speeds",
-                     "volume_db"})
+                     "volume_db", "features"})
 
 
 class _ViewFile(io.RawIOBase):
@@ -102,6 +103,7 @@ class AudioProducer(StoredFieldProducer):
             raise ValueError(f"field {self.field!r} of {spec.dataset.path} mixes channel counts "
                              f"{channels.tolist()}; use mono=True to mix them down")
         self.channels = int(channels[0]) if len(channels) else 1
+        self.fbank = self._fbank_config(options.get("features"))
         self.reader = spec.dataset.reader(spec.field)
         self.meta_field = options.get("meta_field", "meta")
         self.threads = int(options.get("threads", 1))
@@ -109,6 +111,15 @@ class AudioProducer(StoredFieldProducer):
         all_ids = np.arange(self.unit.n, dtype=np.int64)
         slowest = {"speed": np.full(self.unit.n, min(self.perturb.speeds))}
         self.longest = int(self._lengths(self.unit(0, 0, all_ids) | slowest).max(initial=0))
+
+    def _fbank_config(self, features) -> FbankConfig | None:
+        if features is None:
+            return None
+        if features != "fbank" or not self.mono:
+            raise ValueError(f"features must be None or 'fbank' (with mono=True), got "
+                             f"{features!r} for field {self.field!r}")
+        rate = self.target if self.target is not None else int(self.rates[0])
+        return FbankConfig(rate)
 
     def _rates(self, params: dict) -> tuple[np.ndarray, np.ndarray]:
         """(rate the decoded frames are taken at, output rate) per sample: speed perturbation
@@ -127,15 +138,26 @@ class AudioProducer(StoredFieldProducer):
         return (self.unit, self.perturb)
 
     def outputs(self) -> dict[str, Output]:
-        return {self.field: Output(self._sample_shape(self.longest), np.dtype(np.float32)),
-                f"{self.field}_lengths": Output((), np.dtype(np.int64)),
-                f"{self.field}_segment": Output((), None)}
+        outputs = {self.field: Output(self._sample_shape(self.longest), np.dtype(np.float32)),
+                   f"{self.field}_lengths": Output((), np.dtype(np.int64)),
+                   f"{self.field}_segment": Output((), None)}
+        if self.fbank is not None:
+            frames = int(fbank_frames([self.longest], self.fbank)[0])
+            outputs[f"{self.field}_fbank"] = Output((frames, self.fbank.bins),
+                                                    np.dtype(np.float32))
+            outputs[f"{self.field}_fbank_lengths"] = Output((), np.dtype(np.int64))
+        return outputs
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         b = len(request.ids)
         longest = int(self._lengths(request.params).max(initial=0))
-        return {self.field: (b, *self._sample_shape(longest)), f"{self.field}_lengths": (b,),
-                f"{self.field}_segment": (b,)}
+        shapes = {self.field: (b, *self._sample_shape(longest)), f"{self.field}_lengths": (b,),
+                  f"{self.field}_segment": (b,)}
+        if self.fbank is not None:
+            frames = int(fbank_frames([longest], self.fbank)[0])
+            shapes[f"{self.field}_fbank"] = (b, frames, self.fbank.bins)
+            shapes[f"{self.field}_fbank_lengths"] = (b,)
+        return shapes
 
     def fill(self, request, out: dict) -> np.ndarray:
         params = request.params
@@ -154,7 +176,14 @@ class AudioProducer(StoredFieldProducer):
                 for row in range(len(recordings))]
         results = self.pool.map(self._decode_row, jobs) if self.pool else map(self._decode_row,
                                                                                jobs)
-        return np.fromiter(results, np.uint8, count=len(jobs))
+        status = np.fromiter(results, np.uint8, count=len(jobs))
+        if self.fbank is not None:
+            import torch
+
+            out[f"{self.field}_fbank"][...] = fbank(torch.from_numpy(audio), lengths,
+                                                    self.fbank).numpy()
+            out[f"{self.field}_fbank_lengths"][...] = fbank_frames(lengths, self.fbank)
+        return status
 
     def _segments(self, params: dict, recordings: np.ndarray) -> list[dict]:
         metas = self.dataset.read(self.meta_field, recordings)
