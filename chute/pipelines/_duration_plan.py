@@ -3,12 +3,12 @@
 
 The epoch's order (the same keyed bijection as BatchPlan's) is cut into windows of `window`
 samples; each window is sorted by duration and packed greedily into batches that stay within
-`max_duration` seconds and `max_batch` samples (similar durations together: little padding),
+`max_duration` seconds and `batch_size` samples (similar durations together: little padding),
 and the batches of a window are shuffled by (seed, epoch). Global batch g goes to rank
 g mod world_size, and every rank gets the same number of batches (the tail is dropped). The
 whole batch list is a pure function of (seed, epoch) -- not of the world size -- so a resume
 position (samples delivered by all ranks, always at a round boundary) continues exactly, also
-with another world size. It has BatchPlan's interface, so the Pipeline runs it unchanged.
+with another world size. It is a BatchPlan, so the Pipeline runs it unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import numpy as np
 
 from chute.pipelines._order import EpochOrder
 from chute.pipelines._plan import BatchPlan
-from chute.pipelines._request import ParamSource
 
 __all__ = ["DurationPlan", "pack_batches"]
 
@@ -50,28 +49,19 @@ def pack_batches(ids: np.ndarray, durations: np.ndarray, max_duration: float,
 
 
 @dataclass(frozen=True)
-class DurationPlan:
-    """Batches of rank `rank` for epoch `epoch` within `max_duration` seconds each.
+class DurationPlan(BatchPlan):
+    """Batches of rank `rank` for epoch `epoch` within `max_duration` seconds each; a BatchPlan
+    whose `batch_size` is the most samples in one batch (the Pipeline's slot size) and whose
+    tail is always dropped (equal steps on every rank). `request`, `request_for` and
+    `params_of` are BatchPlan's.
 
     Attributes:
-        dataset: a `chute.readers.DatasetRef`.
-        n: samples (recordings or segments).
         max_duration: seconds of audio per batch, at most.
-        max_batch: samples per batch, at most (the Pipeline's batch_size: its slot size).
         durations: seconds of every sample (float64 [n]).
         window: samples sorted and packed together (larger: less padding, less randomness).
     """
 
-    dataset: object
-    n: int
-    seed: int
-    epoch: int
-    rank: int
-    world_size: int
-    max_duration: float
-    max_batch: int
-    start_position: int
-    params: tuple[ParamSource, ...] = ()
+    max_duration: float = 0.0
     durations: np.ndarray = field(compare=False, repr=False, default=None)
     window: int = 2048
 
@@ -91,7 +81,7 @@ class DurationPlan:
         batches: list[np.ndarray] = []
         for lo in range(0, self.n, self.window):
             ids = order[lo:lo + self.window]
-            packed = pack_batches(ids, self.durations[ids], self.max_duration, self.max_batch)
+            packed = pack_batches(ids, self.durations[ids], self.max_duration, self.batch_size)
             batches.extend(packed[i] for i in rng.permutation(len(packed)))
         return batches
 
@@ -120,11 +110,6 @@ class DurationPlan:
         if iteration >= len(self):
             raise StopIteration(f"iteration {iteration} is past the end ({len(self)} batches)")
         return self._batches[self._first + iteration * self.world_size + self.rank]
-
-    # the same pure functions of (ids, params, seed, epoch) as BatchPlan's
-    request = BatchPlan.request
-    request_for = BatchPlan.request_for
-    params_of = BatchPlan.params_of
 
     def position_after(self, batches_done: int) -> int:
         return int(self._ends[self._first + batches_done * self.world_size])

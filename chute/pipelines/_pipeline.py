@@ -239,7 +239,8 @@ class Pipeline:
             return DurationPlan(
                 dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
                 epoch=self._epoch, rank=self.rank, world_size=self.world_size,
-                max_duration=float(self.max_duration), max_batch=self.batch_size,
+                max_duration=float(self.max_duration), batch_size=self.batch_size,
+                drop_last=True,
                 start_position=self._position if start_position is None else start_position,
                 params=self._params, durations=self._durations)
         return BatchPlan(

@@ -12,8 +12,8 @@ DURATIONS = np.random.default_rng(3).uniform(0.5, 4.0, N)
 
 
 def _plan(rank=0, world=1, position=0, epoch=0, max_duration=10.0, window=64):
-    return DurationPlan(None, N, 7, epoch, rank, world, max_duration, 8, position,
-                        durations=DURATIONS, window=window)
+    return DurationPlan(None, N, 7, epoch, rank, world, 8, True, position,
+                        max_duration=max_duration, durations=DURATIONS, window=window)
 
 
 def _all(plan):
