@@ -32,7 +32,12 @@ from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
-from chute.pipelines._producers import KIND_PRODUCERS, create_producer, field_media
+from chute.pipelines._producers import (
+    KIND_PRODUCERS,
+    MEDIA_PRODUCERS,
+    create_producer,
+    field_media,
+)
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
     allocate_slots,
@@ -90,6 +95,8 @@ class Pipeline:
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
         backend_options: options of the image backend (e.g. {"threads": 4}).
+        field_options: options of other fields' producers, by field name (e.g.
+            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}).
     """
 
     def __init__(self, path_or_dataset, batch_size: int, *, image_size: int | tuple[int, int] = 224,
@@ -97,7 +104,8 @@ class Pipeline:
                  dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
-                 on_error: str = "skip", backend_options: dict | None = None):
+                 on_error: str = "skip", backend_options: dict | None = None,
+                 field_options: dict[str, dict] | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -123,6 +131,11 @@ class Pipeline:
         self.on_error = on_error
         self.prefetch = int(prefetch)
         self.fields = self._check_fields(fields)
+        self._field_options = dict(field_options or {})
+        unknown = sorted(set(self._field_options) - set(self.fields))
+        if unknown:
+            raise ValueError(f"field_options name fields {unknown} that are not requested "
+                             f"(fields={list(self.fields)})")
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
         if images:
@@ -156,11 +169,13 @@ class Pipeline:
     def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
                        image_config: dict) -> ProducerSpec:
         common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
-                      device=str(self.device), prefetch=self.prefetch)
+                      device=str(self.device), prefetch=self.prefetch, augment=self.augment)
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
-        return ProducerSpec(name=KIND_PRODUCERS[self.dataset.fields[f]], **common)
+        media = field_media(f, self.dataset.specs[f])
+        name = MEDIA_PRODUCERS.get(media) or KIND_PRODUCERS[self.dataset.fields[f]]
+        return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 
     def _check_image_columns(self, f: str) -> None:
         missing = [c for c in ("height", "width") if c not in self.dataset.fields]
