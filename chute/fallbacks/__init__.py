@@ -7,7 +7,6 @@ and writes into buffers it is given. Video frames are decoded with FFmpeg throug
 """
 
 from chute._lazy import lazy_attributes
-
 from chute.fallbacks._decode import IMAGENET_MEAN, IMAGENET_STD, decode_batch
 from chute.fallbacks._roi_library import RoiDecoderStatus, roi_decoder_status
 from chute.fallbacks._status import DecodeStatus

@@ -49,9 +49,10 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray,
     targets = set(wanted.tolist())
     last = int(wanted.max())
     found: dict[int, np.ndarray] = {}
-    buffer = data if isinstance(data, (bytes, bytearray)) else memoryview(np.ascontiguousarray(data))
+    if not isinstance(data, (bytes, bytearray)):
+        data = memoryview(np.ascontiguousarray(data))
     try:
-        with av.open(io.BytesIO(buffer)) as container:
+        with av.open(io.BytesIO(data)) as container:
             stream = container.streams.video[0]
             container.seek(int(wanted.min()), stream=stream, backward=True, any_frame=False)
             for frame in container.decode(stream):

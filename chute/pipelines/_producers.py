@@ -8,8 +8,9 @@ from types import ModuleType
 
 from chute.errors import BackendUnavailableError
 
-__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "MEDIA_PRODUCERS", "KIND_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
-           "producer_module", "create_producer", "field_media", "image_candidates"]
+__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "MEDIA_PRODUCERS", "KIND_PRODUCERS",
+           "MEDIA_OF_LEGACY_FIELDS", "producer_module", "create_producer", "field_media",
+           "image_candidates"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
 # asked for, so the GPU producers' imports never run on the CPU path.
