@@ -21,13 +21,35 @@ def _av():
     return av
 
 
-def _display(frame, rotation: int) -> np.ndarray:
-    rgb = frame.to_ndarray(format="rgb24")
-    return np.rot90(rgb, k=rotation // 90) if rotation else rgb
+def _fill_dims(height: int, width: int, rotation: int, size) -> tuple[int, int]:
+    """Coded-orientation (height, width) that covers `size` at display orientation with the
+    aspect ratio kept (the "resize to fill" before the centre crop)."""
+    turned = rotation in (90, 270)
+    dh, dw = (width, height) if turned else (height, width)
+    scale = max(size[0] / dh, size[1] / dw)
+    sh, sw = max(size[0], round(dh * scale)), max(size[1], round(dw * scale))
+    return (sw, sh) if turned else (sh, sw)
 
 
-def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray,
-                  rotation: int = 0) -> np.ndarray:
+def _display(frame, rotation: int, size) -> np.ndarray:
+    if size is None:
+        rgb = frame.to_ndarray(format="rgb24")
+    else:
+        # FFmpeg's scaler converts and resizes in one pass (its bilinear filter widens with
+        # the downscale factor, so it is antialiased); then only a crop is left.
+        h, w = _fill_dims(frame.height, frame.width, rotation, size)
+        rgb = frame.reformat(width=w, height=h, format="rgb24",
+                             interpolation="BILINEAR").to_ndarray()
+    if rotation:
+        rgb = np.rot90(rgb, k=rotation // 90)
+    if size is not None:
+        top, left = (rgb.shape[0] - size[0]) // 2, (rgb.shape[1] - size[1]) // 2
+        rgb = rgb[top:top + size[0], left:left + size[1]]
+    return rgb
+
+
+def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: int = 0,
+                  size: tuple[int, int] | None = None) -> np.ndarray:
     """Frames `indices` (frame numbers in presentation order; repeats allowed) of a video.
 
     Args:
@@ -36,6 +58,8 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray,
             stores in the `pts` field).
         indices: frame numbers to return, in the order wanted.
         rotation: degrees counter-clockwise that display applies (0, 90, 180, 270).
+        size: (H, W) to resize to fill (aspect ratio kept) and centre-crop to; None keeps the
+            decoded size.
 
     Returns:
         uint8 [len(indices), H, W, 3] RGB frames at display orientation.
@@ -59,7 +83,7 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray,
                 if frame.pts is None:
                     continue
                 if frame.pts in targets:
-                    found[frame.pts] = _display(frame, rotation)
+                    found[frame.pts] = _display(frame, rotation, size)
                     if len(found) == len(targets):
                         break
                 if frame.pts > last:

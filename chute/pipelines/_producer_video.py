@@ -1,6 +1,7 @@
 """Producer `video`: clips of `num_frames` frames decoded on the CPU (FFmpeg through PyAV)
-from container bytes, only the span each clip needs, resized to fill `size` (antialiased
-bilinear) and centre-cropped, in parallel across samples (docs/design.md, "Video clips").
+from container bytes, only the span each clip needs, resized to fill `size` by FFmpeg's scaler
+(antialiased bilinear, in the colour conversion pass) and centre-cropped, in parallel across
+samples (docs/design.md, "Video clips").
 
 Options (`field_options={"video": {...}}`): num_frames (16), frame_interval (1), size ((H, W);
 None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
@@ -116,16 +117,16 @@ class VideoProducer(StoredFieldProducer):
     def _clip(self, job) -> np.ndarray | None:
         """One sample's clip as [T, 3, H, W] in the output dtype, or None when it fails."""
         from chute.fallbacks import decode_frames
-        from chute.pipelines._resize import fill_resize
+        from chute.pipelines._resize import to_output
 
         data, pts, i, start, size = job
         frames = int(self._frames[i])
         indices = clip_indices(start, self.num_frames, self.frame_interval, frames)
         try:
-            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]))
+            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]), size)
         except DecodeError:
             return None
-        return fill_resize(rgb, size, self.dtype)
+        return to_output(rgb, self.dtype)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["fill_resize", "centre_box"]
+__all__ = ["fill_resize", "centre_box", "to_output"]
 
 
 def centre_box(height: int, width: int, out_h: int, out_w: int) -> tuple[int, int, int, int]:
@@ -33,3 +33,11 @@ def fill_resize(frames: np.ndarray, size: tuple[int, int], dtype: str) -> np.nda
         return x.round().clamp_(0, 255).to(torch.uint8).numpy() if x.is_floating_point() \
             else x.numpy()
     return (x.float() / 127.5 - 1.0).to(getattr(torch, dtype)).numpy()
+
+
+def to_output(frames: np.ndarray, dtype: str) -> np.ndarray:
+    """uint8 [T, H, W, 3] -> [T, 3, H, W] in `dtype` (float: [-1, 1])."""
+    x = np.ascontiguousarray(frames.transpose(0, 3, 1, 2))
+    if dtype == "uint8":
+        return x
+    return (torch.from_numpy(x).float() / 127.5 - 1.0).to(getattr(torch, dtype)).numpy()
