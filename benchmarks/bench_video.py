@@ -26,15 +26,27 @@ from pathlib import Path
 import av
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from chute.pipelines import Pipeline
 from chute.pipelines._clips import ClipParams, clip_indices
-from chute.pipelines._resize import fill_resize
 from chute.readers import open_dataset
 from chute.readers._convert_video import convert_video_csv
 
 DEFAULT_VIDEOS = Path(__file__).resolve().parents[2] / "shared/data/videos"
 EXTENSIONS = {".mp4", ".mkv", ".webm", ".avi", ".mov"}
+
+
+def torch_resize(frames: np.ndarray, size: int) -> torch.Tensor:
+    """The usual spatial transform: shorter side to `size` (antialiased bilinear), centre crop,
+    scale to [-1, 1]."""
+    x = torch.from_numpy(frames).permute(0, 3, 1, 2).float()
+    h, w = x.shape[-2:]
+    scale = size / min(h, w)
+    x = F.interpolate(x, size=(max(size, round(h * scale)), max(size, round(w * scale))),
+                      mode="bilinear", antialias=True, align_corners=False)
+    top, left = (x.shape[-2] - size) // 2, (x.shape[-1] - size) // 2
+    return x[..., top:top + size, left:left + size] / 127.5 - 1.0
 
 
 class WholeFileClips(torch.utils.data.Dataset):
@@ -52,8 +64,7 @@ class WholeFileClips(torch.utils.data.Dataset):
         with av.open(str(path)) as c:
             decoded = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
         picked = clip_indices(int(self.starts[k]), self.frames, self.stride, len(decoded))
-        return torch.from_numpy(fill_resize(np.stack([decoded[i] for i in picked]),
-                                            (self.size, self.size), "float32"))
+        return torch_resize(np.stack([decoded[i] for i in picked]), self.size)
 
 
 def _bound_one(job):

@@ -117,7 +117,7 @@ class VideoProducer(StoredFieldProducer):
     def _clip(self, job) -> np.ndarray | None:
         """One sample's clip as [T, 3, H, W] in the output dtype, or None when it fails."""
         from chute.fallbacks import decode_frames
-        from chute.pipelines._resize import to_output
+        from chute.pipelines._clip_output import to_output
 
         data, pts, i, start, size = job
         frames = int(self._frames[i])
