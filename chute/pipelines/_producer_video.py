@@ -28,7 +28,7 @@ from chute.pipelines._producer import (
 
 __all__ = ["VideoProducer", "create", "candidates"]
 
-_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads"}
+_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets"}
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("CTHW", "TCHW")
 
@@ -56,6 +56,8 @@ class VideoProducer(StoredFieldProducer):
             raise ValueError(f"video options need num_frames >= 1 and frame_interval >= 1, got "
                              f"{self.num_frames}, {self.frame_interval}")
         self.size = _size(options.get("size", (256, 256)))
+        # With buckets the plan gives each batch its frame count and size (request params).
+        self.buckets = options.get("buckets")
         self.dtype = options.get("dtype", "uint8")
         self.layout = options.get("layout", "CTHW")
         if self.dtype not in _DTYPES or self.layout not in _LAYOUTS:
@@ -74,6 +76,13 @@ class VideoProducer(StoredFieldProducer):
         self._pool = ThreadPoolExecutor(max_workers=int(options.get("threads") or
                                                         os.cpu_count() or 1))
 
+    def _clip_shape(self, request) -> tuple[int, int, int]:
+        """(T, H, W) of this batch's clips."""
+        if "clip_frames" in request.params and len(request.ids):
+            h, w = (int(v) for v in request.params["clip_size"][0])
+            return int(request.params["clip_frames"][0]), h, w
+        return (self.num_frames, *self._frame_shape(request.ids))
+
     def _frame_shape(self, ids: np.ndarray) -> tuple[int, int]:
         if self.size is not None:
             return self.size
@@ -83,28 +92,34 @@ class VideoProducer(StoredFieldProducer):
                              f"{sorted(sizes)}; give a size or use batch_size=1")
         return sizes.pop() if sizes else (1, 1)
 
-    def _batch_shape(self, b: int, h: int, w: int) -> tuple[int, ...]:
-        t = self.num_frames
+    def _batch_shape(self, b: int, t: int, h: int, w: int) -> tuple[int, ...]:
         return (b, 3, t, h, w) if self.layout == "CTHW" else (b, t, 3, h, w)
 
     def outputs(self) -> dict[str, Output]:
-        h, w = self.size or (int(self._heights.max(initial=1)), int(self._widths.max(initial=1)))
-        return {self.field: Output(self._batch_shape(1, h, w)[1:], np.dtype(self.dtype))}
+        if self.buckets is not None:
+            t, h, w = self.buckets.max_clip_shape()
+        else:
+            t = self.num_frames
+            h, w = self.size or (int(self._heights.max(initial=1)),
+                                 int(self._widths.max(initial=1)))
+        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype))}
 
     def param_sources(self) -> tuple:
+        if self.buckets is not None:
+            return ()
         return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),)
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
-        return {self.field: self._batch_shape(len(request.ids), *self._frame_shape(request.ids))}
+        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request))}
 
     def fill(self, request, out: dict) -> np.ndarray:
         ids = request.ids
         target = out[self.field]
-        h, w = self._frame_shape(ids)
+        t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
         pts = self.dataset.reader("pts").read(ids)
-        jobs = [(views[k], pts[k], int(ids[k]), int(request.params["clip_start"][k]), (h, w))
-                for k in range(len(ids))]
+        jobs = [(views[k], pts[k], int(ids[k]), int(request.params["clip_start"][k]), t,
+                 (h, w)) for k in range(len(ids))]
         status = np.zeros(len(ids), np.uint8)
         for k, clip in enumerate(self._pool.map(self._clip, jobs)):
             if clip is None:
@@ -119,9 +134,9 @@ class VideoProducer(StoredFieldProducer):
         from chute.fallbacks import decode_frames
         from chute.pipelines._clip_output import to_output
 
-        data, pts, i, start, size = job
+        data, pts, i, start, t, size = job
         frames = int(self._frames[i])
-        indices = clip_indices(start, self.num_frames, self.frame_interval, frames)
+        indices = clip_indices(start, t, self.frame_interval, frames)
         try:
             rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]), size)
         except DecodeError:

@@ -132,3 +132,38 @@ def test_reference_decode_matches_at_native_size(videos):
             want = np.stack([frames[f] for f in clip_indices(max(n - 7, 0) // 2, 4, 2, n)])
             got = batch["video"][0].permute(1, 2, 3, 0).numpy()
             assert np.abs(got.astype(int) - want.astype(int)).mean() <= 2
+
+
+def test_bucketed_batches_match_their_bucket_on_both_ranks_and_resume(videos):
+    config = {"16x16": {2: (1.0, 2)}, "32x32": {4: (1.0, 1)}}
+    opts = {"frame_interval": 2, "dtype": "uint8"}
+
+    def pipes(**kw):
+        return [Pipeline(videos, None, buckets=config, fields=("video",), device="cpu",
+                         rank=r, world_size=2, seed=5, field_options={"video": opts}, **kw)
+                for r in range(2)]
+
+    ranks = pipes()
+    assert len(ranks[0]) == len(ranks[1]) > 2
+    table = ranks[0].buckets
+    steps = [[{k: v.clone() for k, v in b.items()} for b in p] for p in ranks]
+    for a, b in zip(*steps, strict=True):
+        assert a["video"].shape[1:] == b["video"].shape[1:]  # one bucket per step
+        assert set(a["index"].tolist()).isdisjoint(b["index"].tolist())
+        t, h, w = a["video"].shape[2:]
+        assert any((bk.num_frames, *bk.size) == (t, h, w) for bk in table.buckets)
+    resumed = pipes()
+    for p, q in zip(ranks, resumed, strict=True):
+        q.load_state_dict({**p.state_dict(), "epoch": 0, "position": 0})
+    k = 2
+    state = None
+    for p in resumed:
+        it = iter(p)
+        for _ in range(k):
+            next(it)
+        state = p.state_dict()
+    again = pipes()
+    for r, p in enumerate(again):
+        p.load_state_dict(state)
+        rest = [b["index"].tolist() for b in p]
+        assert rest == [s["index"].tolist() for s in steps[r][k:]]
