@@ -32,7 +32,12 @@ from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
-from chute.pipelines._producers import KIND_PRODUCERS, create_producer, field_media
+from chute.pipelines._producers import (
+    KIND_PRODUCERS,
+    MEDIA_PRODUCERS,
+    create_producer,
+    field_media,
+)
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
     allocate_slots,
@@ -90,14 +95,22 @@ class Pipeline:
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
         backend_options: options of the image backend (e.g. {"threads": 4}).
+        field_options: options of other fields' producers, by field name (e.g.
+            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}).
+        buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
+            batch size)}} (e.g. {"240p": {16: (1.0, 8)}}); every rank's step k comes from one
+            bucket, and batch sizes come from the config (`batch_size` is then ignored; pass
+            None). Needs exactly one video field; its frame_interval applies.
     """
 
-    def __init__(self, path_or_dataset, batch_size: int, *, image_size: int | tuple[int, int] = 224,
-                 augment: str = "train", backend: str = "auto", device=None, seed: int = 0,
+    def __init__(self, path_or_dataset, batch_size: int | None, *,
+                 image_size: int | tuple[int, int] = 224, augment: str = "train",
+                 backend: str = "auto", device=None, seed: int = 0,
                  dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
-                 on_error: str = "skip", backend_options: dict | None = None):
+                 on_error: str = "skip", backend_options: dict | None = None,
+                 field_options: dict[str, dict] | None = None, buckets: dict | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -110,7 +123,12 @@ class Pipeline:
             raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be uint8, float16 or float32, got {dtype!r}")
-        if int(batch_size) < 1 or int(prefetch) < 1:
+        self.fields = self._check_fields(fields)
+        self._field_options = {f: dict(o) for f, o in (field_options or {}).items()}
+        self.buckets = self._bucket_table(buckets)
+        if self.buckets is not None:
+            batch_size = self.buckets.max_batch_size
+        if batch_size is None or int(batch_size) < 1 or int(prefetch) < 1:
             raise ValueError(f"need batch_size >= 1 and prefetch >= 1, got {batch_size}, "
                              f"{prefetch}")
         self.batch_size = int(batch_size)
@@ -122,7 +140,10 @@ class Pipeline:
         self.device = resolve_device(device)
         self.on_error = on_error
         self.prefetch = int(prefetch)
-        self.fields = self._check_fields(fields)
+        unknown = sorted(set(self._field_options) - set(self.fields))
+        if unknown:
+            raise ValueError(f"field_options name fields {unknown} that are not requested "
+                             f"(fields={list(self.fields)})")
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
         if images:
@@ -156,11 +177,13 @@ class Pipeline:
     def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
                        image_config: dict) -> ProducerSpec:
         common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
-                      device=str(self.device), prefetch=self.prefetch)
+                      device=str(self.device), prefetch=self.prefetch, augment=self.augment)
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
-        return ProducerSpec(name=KIND_PRODUCERS[self.dataset.fields[f]], **common)
+        media = field_media(f, self.dataset.specs[f])
+        name = MEDIA_PRODUCERS.get(media) or KIND_PRODUCERS[self.dataset.fields[f]]
+        return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 
     def _check_image_columns(self, f: str) -> None:
         missing = [c for c in ("height", "width") if c not in self.dataset.fields]
@@ -201,10 +224,36 @@ class Pipeline:
         self.seed, self._epoch, self._position = int(state["seed"]), int(state["epoch"]), position
         self._resume_pending = True
 
-    def plan(self, start_position: int | None = None) -> BatchPlan:
-        """This rank's BatchPlan of the current epoch from `start_position` (default: now)."""
+    def _bucket_table(self, buckets):
+        if buckets is None:
+            return None
+        from chute.pipelines._buckets import parse_buckets
+
+        videos = [f for f in self.fields
+                  if MEDIA_PRODUCERS.get(field_media(f, self.dataset.specs[f])) == "video"]
+        if len(videos) != 1:
+            raise ValueError(f"buckets need exactly one video field among fields={self.fields} "
+                             f"(found {videos})")
+        options = self._field_options.setdefault(videos[0], {})
+        table = parse_buckets(buckets, int(options.get("frame_interval", 1)))
+        options["buckets"] = table
+        return table
+
+    def plan(self, start_position: int | None = None):
+        """This rank's plan of the current epoch from `start_position` (default: now): a
+        BatchPlan, or a BucketPlan when the Pipeline has buckets."""
         from chute.readers import DatasetRef
 
+        start = self._position if start_position is None else start_position
+        if self.buckets is not None:
+            from chute.pipelines._bucket_plan import BucketPlan
+
+            ds = self.dataset
+            return BucketPlan(
+                DatasetRef.of(ds), len(ds), self.seed, self._epoch, self.rank, self.world_size,
+                self.drop_last, start, self.buckets, self.augment,
+                np.asarray(ds.column("height")), np.asarray(ds.column("width")),
+                np.asarray(ds.column("num_frames")), self._params)
         return BatchPlan(
             dataset=DatasetRef.of(self.dataset), n=len(self.dataset), seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
@@ -369,7 +418,7 @@ class _Run:
             for producer, reader in zip(self.producers, self.readers, strict=True):
                 status = reader.read(request, {k: out[k] for k in producer.outputs()})
                 failed |= np.asarray(status).reshape(n) != 0
-            ids, replaced = self.substitutor.fix(request.ids, failed, out, shapes)
+            ids, replaced = self.substitutor.fix(request.ids, failed, out, shapes, request)
             host["index"][...] = ids
             stage(slot, shapes, self.stream)
         lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}

@@ -8,8 +8,9 @@ from types import ModuleType
 
 from chute.errors import BackendUnavailableError
 
-__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "KIND_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
-           "producer_module", "create_producer", "field_media", "image_candidates"]
+__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "MEDIA_PRODUCERS", "KIND_PRODUCERS",
+           "MEDIA_OF_LEGACY_FIELDS", "producer_module", "create_producer", "field_media",
+           "image_candidates"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
 # asked for, so the GPU producers' imports never run on the CPU path.
@@ -21,10 +22,17 @@ PRODUCERS: dict[str, str] = {
     "scalar": "chute.pipelines._producer_scalar",
     "json": "chute.pipelines._producer_list",
     "bytes": "chute.pipelines._producer_list",
+    "video": "chute.pipelines._producer_video",
 }
 
 # The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
 IMAGE_BACKENDS = ("cpu", "dali", "dali-native")
+
+# Field media -> producer, for encoded media other than images (whose producer is the
+# Pipeline's `backend`).
+MEDIA_PRODUCERS: dict[str, str] = {
+    "video": "video",
+}
 
 # Field kind -> producer, for fields that are delivered as stored (no decoding).
 KIND_PRODUCERS: dict[str, str] = {

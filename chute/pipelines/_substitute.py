@@ -44,8 +44,8 @@ class Substitutor:
         self.on_error = on_error
         self._key = derive_key(plan.seed, plan.epoch, "substitute")
 
-    def fix(self, ids: np.ndarray, status: np.ndarray, out: dict,
-            shapes: dict) -> tuple[np.ndarray, list]:
+    def fix(self, ids: np.ndarray, status: np.ndarray, out: dict, shapes: dict,
+            request=None) -> tuple[np.ndarray, list]:
         """New ids for the batch and [(failed id, substitute id), ...]; `out` rows rewritten."""
         failed_rows = np.flatnonzero(status)
         if failed_rows.size == 0:
@@ -56,17 +56,17 @@ class Substitutor:
         replaced = []
         for row in failed_rows.tolist():
             bad = int(ids[row])
-            ids[row] = self._substitute(bad, out, shapes, row)
+            ids[row] = self._substitute(bad, out, shapes, row, request)
             replaced.append((bad, int(ids[row])))
         return ids, replaced
 
-    def _substitute(self, bad: int, out: dict, shapes: dict, row: int) -> int:
+    def _substitute(self, bad: int, out: dict, shapes: dict, row: int, request) -> int:
         n = self.plan.n
         for k in range(_MAX_CANDIDATES):
             cand = int(random_u64(self._key, bad, stream=k) % np.uint64(n))
             if cand == bad:
                 continue
-            scratch = self._read_one(cand, shapes)
+            scratch = self._read_one(cand, shapes, request)
             if scratch is not None:
                 for key, value in scratch.items():
                     _put_row(out[key], row, value)
@@ -77,9 +77,12 @@ class Substitutor:
             "Run `chute verify` on it."
         )
 
-    def _read_one(self, cand: int, batch_shapes: dict) -> dict | None:
-        """Every output of sample `cand` (rows of one), or None when it fails or does not fit."""
-        request = self.plan.request_for(np.array([cand], dtype=np.int64))
+    def _read_one(self, cand: int, batch_shapes: dict, like) -> dict | None:
+        """Every output of sample `cand` (rows of one), or None when it fails or does not fit.
+        `like` is the failed batch's request: a plan whose batches differ in shape (buckets)
+        gives the substitute that batch's parameters."""
+        one = np.array([cand], dtype=np.int64)
+        request = self.plan.request_for(one, like=like)
         scratch = {}
         for producer in self.producers:
             shapes = producer.shapes(request)
