@@ -20,23 +20,27 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute.errors import DecodeError
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
 from chute.pipelines._producers import (
-    KIND_PRODUCERS,
     MEDIA_PRODUCERS,
     create_producer,
+    delivered_by_default,
     field_media,
+    stored_producer,
 )
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
@@ -76,7 +80,8 @@ class Pipeline:
     other bytes fields as lists. `len(pipe)` is this rank's batches per full epoch.
 
     Args:
-        path_or_dataset: a dataset folder, URL or an open `chute.readers.Dataset`.
+        path_or_dataset: a dataset folder, URL or an open dataset (anything meeting
+            `chute.readers.DatasetProtocol`).
         batch_size: samples per batch (per rank).
         image_size: output (H, W) of image fields, or one int for squares.
         augment: "train" (random resized crop + flip, drops the tail) or "eval" (center crop,
@@ -103,10 +108,11 @@ class Pipeline:
             None). Needs exactly one video field; its frame_interval applies.
     """
 
-    def __init__(self, path_or_dataset, batch_size: int | None, *,
+    def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
                  image_size: int | tuple[int, int] = 224, augment: str = "train",
-                 backend: str = "auto", device=None, seed: int = 0,
-                 dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                 backend: str = "auto", device: str | torch.device | None = None,
+                 seed: int = 0, dtype: str | torch.dtype = "float16", layout: str = "NCHW",
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: str = "skip", backend_options: dict | None = None,
@@ -181,8 +187,7 @@ class Pipeline:
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
-        media = field_media(f, self.dataset.specs[f])
-        name = MEDIA_PRODUCERS.get(media) or KIND_PRODUCERS[self.dataset.fields[f]]
+        name = stored_producer(f, self.dataset.specs[f])
         return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 
     def _check_image_columns(self, f: str) -> None:
@@ -267,7 +272,7 @@ class Pipeline:
 
     # ---- iteration -------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._closed:
             raise RuntimeError("this Pipeline is closed; create a new one")
         self._stop_run()
@@ -348,7 +353,7 @@ class Pipeline:
         if fields is None:  # images + labels for image datasets, else all but metadata
             fields = tuple(f for f in ("image", "label") if f in kinds) if "image" in kinds \
                 else tuple(f for f, spec in self.dataset.specs.items()
-                           if KIND_PRODUCERS.get(spec["kind"]) != "json")
+                           if delivered_by_default(f, spec))
         fields = tuple(fields)
         missing = [f for f in fields if f not in kinds]
         if missing:
@@ -402,27 +407,47 @@ class _Run:
 
     def fill(self, slot, iteration: int):
         request = self.plan.request(iteration)
+        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
+        with stream_ctx:
+            begin_fill(slot, self.stream)
+            request, shapes, host, out = self._views(slot, request)
+            failed = np.zeros(len(request.ids), dtype=bool)
+            for producer, reader in zip(self.producers, self.readers, strict=True):
+                status = reader.read(request, {k: out[k] for k in producer.outputs()})
+                failed |= np.asarray(status).reshape(len(request.ids)) != 0
+            ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
+                                                         request)
+            if reread:  # a substitute is larger than this batch's shapes: read it again
+                request, shapes, host, out = self._reread(slot, ids, request)
+            host["index"][...] = ids
+            stage(slot, shapes, self.stream)
+        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
+        return shapes, lists, replaced
+
+    def _views(self, slot, request):
+        """The request with this batch's shapes, and the slot viewed in them."""
         n = len(request.ids)
         shapes = {"index": (n,)}
         for producer in self.producers:
             shapes.update(producer.shapes(request))
         request = replace(request, shapes=shapes)
-        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
-        with stream_ctx:
-            begin_fill(slot, self.stream)
-            host = host_views(slot, shapes)
-            device = device_views(slot, shapes) if self.stream else host
-            out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
-                   for k, o in self.outputs.items()}
-            failed = np.zeros(n, dtype=bool)
-            for producer, reader in zip(self.producers, self.readers, strict=True):
-                status = reader.read(request, {k: out[k] for k in producer.outputs()})
-                failed |= np.asarray(status).reshape(n) != 0
-            ids, replaced = self.substitutor.fix(request.ids, failed, out, shapes, request)
-            host["index"][...] = ids
-            stage(slot, shapes, self.stream)
-        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
-        return shapes, lists, replaced
+        host = host_views(slot, shapes)
+        device = device_views(slot, shapes) if self.stream else host
+        out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
+               for k, o in self.outputs.items()}
+        return request, shapes, host, out
+
+    def _reread(self, slot, ids, failed_request):
+        substituted = self.plan.request_for(ids, like=failed_request)
+        substituted = replace(substituted, iteration=failed_request.iteration)
+        request, shapes, host, out = self._views(slot, substituted)
+        for producer in self.producers:
+            status = producer.fill(request, {k: out[k] for k in producer.outputs()})
+            if np.asarray(status).any():
+                raise DecodeError(f"batch {request.iteration} of {self.plan.dataset}: a sample "
+                                  "that read correctly failed when read again with its "
+                                  "substitutes; run `chute verify` on the dataset")
+        return request, shapes, host, out
 
     def get(self):
         return self.prefetcher.get()
