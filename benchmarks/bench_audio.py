@@ -104,7 +104,7 @@ def run_tars(tars, epochs: int, workers: int) -> tuple[int, int, float]:
 
 def run_chute(dataset: Path, epochs: int, threads: int) -> tuple[int, int, float]:
     pipe = Pipeline(dataset, BATCH, unit="segment", fields=("audio",), augment="eval",
-                    audio_options={"threads": threads})
+                    field_options={"audio": {"threads": threads}})
     list(pipe)  # warm-up epoch
     count, frames, t0 = 0, 0, time.perf_counter()
     for epoch in range(epochs):

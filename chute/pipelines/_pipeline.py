@@ -20,13 +20,16 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute.errors import DecodeError
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._duration_plan import DurationPlan
@@ -34,10 +37,11 @@ from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
 from chute.pipelines._producers import (
-    KIND_PRODUCERS,
     MEDIA_PRODUCERS,
     create_producer,
+    delivered_by_default,
     field_media,
+    stored_producer,
 )
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
@@ -78,7 +82,8 @@ class Pipeline:
     other bytes fields as lists. `len(pipe)` is this rank's batches per full epoch.
 
     Args:
-        path_or_dataset: a dataset folder, URL or an open `chute.readers.Dataset`.
+        path_or_dataset: a dataset folder, URL or an open dataset (anything meeting
+            `chute.readers.DatasetProtocol`).
         batch_size: samples per batch (per rank).
         image_size: output (H, W) of image fields, or one int for squares.
         augment: "train" (random resized crop + flip, drops the tail) or "eval" (center crop,
@@ -97,23 +102,29 @@ class Pipeline:
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
         backend_options: options of the image backend (e.g. {"threads": 4}).
+        field_options: options of other fields' producers, by field name (e.g.
+            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}).
+        buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
+            batch size)}} (e.g. {"240p": {16: (1.0, 8)}}); every rank's step k comes from one
+            bucket, and batch sizes come from the config (`batch_size` is then ignored; pass
+            None). Needs exactly one video field; its frame_interval applies.
         unit: for audio datasets, what one sample is: "recording" (a whole file) or "segment"
-            (one timestamped segment of a recording's metadata; other fields are read from
-            its recording). Default: one dataset row.
-        audio_options: options of audio fields: sample_rate (resample to it), mono (default
-            True), threads, meta_field (where the segments are, default "meta").
+            (one timestamped segment listed in the "meta" field's "segments"; the other
+            fields are read from its recording). Default: one dataset row.
         max_duration: seconds of audio per batch (batch_size stays the most samples in one):
             batches of similar durations, the same count on every rank, tail dropped.
     """
 
-    def __init__(self, path_or_dataset, batch_size: int, *, image_size: int | tuple[int, int] = 224,
-                 augment: str = "train", backend: str = "auto", device=None, seed: int = 0,
-                 dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
+    def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
+                 image_size: int | tuple[int, int] = 224, augment: str = "train",
+                 backend: str = "auto", device: str | torch.device | None = None,
+                 seed: int = 0, dtype: str | torch.dtype = "float16", layout: str = "NCHW",
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: str = "skip", backend_options: dict | None = None,
-                 unit: str | None = None, audio_options: dict | None = None,
-                 max_duration: float | None = None):
+                 field_options: dict[str, dict] | None = None, buckets: dict | None = None,
+                 unit: str | None = None, max_duration: float | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -126,7 +137,12 @@ class Pipeline:
             raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be uint8, float16 or float32, got {dtype!r}")
-        if int(batch_size) < 1 or int(prefetch) < 1:
+        self.fields = self._check_fields(fields)
+        self._field_options = {f: dict(o) for f, o in (field_options or {}).items()}
+        self.buckets = self._bucket_table(buckets)
+        if self.buckets is not None:
+            batch_size = self.buckets.max_batch_size
+        if batch_size is None or int(batch_size) < 1 or int(prefetch) < 1:
             raise ValueError(f"need batch_size >= 1 and prefetch >= 1, got {batch_size}, "
                              f"{prefetch}")
         self.batch_size = int(batch_size)
@@ -138,11 +154,14 @@ class Pipeline:
         self.device = resolve_device(device)
         self.on_error = on_error
         self.prefetch = int(prefetch)
-        self.fields = self._check_fields(fields)
-        self._audio_options = dict(audio_options or {}, unit=unit or "recording")
-        self._unit = None if unit is None else sample_unit(
-            self.dataset, unit, self._audio_options.get("meta_field", "meta"))
+        unknown = sorted(set(self._field_options) - set(self.fields))
+        if unknown:
+            raise ValueError(f"field_options name fields {unknown} that are not requested "
+                             f"(fields={list(self.fields)})")
+        self._unit = None if unit is None else sample_unit(self.dataset, unit)
         self._n = len(self.dataset) if unit is None else self._unit.n
+        if max_duration is not None and self.buckets is not None:
+            raise ValueError("pass either buckets (video) or max_duration (audio), not both")
         self.max_duration = max_duration
         self._durations = None if max_duration is None else \
             sample_durations(self.dataset, self._unit)
@@ -182,15 +201,13 @@ class Pipeline:
     def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
                        image_config: dict) -> ProducerSpec:
         common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
-                      device=str(self.device), prefetch=self.prefetch)
+                      device=str(self.device), prefetch=self.prefetch, augment=self.augment,
+                      unit=self._unit)
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
-        media = field_media(f, self.dataset.specs[f])
-        if media in MEDIA_PRODUCERS:  # decoded media other than images (audio, ...)
-            return ProducerSpec(name=MEDIA_PRODUCERS[media], options=self._audio_options,
-                                **common)
-        return ProducerSpec(name=KIND_PRODUCERS[self.dataset.fields[f]], **common)
+        name = stored_producer(f, self.dataset.specs[f])
+        return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 
     def _check_image_columns(self, f: str) -> None:
         missing = [c for c in ("height", "width") if c not in self.dataset.fields]
@@ -231,23 +248,48 @@ class Pipeline:
         self.seed, self._epoch, self._position = int(state["seed"]), int(state["epoch"]), position
         self._resume_pending = True
 
-    def plan(self, start_position: int | None = None) -> BatchPlan:
-        """This rank's BatchPlan of the current epoch from `start_position` (default: now)."""
+    def _bucket_table(self, buckets):
+        if buckets is None:
+            return None
+        from chute.pipelines._buckets import parse_buckets
+
+        videos = [f for f in self.fields
+                  if MEDIA_PRODUCERS.get(field_media(f, self.dataset.specs[f])) == "video"]
+        if len(videos) != 1:
+            raise ValueError(f"buckets need exactly one video field among fields={self.fields} "
+                             f"(found {videos})")
+        options = self._field_options.setdefault(videos[0], {})
+        table = parse_buckets(buckets, int(options.get("frame_interval", 1)))
+        options["buckets"] = table
+        return table
+
+    def plan(self, start_position: int | None = None):
+        """This rank's plan of the current epoch from `start_position` (default: now): a
+        BatchPlan, a BucketPlan when the Pipeline has buckets, a DurationPlan with
+        max_duration."""
         from chute.readers import DatasetRef
 
+        start = self._position if start_position is None else start_position
+        if self.buckets is not None:
+            from chute.pipelines._bucket_plan import BucketPlan
+
+            ds = self.dataset
+            return BucketPlan(
+                DatasetRef.of(ds), len(ds), self.seed, self._epoch, self.rank, self.world_size,
+                self.drop_last, start, self.buckets, self.augment,
+                np.asarray(ds.column("height")), np.asarray(ds.column("width")),
+                np.asarray(ds.column("num_frames")), self._params)
         if self.max_duration is not None:
             return DurationPlan(
                 dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
                 epoch=self._epoch, rank=self.rank, world_size=self.world_size,
-                max_duration=float(self.max_duration), batch_size=self.batch_size,
-                drop_last=True,
-                start_position=self._position if start_position is None else start_position,
-                params=self._params, durations=self._durations)
+                batch_size=self.batch_size, drop_last=True, start_position=start,
+                params=self._params, max_duration=float(self.max_duration),
+                durations=self._durations)
         return BatchPlan(
             dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
-            batch_size=self.batch_size, drop_last=self.drop_last,
-            start_position=self._position if start_position is None else start_position,
+            batch_size=self.batch_size, drop_last=self.drop_last, start_position=start,
             params=self._params,
         )
 
@@ -256,7 +298,7 @@ class Pipeline:
 
     # ---- iteration -------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._closed:
             raise RuntimeError("this Pipeline is closed; create a new one")
         self._stop_run()
@@ -343,7 +385,7 @@ class Pipeline:
         if fields is None:  # images + labels for image datasets, else all but metadata
             fields = tuple(f for f in ("image", "label") if f in kinds) if "image" in kinds \
                 else tuple(f for f, spec in self.dataset.specs.items()
-                           if KIND_PRODUCERS.get(spec["kind"]) != "json")
+                           if delivered_by_default(f, spec))
         fields = tuple(fields)
         missing = [f for f in fields if f not in kinds]
         if missing:
@@ -397,27 +439,47 @@ class _Run:
 
     def fill(self, slot, iteration: int):
         request = self.plan.request(iteration)
+        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
+        with stream_ctx:
+            begin_fill(slot, self.stream)
+            request, shapes, host, out = self._views(slot, request)
+            failed = np.zeros(len(request.ids), dtype=bool)
+            for producer, reader in zip(self.producers, self.readers, strict=True):
+                status = reader.read(request, {k: out[k] for k in producer.outputs()})
+                failed |= np.asarray(status).reshape(len(request.ids)) != 0
+            ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
+                                                         request)
+            if reread:  # a substitute is larger than this batch's shapes: read it again
+                request, shapes, host, out = self._reread(slot, ids, request)
+            host["index"][...] = ids
+            stage(slot, shapes, self.stream)
+        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
+        return shapes, lists, replaced
+
+    def _views(self, slot, request):
+        """The request with this batch's shapes, and the slot viewed in them."""
         n = len(request.ids)
         shapes = {"index": (n,)}
         for producer in self.producers:
             shapes.update(producer.shapes(request))
         request = replace(request, shapes=shapes)
-        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
-        with stream_ctx:
-            begin_fill(slot, self.stream)
-            host = host_views(slot, shapes)
-            device = device_views(slot, shapes) if self.stream else host
-            out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
-                   for k, o in self.outputs.items()}
-            failed = np.zeros(n, dtype=bool)
-            for producer, reader in zip(self.producers, self.readers, strict=True):
-                status = reader.read(request, {k: out[k] for k in producer.outputs()})
-                failed |= np.asarray(status).reshape(n) != 0
-            ids, replaced = self.substitutor.fix(request.ids, failed, out, shapes)
-            host["index"][...] = ids
-            stage(slot, shapes, self.stream)
-        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
-        return shapes, lists, replaced
+        host = host_views(slot, shapes)
+        device = device_views(slot, shapes) if self.stream else host
+        out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
+               for k, o in self.outputs.items()}
+        return request, shapes, host, out
+
+    def _reread(self, slot, ids, failed_request):
+        substituted = self.plan.request_for(ids, like=failed_request)
+        substituted = replace(substituted, iteration=failed_request.iteration)
+        request, shapes, host, out = self._views(slot, substituted)
+        for producer in self.producers:
+            status = producer.fill(request, {k: out[k] for k in producer.outputs()})
+            if np.asarray(status).any():
+                raise DecodeError(f"batch {request.iteration} of {self.plan.dataset}: a sample "
+                                  "that read correctly failed when read again with its "
+                                  "substitutes; run `chute verify` on the dataset")
+        return request, shapes, host, out
 
     def get(self):
         return self.prefetcher.get()

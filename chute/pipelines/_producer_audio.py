@@ -84,8 +84,9 @@ class AudioProducer(StoredFieldProducer):
         self.dataset = spec.dataset
         options = spec.options
         self.mono = bool(options.get("mono", True))
-        self.unit = sample_unit(spec.dataset, options.get("unit", "recording"),
-                                options.get("meta_field", "meta"))
+        # the Pipeline's unit, else (a producer used on its own) one built from the options
+        self.unit = spec.unit if spec.unit is not None else sample_unit(
+            spec.dataset, options.get("unit", "recording"), options.get("meta_field", "meta"))
         self.rates = np.asarray(spec.dataset.column("sample_rate"), np.int64)
         self.target = options.get("sample_rate")
         if self.target is None and len(np.unique(self.rates)) > 1:

@@ -16,7 +16,7 @@ def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
                             world_size=world_size)
     try:
         pipe = Pipeline(dataset, 4, unit="segment", fields=("audio",), max_duration=2.0,
-                        audio_options={"sample_rate": 8000})
+                        field_options={"audio": {"sample_rate": 8000}})
         ids, frames = [], []
         for batch in pipe:
             ids.extend(batch["index"].tolist())

@@ -67,7 +67,7 @@ def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
 
     folder = convert_recordings(tmp_path)
     pipe = Pipeline(folder, 6, unit="segment", fields=("audio",), max_duration=2.0,
-                    audio_options={"sample_rate": 8000})
+                    field_options={"audio": {"sample_rate": 8000}})
     batches = [(b["audio_lengths"].sum().item(), len(b["index"])) for b in pipe]
     assert batches and all(frames <= 2.0 * 8000 and n <= 6 for frames, n in batches)
     assert pipe.state_dict()["position"] == 12  # the epoch is over

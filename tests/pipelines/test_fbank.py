@@ -74,7 +74,7 @@ def test_producer_delivers_fbank_of_its_own_waveforms(tmp_path):
 
     folder = convert_recordings(tmp_path, names=("a.wav", "b.flac"))
     pipe = Pipeline(folder, 3, unit="segment", fields=("audio",), augment="eval",
-                    audio_options={"features": "fbank"})
+                    field_options={"audio": {"features": "fbank"}})
     for batch in pipe:
         config = FbankConfig(16000)
         want = fbank(batch["audio"], batch["audio_lengths"].numpy(), config)
@@ -82,4 +82,4 @@ def test_producer_delivers_fbank_of_its_own_waveforms(tmp_path):
         assert batch["audio_fbank_lengths"].tolist() == \
             fbank_frames(batch["audio_lengths"].numpy(), config).tolist()
     with pytest.raises(ValueError, match="fbank"):
-        Pipeline(folder, 3, fields=("audio",), audio_options={"features": "mfcc"})
+        Pipeline(folder, 3, fields=("audio",), field_options={"audio": {"features": "mfcc"}})

@@ -18,7 +18,7 @@ from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
 pytest.importorskip("soundfile")
 pytest.importorskip("soxr")
 NAMES = list(RECORDINGS)
-OPTIONS = {"sample_rate": 16000}
+OPTIONS = {"audio": {"sample_rate": 16000}}
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +50,11 @@ def test_segments_broken_by_a_metadata_update_raise_naming_them(tmp_path):
     (tmp_path / "u.jsonl").write_text(json.dumps(bad) + "\n")
     update_metadata(folder, tmp_path / "u.jsonl")
     with pytest.raises(FormatError, match=r"recording 1 \('b.flac'\).*segment 1.*not after"):
-        Pipeline(folder, 4, unit="segment", audio_options=OPTIONS, fields=("audio",))
+        Pipeline(folder, 4, unit="segment", field_options=OPTIONS, fields=("audio",))
 
 
 def _epoch(folder, rank=0, world=1, **kwargs):
-    pipe = Pipeline(folder, 2, unit="segment", audio_options=OPTIONS, rank=rank,
+    pipe = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, rank=rank,
                     world_size=world, fields=("audio", "meta", "sample_rate"), **kwargs)
     return pipe, _collect(pipe)
 
@@ -85,12 +85,12 @@ def test_ranks_take_disjoint_segments_and_resume_is_exact(folder):
              for r in range(2)]
     assert not set(parts[0]) & set(parts[1]) and len(parts[0]) == len(parts[1]) == 6
     pipe, full = _epoch(folder)
-    resumed = Pipeline(folder, 2, unit="segment", audio_options=OPTIONS, fields=("audio",))
+    resumed = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, fields=("audio",))
     run = iter(resumed)
     next(run)
     state = resumed.state_dict()
     assert state["position"] == 2
-    again = Pipeline(folder, 2, unit="segment", audio_options=OPTIONS, fields=("audio",))
+    again = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, fields=("audio",))
     again.load_state_dict(state)
     rest = _collect(again)
     assert len(rest) == len(full) - 1
@@ -108,9 +108,9 @@ def test_a_failing_segment_is_substituted_or_raised_naming_it(tmp_path):
     raw[middle:middle + 400] = bytes(400)
     audio.write_bytes(bytes(raw))
     with pytest.raises(DecodeError, match=r"segment 2 of recording 1"):
-        list(Pipeline(folder, 6, unit="segment", audio_options=OPTIONS, fields=("audio",),
+        list(Pipeline(folder, 6, unit="segment", field_options=OPTIONS, fields=("audio",),
                       on_error="raise", augment="eval"))
-    pipe = Pipeline(folder, 6, unit="segment", audio_options=OPTIONS, fields=("audio",),
+    pipe = Pipeline(folder, 6, unit="segment", field_options=OPTIONS, fields=("audio",),
                     augment="eval")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
