@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["lazy_attributes"]
+__all__ = ["lazy_attributes", "require"]
 
 
 def lazy_attributes(package: str, names: dict[str, str], namespace: dict, public: list[str]):
@@ -25,3 +25,16 @@ def lazy_attributes(package: str, names: dict[str, str], namespace: dict, public
         return sorted(public)
 
     return __getattr__, __dir__
+
+
+def require(module: str, extra: str):
+    """Import an optional dependency, or raise BackendUnavailableError naming the extra that
+    installs it."""
+    from chute.errors import BackendUnavailableError
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"{module} is needed here but cannot be imported ({exc}); install it with "
+            f"`pip install chute[{extra}]`") from exc

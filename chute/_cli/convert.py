@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from chute._cli import convert_audio
 from chute._cli._args import positive
 from chute.readers import parse_size
 
@@ -58,6 +59,7 @@ def add_parser(subparsers) -> None:
     table.add_argument("--root", metavar="DIR", help="folder the paths are relative to")
     _common(table)
     _add_video(kinds)
+    convert_audio.add_parser(kinds, _size)
     parser.set_defaults(func=run)
 
 

@@ -32,6 +32,7 @@ from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.errors import DecodeError
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
+from chute.pipelines._duration_plan import DurationPlan
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
@@ -53,6 +54,7 @@ from chute.pipelines._staging import (
     wait_ready,
 )
 from chute.pipelines._substitute import Substitutor
+from chute.pipelines._units import ByRecording, sample_durations, sample_unit
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -106,6 +108,11 @@ class Pipeline:
             batch size)}} (e.g. {"240p": {16: (1.0, 8)}}); every rank's step k comes from one
             bucket, and batch sizes come from the config (`batch_size` is then ignored; pass
             None). Needs exactly one video field; its frame_interval applies.
+        unit: for audio datasets, what one sample is: "recording" (a whole file) or "segment"
+            (one timestamped segment listed in the "meta" field's "segments"; the other
+            fields are read from its recording). Default: one dataset row.
+        max_duration: seconds of audio per batch (batch_size stays the most samples in one):
+            batches of similar durations, the same count on every rank, tail dropped.
     """
 
     def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
@@ -116,7 +123,8 @@ class Pipeline:
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: str = "skip", backend_options: dict | None = None,
-                 field_options: dict[str, dict] | None = None, buckets: dict | None = None):
+                 field_options: dict[str, dict] | None = None, buckets: dict | None = None,
+                 unit: str | None = None, max_duration: float | None = None):
         from chute.readers import open_dataset
 
         self.dataset = (open_dataset(path_or_dataset)
@@ -150,6 +158,13 @@ class Pipeline:
         if unknown:
             raise ValueError(f"field_options name fields {unknown} that are not requested "
                              f"(fields={list(self.fields)})")
+        self._unit = None if unit is None else sample_unit(self.dataset, unit)
+        self._n = len(self.dataset) if unit is None else self._unit.n
+        if max_duration is not None and self.buckets is not None:
+            raise ValueError("pass either buckets (video) or max_duration (audio), not both")
+        self.max_duration = max_duration
+        self._durations = None if max_duration is None else \
+            sample_durations(self.dataset, self._unit)
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
         if images:
@@ -162,8 +177,10 @@ class Pipeline:
         self._producers = []
         try:
             for f in self.fields:
-                self._producers.append(create_producer(
-                    self._producer_spec(f, f in images, name, options, image_config)))
+                producer = create_producer(
+                    self._producer_spec(f, f in images, name, options, image_config))
+                # segments: the plan's ids are segment ids; fields are read from the recording
+                self._producers.append(ByRecording(producer) if unit == "segment" else producer)
         except BaseException:
             self._close_producers()
             raise
@@ -171,7 +188,8 @@ class Pipeline:
         self._outputs: dict[str, Output] = {}
         for producer in self._producers:
             self._outputs.update(producer.outputs())
-        self._params = _unique(s for p in self._producers for s in p.param_sources())
+        units = () if self._unit is None else (self._unit,)
+        self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
         self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason)
         self._epoch = 0
         self._position = 0
@@ -183,7 +201,8 @@ class Pipeline:
     def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
                        image_config: dict) -> ProducerSpec:
         common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
-                      device=str(self.device), prefetch=self.prefetch, augment=self.augment)
+                      device=str(self.device), prefetch=self.prefetch, augment=self.augment,
+                      unit=self._unit)
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
@@ -222,8 +241,8 @@ class Pipeline:
         """Continue exactly at `state` -- in O(1), with any world size: the positions
         [position, N) of that epoch are re-partitioned across the current ranks."""
         position = int(state["position"])
-        if not 0 <= position <= len(self.dataset):
-            raise ValueError(f"state position {position} is outside [0, {len(self.dataset)}] "
+        if not 0 <= position <= self._n:
+            raise ValueError(f"state position {position} is outside [0, {self._n}] "
                              f"for dataset {self.dataset.path}; was it saved for another dataset?")
         self._stop_run()
         self.seed, self._epoch, self._position = int(state["seed"]), int(state["epoch"]), position
@@ -246,7 +265,8 @@ class Pipeline:
 
     def plan(self, start_position: int | None = None):
         """This rank's plan of the current epoch from `start_position` (default: now): a
-        BatchPlan, or a BucketPlan when the Pipeline has buckets."""
+        BatchPlan, a BucketPlan when the Pipeline has buckets, a DurationPlan with
+        max_duration."""
         from chute.readers import DatasetRef
 
         start = self._position if start_position is None else start_position
@@ -259,11 +279,17 @@ class Pipeline:
                 self.drop_last, start, self.buckets, self.augment,
                 np.asarray(ds.column("height")), np.asarray(ds.column("width")),
                 np.asarray(ds.column("num_frames")), self._params)
+        if self.max_duration is not None:
+            return DurationPlan(
+                dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
+                epoch=self._epoch, rank=self.rank, world_size=self.world_size,
+                batch_size=self.batch_size, drop_last=True, start_position=start,
+                params=self._params, max_duration=float(self.max_duration),
+                durations=self._durations)
         return BatchPlan(
-            dataset=DatasetRef.of(self.dataset), n=len(self.dataset), seed=self.seed,
+            dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
-            batch_size=self.batch_size, drop_last=self.drop_last,
-            start_position=self._position if start_position is None else start_position,
+            batch_size=self.batch_size, drop_last=self.drop_last, start_position=start,
             params=self._params,
         )
 
@@ -276,7 +302,7 @@ class Pipeline:
         if self._closed:
             raise RuntimeError("this Pipeline is closed; create a new one")
         self._stop_run()
-        if self._position >= len(self.dataset) and not self._resume_pending:
+        if self._position >= self._n and not self._resume_pending:
             self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
         self._resume_pending = False
         plan = self.plan()
@@ -303,7 +329,7 @@ class Pipeline:
                 self.stats.samples += n
                 self.stats.batches += 1
                 yield batch
-            self._position = len(self.dataset)  # epoch over (a dropped tail counts as done)
+            self._position = self._n  # epoch over (a dropped tail counts as done)
         finally:
             run.close()
             if self._run is run:
@@ -316,13 +342,19 @@ class Pipeline:
         if not self._warned:
             self._warned = True
             bad, sub = replaced[0]
-            shard, local = self.dataset.locate(bad)
             warnings.warn(
-                f"chute: sample {bad} (shard {shard}, local index {local}) of {self.dataset.path} "
+                f"chute: sample {bad} ({self._describe(bad)}) of {self.dataset.path} "
                 f"could not be decoded; replaced by sample {sub}. Further failures are counted "
                 "in pipe.stats.decode_errors without warning; run `chute verify` on the dataset.",
                 RuntimeWarning, stacklevel=3,
             )
+
+    def _describe(self, sample_id: int) -> str:
+        """Where sample `sample_id` is (its segment and recording when samples are segments)."""
+        where = "" if self._unit is None else self._unit.describe(sample_id)
+        row = sample_id if self._unit is None else int(self._unit.recording([sample_id])[0])
+        shard, local = self.dataset.locate(row)
+        return f"{where}shard {shard}, local index {local}"
 
     # ---- lifetime --------------------------------------------------------------------------
 
@@ -402,7 +434,7 @@ class _Run:
             self._close_readers()
             raise
         self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
-                                       pipe.on_error)
+                                       pipe.on_error, describe=pipe._describe)
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
 
     def fill(self, slot, iteration: int):

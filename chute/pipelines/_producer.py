@@ -73,6 +73,8 @@ class ProducerSpec:
         prefetch: batches the Pipeline keeps in flight (a producer with its own queue may use it).
         options: the user's options for this producer (unknown ones raise).
         augment: "train" (random choices keyed by seed, epoch, sample) or "eval".
+        unit: the Pipeline's sample unit (`chute/pipelines/_units.py`) when its samples are
+            not dataset rows (audio segments), else None.
     """
 
     name: str
@@ -83,6 +85,7 @@ class ProducerSpec:
     prefetch: int = 2
     options: dict = field(default_factory=dict)
     augment: str = "train"
+    unit: Any = None
 
 
 @dataclass(frozen=True)

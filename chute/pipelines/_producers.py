@@ -23,6 +23,7 @@ PRODUCERS: dict[str, str] = {
     "json": "chute.pipelines._producer_list",
     "bytes": "chute.pipelines._producer_list",
     "video": "chute.pipelines._producer_video",
+    "audio": "chute.pipelines._producer_audio",
 }
 
 # The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
@@ -32,6 +33,7 @@ IMAGE_BACKENDS = ("cpu", "dali", "dali-native")
 # Pipeline's `backend`).
 MEDIA_PRODUCERS: dict[str, str] = {
     "video": "video",
+    "audio": "audio",
 }
 
 # Field kind -> producer, for fields that are delivered as stored (no decoding).

@@ -23,10 +23,14 @@ __all__ = ["Substitutor", "decode_error"]
 _MAX_CANDIDATES = 16
 
 
-def decode_error(dataset, sample_id: int) -> DecodeError:
-    shard, local = dataset.locate(int(sample_id))
+def decode_error(dataset, sample_id: int, describe=None) -> DecodeError:
+    if describe is None:
+        shard, local = dataset.locate(int(sample_id))
+        where = f"shard {shard}, local index {local}"
+    else:  # e.g. "segment s of recording r, ..." when samples are segments
+        where = describe(int(sample_id))
     return DecodeError(
-        f"sample {int(sample_id)} (shard {shard}, local index {local}) of dataset {dataset.path} "
+        f"sample {int(sample_id)} ({where}) of dataset {dataset.path} "
         "could not be decoded (corrupt or truncated data). Run `chute verify` on the dataset, "
         "or pass on_error='skip' to replace failing samples deterministically."
     )
@@ -36,8 +40,10 @@ class Substitutor:
     """Replaces failed rows of a batch in place (producer thread), through every producer's
     random-access `fill`."""
 
-    def __init__(self, dataset, plan, producers: list, outputs: dict, on_error: str):
+    def __init__(self, dataset, plan, producers: list, outputs: dict, on_error: str,
+                 describe=None):
         self.dataset = dataset
+        self.describe = describe  # sample id -> where it is, for errors
         self.plan = plan
         self.producers = producers
         self.outputs = outputs  # key -> Output
@@ -54,7 +60,7 @@ class Substitutor:
         if failed_rows.size == 0:
             return ids, [], False
         if self.on_error == "raise":
-            raise decode_error(self.dataset, ids[failed_rows[0]])
+            raise decode_error(self.dataset, ids[failed_rows[0]], self.describe)
         ids = ids.copy()
         replaced, reread = [], False
         for row in failed_rows.tolist():

@@ -24,6 +24,9 @@ _LAZY = {
     "MetaUpdate": "chute.readers._meta_update",
     "update_metadata": "chute.readers._meta_update",
     "jpeg_is_complete": "chute.readers._images",
+    "AudioConvertOptions": "chute.readers._convert_audio",
+    "AudioConvertReport": "chute.readers._convert_audio",
+    "convert_audio": "chute.readers._convert_audio",
 }
 
 __all__ = [

@@ -4,6 +4,7 @@ plus a test-only one, with the same assertions for all."""
 from __future__ import annotations
 
 import importlib.util
+import io
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ SIZE = (16, 20)
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 TOLERANCE = 1.0  # mean |difference| of decoded images, 0..255 units
 TEST_ONLY = {"test-ids": "tests.pipelines._id_backend"}
+_HAVE_SOUNDFILE = importlib.util.find_spec("soundfile") is not None
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,39 @@ def datasets(tmp_path_factory):
         folder = root / "videos"
         folder.mkdir()
         found["video"] = open_dataset(write_videos(folder, frames=[6 + i % 5 for i in range(N)]))
+    if _HAVE_SOUNDFILE:
+        found["audio"] = _audio_dataset(root / "audio")
     return found
+
+
+def _audio_dataset(path):
+    """N short WAV recordings of different lengths."""
+    import soundfile as sf
+
+    from chute.readers._convert_audio import AUDIO_FIELDS
+
+    with ShardWriter(path, AUDIO_FIELDS, shard_size="4KiB") as w:
+        for i in range(N):
+            wav = io.BytesIO()
+            sf.write(wav, _pcm_of(i), 8000, format="WAV", subtype="PCM_16")
+            w.write({"audio": wav.getvalue(), "sample_rate": 8000, "channels": 1,
+                     "num_frames": len(_pcm_of(i)), "duration": len(_pcm_of(i)) / 8000,
+                     "meta": {"key": str(i), "segments": []}})
+    return open_dataset(path)
+
+
+def _pcm_of(i: int) -> np.ndarray:
+    return (np.arange(100 + 37 * i, dtype=np.int16) * (i + 1)).astype(np.int16)
+
+
+def _audio_ref(ds, request):
+    rows = [_pcm_of(int(i)).astype(np.float32) / 32768 for i in request.ids]
+    padded = np.zeros((len(rows), max(len(r) for r in rows)), np.float32)
+    for k, r in enumerate(rows):
+        padded[k, :len(r)] = r
+    return {"audio": padded, "audio_lengths": np.array([len(r) for r in rows]),
+            "audio_segment": [{"key": str(i), "txt": "", "start": 0.0, "end": len(r) / 8000}
+                              for i, r in zip(request.ids, rows, strict=True)]}
 
 
 def _ragged_of(i: int) -> np.ndarray:
@@ -98,6 +132,8 @@ def _case(name: str, datasets) -> Case:
     if name == "bytes":
         return Case(ProducerSpec(name, "image", mixed, **common),
                     lambda ds, r: {"image": [bytes(ds[int(i)]["image"]) for i in r.ids]})
+    if name == "audio":
+        return Case(ProducerSpec(name, "audio", datasets["audio"], **common), _audio_ref)
     raise AssertionError(f"no contract case for producer {name!r}; add one")
 
 
@@ -140,6 +176,8 @@ def _names() -> list:
             marks.append(pytest.mark.skip(reason="PyAV not installed"))
         if name.startswith("dali") and importlib.util.find_spec("nvidia.dali") is None:
             marks.append(pytest.mark.skip(reason="nvidia-dali not installed"))
+        if name == "audio" and not _HAVE_SOUNDFILE:
+            marks.append(pytest.mark.skip(reason="soundfile not installed (chute[audio])"))
         names.append(pytest.param(name, marks=marks, id=name))
     return names
 

@@ -1,0 +1,128 @@
+"""What `chute convert audio` reads: recordings listed in a JSONL metainfo file (one recording
+per line, with timestamped segments) or a CSV of `path,text` (one segment spanning the file),
+and the probe that checks each file and its segments (docs/design.md, "Audio")."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chute._lazy import require
+from chute.errors import FormatError
+from chute.readers._sources import list_csv
+
+__all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
+           "check_segments"]
+
+
+@dataclass(frozen=True)
+class AudioSource:
+    path: Path
+    key: str
+    txt: str = ""
+    sample_rate: int | None = None  # what the metadata claims; checked against the file
+    segments: list | None = None  # [{"start", "end", "txt"?}, ...]; None = the whole file
+    info: dict = field(default_factory=dict)  # other metadata, stored as it is
+
+
+@dataclass(frozen=True)
+class Probed:
+    data: bytes
+    sample_rate: int
+    channels: int
+    num_frames: int
+    segments: list  # the valid segments
+    dropped: list  # (segment index, reason) of the invalid ones
+
+
+def list_audio_jsonl(path, root=None) -> list[AudioSource]:
+    """Recordings of a JSONL file: `{"key", "path", "txt", "sample_rate", "info": {"segments":
+    [{"start", "end", "txt"}, ...], ...}}`; `path` is relative to `root` (default: the file's
+    folder) and `key` defaults to it."""
+    path = Path(path)
+    root = Path(root) if root is not None else path.parent
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such JSONL file") from None
+    sources = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            info = dict(row.get("info") or {})
+            segments = info.pop("segments", None)
+            rate = row.get("sample_rate")
+            sources.append(AudioSource(root / row["path"], str(row.get("key", row["path"])),
+                                       str(row.get("txt", "")),
+                                       None if rate is None else int(rate), segments, info))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FormatError(f"{path}, line {number}: not a recording record ({exc!r}); each "
+                              'line needs at least {"path": ...}') from None
+    if not sources:
+        raise FormatError(f"{path}: lists no recordings")
+    return sources
+
+
+def list_audio_csv(path, root=None) -> list[AudioSource]:
+    """Rows `path,text` (paths relative to `root`, default the CSV's folder); each recording is
+    one segment spanning the file, with `text` as its transcript."""
+    sources, _ = list_csv(path, root)
+    return [AudioSource(s.path, s.key, s.meta.get("text") or "") for s in sources]
+
+
+def check_segments(segments: list, sample_rate: int, num_frames: int) -> list[str | None]:
+    """Per segment: None when `0 <= start < end` and it ends inside the recording (in frames,
+    `round(t * sample_rate)`), else why not."""
+    problems = []
+    for seg in segments:
+        try:
+            start, end = float(seg["start"]), float(seg["end"])
+        except (KeyError, TypeError, ValueError):
+            problems.append(f"needs numeric start and end, got {seg!r}")
+            continue
+        first, stop = round(start * sample_rate), round(end * sample_rate)
+        if start < 0:
+            problems.append(f"negative start {start}")
+        elif stop <= first:
+            problems.append(f"end {end} is not after start {start}")
+        elif stop > num_frames:
+            problems.append(f"ends at {end} s, past the end of the recording "
+                            f"({num_frames / sample_rate:.3f} s)")
+        else:
+            problems.append(None)
+    return problems
+
+
+def probe_audio(source: AudioSource) -> Probed | str:
+    """Read and fully decode one file (a corrupt frame anywhere is found now, not in training);
+    a string says why it cannot be used."""
+    sf = require("soundfile", "audio")
+    try:
+        data = source.path.read_bytes()
+    except OSError as exc:
+        return f"cannot read the file: {exc.strerror or exc}"
+    try:
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            rate, channels, frames = f.samplerate, f.channels, f.frames
+            decoded = sum(len(block) for block in f.blocks(65536, dtype="float32"))
+    except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
+        return f"cannot decode it as audio: {exc}"
+    if decoded != frames:
+        return f"decodes to {decoded} frames but its header says {frames} (corrupt or truncated)"
+    if source.sample_rate is not None and source.sample_rate != rate:
+        return f"metadata says sample_rate {source.sample_rate} but the file has {rate}"
+    segments = source.segments
+    if segments is None:
+        segments = [{"start": 0.0, "end": frames / rate, "txt": source.txt}]
+    kept, dropped = [], []
+    for index, (seg, problem) in enumerate(zip(segments, check_segments(segments, rate, frames),
+                                               strict=True)):
+        if problem is None:
+            kept.append(seg)
+        else:
+            dropped.append((index, problem))
+    return Probed(data, rate, channels, frames, kept, dropped)

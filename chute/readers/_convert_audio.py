@@ -1,0 +1,118 @@
+"""`convert_audio`: recordings -> a chute dataset. Each file's bytes are stored once as they are
+(never re-encoded) in a bytes field of media "audio", with probed scalar columns and the
+segments in decoupled JSON metadata, so `chute meta update` can change transcripts and segment
+lists without touching audio (docs/design.md, "Audio")."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from chute.errors import ChuteError
+from chute.readers._audio_sources import (
+    AudioSource,
+    Probed,
+    list_audio_csv,
+    list_audio_jsonl,
+    probe_audio,
+)
+from chute.readers._writer import ShardWriter
+
+__all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "AUDIO_FIELDS"]
+
+AUDIO_FIELDS = {"audio": {"kind": "bytes", "media": "audio"}, "sample_rate": "int32",
+                "channels": "int32", "num_frames": "int64", "duration": "float64",
+                "meta": "json"}
+
+
+@dataclass(frozen=True)
+class AudioConvertOptions:
+    shard_size: str | int = "1GiB"
+    workers: int | None = None  # probe processes; None = one per CPU
+    strict: bool = False  # fail on the first bad file or segment instead of skipping it
+    overwrite: bool = False
+    progress: bool = True
+    report: Path | None = None  # default DST/skipped.tsv
+    root: Path | None = None  # folder the listed paths are relative to
+
+
+@dataclass
+class AudioConvertReport:
+    written: int = 0
+    segments: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path or path#i, reason)
+    dropped_segments: int = 0
+    report_path: Path | None = None
+
+
+def _probed(sources: list[AudioSource], workers: int | None):
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(sources) < 2:
+        yield from map(probe_audio, sources)
+        return
+    # spawn: forking a process that already runs thread pools (numba, torch) is unsafe
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        yield from pool.imap(probe_audio, sources, chunksize=4)
+
+
+def _sample(source: AudioSource, probed: Probed) -> dict:
+    meta = {"key": source.key, "txt": source.txt, "segments": probed.segments, **source.info}
+    return {"audio": probed.data, "sample_rate": probed.sample_rate,
+            "channels": probed.channels, "num_frames": probed.num_frames,
+            "duration": probed.num_frames / probed.sample_rate, "meta": meta}
+
+
+def _refuse(options: AudioConvertOptions, where: str, reason: str) -> None:
+    if options.strict:
+        raise ChuteError(f"{where}: {reason}; fix it, or convert without --strict to skip it")
+
+
+def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
+                  ) -> AudioConvertReport:
+    """Convert the recordings listed in `src` (`.jsonl` metainfo, or `.csv` with path,text).
+
+    Args:
+        src: the list of recordings.
+        dst: the new dataset folder.
+        options: shard size, workers, strictness, report location, path root.
+    """
+    src, dst = Path(src), Path(dst)
+    listing = list_audio_csv if src.suffix.lower() == ".csv" else list_audio_jsonl
+    sources = listing(src, options.root)
+    report = AudioConvertReport()
+    with ShardWriter(dst, AUDIO_FIELDS, shard_size=options.shard_size,
+                     overwrite=options.overwrite) as writer:
+        bar = tqdm(total=len(sources), unit="file", disable=not options.progress,
+                   desc=f"convert -> {dst.name}")
+        results = _probed(sources, options.workers)
+        try:
+            for source, probed in zip(sources, results, strict=True):
+                bar.update()
+                if isinstance(probed, str):
+                    _refuse(options, str(source.path), probed)
+                    report.skipped.append((str(source.path), probed))
+                    continue
+                for index, reason in probed.dropped:
+                    where = f"{source.path}#segment{index}"
+                    _refuse(options, where, reason)
+                    report.skipped.append((where, reason))
+                report.dropped_segments += len(probed.dropped)
+                report.segments += len(probed.segments)
+                writer.write(_sample(source, probed))
+        finally:
+            results.close()
+            bar.close()
+        report.written = len(writer)
+        writer.manifest_extra["source"] = {
+            "kind": "audio", "file": str(src.resolve()), "segments": report.segments,
+            "skipped": len(report.skipped) - report.dropped_segments,
+            "dropped_segments": report.dropped_segments}
+    if report.skipped:
+        report.report_path = Path(options.report or dst / "skipped.tsv")
+        lines = [f"{where}\t{reason}" for where, reason in report.skipped]
+        report.report_path.write_text("path\treason\n" + "\n".join(lines) + "\n")
+    return report

@@ -1,0 +1,30 @@
+"""One rank of the audio DDP test: segments in duration batches, rank/world from gloo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from chute.pipelines import Pipeline
+
+
+def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
+                            world_size=world_size)
+    try:
+        pipe = Pipeline(dataset, 4, unit="segment", fields=("audio",), max_duration=2.0,
+                        field_options={"audio": {"sample_rate": 8000}})
+        ids, frames = [], []
+        for batch in pipe:
+            ids.extend(batch["index"].tolist())
+            frames.append(int(batch["audio_lengths"].sum()))
+            dist.all_reduce(torch.ones(1))  # unequal batch counts would hang or fail here
+        report = {"world_size": pipe.world_size, "batches": len(pipe), "ids": ids,
+                  "frames": frames}
+        Path(workdir, f"rank{rank}.json").write_text(json.dumps(report))
+        pipe.close()
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,105 @@
+"""The audio producer: chute/pipelines/_producer_audio.py. Every delivered segment must equal
+soundfile's own read of the source file (exactly for FLAC and WAV)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from chute.pipelines import ProducerSpec, create_producer
+from chute.readers import open_dataset
+from tests._audio import RECORDINGS, convert_recordings, segments_of
+
+sf = pytest.importorskip("soundfile")
+soxr = pytest.importorskip("soxr")
+NAMES = list(RECORDINGS)
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    return open_dataset(convert_recordings(tmp_path_factory.mktemp("audio")))
+
+
+def _batch(producer, ids):
+    params = producer.unit(0, 0, np.asarray(ids, np.int64))
+    from chute.pipelines import BatchRequest
+
+    request = BatchRequest(0, np.asarray(ids, np.int64), params)
+    request = replace(request, shapes=producer.shapes(request))
+    dtypes = {k: o.dtype for k, o in producer.outputs().items()}
+    out = {k: [None] * s[0] if dtypes[k] is None else np.full(s, 7, dtypes[k])
+           for k, s in request.shapes.items()}
+    return request, out, producer.fill(request, out)
+
+
+def _source(ds, rec, seg):
+    """soundfile.read of the source, as the issue states the expectation."""
+    name = NAMES[rec]
+    rate = RECORDINGS[name][1]
+    s = segments_of(name)[seg]
+    path = ds.path.parent / name
+    return sf.read(path, start=round(s["start"] * rate), stop=round(s["end"] * rate),
+                   always_2d=True)[0]
+
+
+def test_segments_equal_soundfile_read_of_the_source(ds):
+    # the dataset mixes rates: without sample_rate= the producer refuses to batch them
+    with pytest.raises(ValueError, match="mixes sample rates"):
+        create_producer(ProducerSpec("audio", "audio", ds, 12, options={"unit": "segment"}))
+    mono_16k = [0, 1]  # a.wav, b.flac
+    for rec in mono_16k:
+        producer = create_producer(ProducerSpec(
+            "audio", "audio", ds, 12, options={"unit": "segment", "sample_rate": 16000}))
+        ids = np.arange(3 * rec, 3 * rec + 3)
+        request, out, status = _batch(producer, ids)
+        assert not status.any()
+        for row, seg in enumerate(range(3)):
+            want = _source(ds, rec, seg)[:, 0]
+            n = out["audio_lengths"][row]
+            assert n == len(want)
+            np.testing.assert_array_equal(out["audio"][row, :n], want)
+            assert not out["audio"][row, n:].any()  # zero padding
+        producer.close()
+
+
+def test_stereo_kept_or_mixed_down_and_resampled(ds, tmp_path):
+    with pytest.raises(ValueError, match="mixes channel counts"):
+        create_producer(ProducerSpec("audio", "audio", ds, 4, options={
+            "mono": False, "sample_rate": 16000}))
+    stereo = open_dataset(convert_recordings(tmp_path, names=("c.flac",)))
+    keep = create_producer(ProducerSpec("audio", "audio", stereo, 4, options={
+        "unit": "segment", "mono": False, "threads": 2}))
+    request, out, status = _batch(keep, [0, 2])  # c.flac: 22050 Hz stereo, no resampling
+    assert not status.any() and out["audio"].shape == (2, 2, 22050)
+    for row, seg in enumerate((0, 2)):
+        want = _source(ds, 2, seg).astype(np.float32).T
+        np.testing.assert_array_equal(out["audio"][row, :, :want.shape[1]], want)
+    keep.close()
+    mono = create_producer(ProducerSpec("audio", "audio", ds, 4, options={"sample_rate": 16000}))
+    request, out, status = _batch(mono, [3])  # d.wav: 8000 Hz stereo -> 16 kHz mono
+    source = sf.read(ds.path.parent / "d.wav", always_2d=True, dtype="float32")[0]
+    want = soxr.resample(source.mean(axis=1, dtype=np.float32), 8000, 16000)
+    assert out["audio_lengths"][0] == len(want) == 11200
+    np.testing.assert_allclose(out["audio"][0, :len(want)], want, atol=1e-6)
+
+
+def test_corrupt_frame_and_rate_mismatch_fail_the_sample_only(tmp_path):
+    folder = convert_recordings(tmp_path)
+    flac = folder / "00000" / "audio.bin"
+    raw = bytearray(flac.read_bytes())
+    offset = (tmp_path / "a.wav").stat().st_size  # b.flac is stored right after a.wav
+    size = (tmp_path / "b.flac").stat().st_size
+    raw[offset + size // 2:offset + size // 2 + 400] = bytes(400)  # b.flac, mid-file
+    flac.write_bytes(bytes(raw))
+    ds = open_dataset(folder)
+    producer = create_producer(ProducerSpec("audio", "audio", ds, 4, options={
+        "unit": "segment", "sample_rate": 16000}))
+    _, _, status = _batch(producer, [0, 5])  # a.wav intact; b.flac's last segment spans it
+    assert status.tolist() == [0, 1]
+    # a rate column that disagrees with the bytes never yields a (wrongly timed) slice
+    producer.rates = producer.rates.copy()
+    producer.rates[0] = 8000
+    _, _, status = _batch(producer, [0])
+    assert status.tolist() == [1]

@@ -1,0 +1,119 @@
+"""Sample units (chute/pipelines/_units.py) and `Pipeline(unit="segment")`: order, partition,
+resume and substitution over segments addressed through prefix sums."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from chute.errors import DecodeError, FormatError
+from chute.pipelines import Pipeline
+from chute.pipelines._units import sample_unit
+from chute.readers import open_dataset, update_metadata
+from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
+
+pytest.importorskip("soundfile")
+pytest.importorskip("soxr")
+NAMES = list(RECORDINGS)
+OPTIONS = {"audio": {"sample_rate": 16000}}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return convert_recordings(tmp_path_factory.mktemp("units"))
+
+
+def test_segment_ids_map_to_recording_and_frames(folder):
+    ds = open_dataset(folder)
+    unit = sample_unit(ds, "segment")
+    assert unit.n == 12 and unit.first.tolist() == [0, 3, 6, 9, 12]
+    params = unit(0, 0, np.array([11, 0, 4, 7]))
+    assert params["recording"].tolist() == [3, 0, 1, 2]
+    assert params["segment"].tolist() == [2, 0, 1, 1]
+    for k, rec, seg in ((0, 3, 2), (1, 0, 0), (2, 1, 1), (3, 2, 1)):
+        rate = RECORDINGS[NAMES[rec]][1]
+        s = segments_of(NAMES[rec])[seg]
+        assert params["start_frame"][k] == round(s["start"] * rate)
+        assert params["stop_frame"][k] == round(s["end"] * rate)
+    whole = sample_unit(ds, "recording")(0, 0, np.array([2]))
+    assert whole["stop_frame"].tolist() == [len(pcm_of("c.flac"))]
+    with pytest.raises(ValueError, match="unit must be"):
+        sample_unit(ds, "word")
+
+
+def test_segments_broken_by_a_metadata_update_raise_naming_them(tmp_path):
+    folder = convert_recordings(tmp_path, names=("a.wav", "b.flac"))
+    bad = {"key": "b.flac", "segments": [{"start": 0, "end": 1}, {"start": 1.5, "end": 1.2}]}
+    (tmp_path / "u.jsonl").write_text(json.dumps(bad) + "\n")
+    update_metadata(folder, tmp_path / "u.jsonl")
+    with pytest.raises(FormatError, match=r"recording 1 \('b.flac'\).*segment 1.*not after"):
+        Pipeline(folder, 4, unit="segment", field_options=OPTIONS, fields=("audio",))
+
+
+def _epoch(folder, rank=0, world=1, **kwargs):
+    pipe = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, rank=rank,
+                    world_size=world, fields=("audio", "meta", "sample_rate"), **kwargs)
+    return pipe, _collect(pipe)
+
+
+def _collect(pipe) -> list[dict]:
+    """Every batch of an epoch, copied out of the slots that later batches reuse."""
+    return [{k: (v.clone() if hasattr(v, "clone") else v) for k, v in b.items()} for b in pipe]
+
+
+def test_segment_batches_carry_their_recordings_fields(folder):
+    pipe, batches = _epoch(folder, augment="eval")
+    assert len(pipe) == 6 and pipe.state_dict()["position"] == 12
+    seen = np.concatenate([b["index"].numpy() for b in batches])
+    assert sorted(seen.tolist()) == list(range(12))
+    for b in batches:
+        for row, k in enumerate(b["index"].tolist()):
+            rec = k // 3  # three segments per recording
+            assert b["meta"][row]["key"] == NAMES[rec]
+            assert int(b["sample_rate"][row]) == RECORDINGS[NAMES[rec]][1]
+            seg = segments_of(NAMES[rec])[k % 3]
+            assert int(b["audio_lengths"][row]) == round((seg["end"] - seg["start"]) * 16000)
+            assert b["audio_segment"][row]["txt"] == seg["txt"]
+            assert b["audio_segment"][row]["start"] == pytest.approx(seg["start"], abs=1e-4)
+
+
+def test_ranks_take_disjoint_segments_and_resume_is_exact(folder):
+    parts = [np.concatenate([b["index"].numpy() for b in _epoch(folder, r, 2)[1]])
+             for r in range(2)]
+    assert not set(parts[0]) & set(parts[1]) and len(parts[0]) == len(parts[1]) == 6
+    pipe, full = _epoch(folder)
+    resumed = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, fields=("audio",))
+    run = iter(resumed)
+    next(run)
+    state = resumed.state_dict()
+    assert state["position"] == 2
+    again = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, fields=("audio",))
+    again.load_state_dict(state)
+    rest = _collect(again)
+    assert len(rest) == len(full) - 1
+    for got, want in zip(rest, full[1:], strict=True):
+        assert got["index"].tolist() == want["index"].tolist()
+        assert (got["audio"] == want["audio"]).all()
+
+
+def test_a_failing_segment_is_substituted_or_raised_naming_it(tmp_path):
+    folder = convert_recordings(tmp_path, names=("a.wav", "b.flac"))
+    audio = folder / "00000" / "audio.bin"
+    raw = bytearray(audio.read_bytes())
+    start = (tmp_path / "a.wav").stat().st_size  # b.flac follows a.wav
+    middle = start + (tmp_path / "b.flac").stat().st_size // 2
+    raw[middle:middle + 400] = bytes(400)
+    audio.write_bytes(bytes(raw))
+    with pytest.raises(DecodeError, match=r"segment 2 of recording 1"):
+        list(Pipeline(folder, 6, unit="segment", field_options=OPTIONS, fields=("audio",),
+                      on_error="raise", augment="eval"))
+    pipe = Pipeline(folder, 6, unit="segment", field_options=OPTIONS, fields=("audio",),
+                    augment="eval")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (batch,) = list(pipe)
+    assert pipe.stats.decode_errors == 1 and 5 not in batch["index"].tolist()
+    assert "segment 2 of recording 1" in str(caught[0].message)

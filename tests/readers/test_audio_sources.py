@@ -1,0 +1,67 @@
+"""Listing recordings (JSONL, CSV) and probing them: chute/readers/_audio_sources.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chute.errors import FormatError
+from chute.readers._audio_sources import (
+    AudioSource,
+    check_segments,
+    list_audio_csv,
+    list_audio_jsonl,
+    probe_audio,
+)
+from tests._audio import RECORDINGS, pcm_of, write_recordings
+
+pytest.importorskip("soundfile")
+
+
+def test_check_segments_names_each_problem():
+    segments = [{"start": 0, "end": 1}, {"start": -0.1, "end": 0.5}, {"start": 0.5, "end": 0.5},
+                {"start": 0.8, "end": 0.2}, {"start": 0.5, "end": 1.01}, {"start": "x"}]
+    problems = check_segments(segments, 100, 100)
+    assert problems[0] is None
+    assert "negative start" in problems[1]
+    assert "not after start" in problems[2] and "not after start" in problems[3]
+    assert "past the end" in problems[4]
+    assert "numeric" in problems[5]
+
+
+def test_jsonl_listing_and_probe(tmp_path):
+    jsonl = write_recordings(tmp_path)
+    sources = list_audio_jsonl(jsonl)
+    assert [s.key for s in sources] == list(RECORDINGS)
+    assert sources[0].info == {"speaker": "a"} and len(sources[0].segments) == 3
+    probed = probe_audio(sources[2])
+    assert (probed.sample_rate, probed.channels) == (22050, 2)
+    assert probed.num_frames == len(pcm_of("c.flac"))
+    assert probed.data == (tmp_path / "c.flac").read_bytes()  # stored as it is
+    assert not probed.dropped
+
+
+def test_probe_refuses_rate_mismatch_corrupt_and_missing(tmp_path):
+    write_recordings(tmp_path, names=("b.flac",))
+    source = AudioSource(tmp_path / "b.flac", "b", sample_rate=44100)
+    assert "sample_rate 44100" in probe_audio(source)
+    raw = bytearray((tmp_path / "b.flac").read_bytes())
+    raw[len(raw) // 2:len(raw) // 2 + 300] = bytes(300)  # a corrupt frame in the middle
+    (tmp_path / "bad.flac").write_bytes(bytes(raw))
+    assert "decode" in probe_audio(AudioSource(tmp_path / "bad.flac", "bad"))
+    assert "cannot read" in probe_audio(AudioSource(tmp_path / "none.wav", "none"))
+
+
+def test_csv_listing_one_segment_spanning_the_file(tmp_path):
+    write_recordings(tmp_path, names=("a.wav",))
+    (tmp_path / "list.csv").write_text("path,text\na.wav,hello\n")
+    (source,) = list_audio_csv(tmp_path / "list.csv")
+    probed = probe_audio(source)
+    assert probed.segments == [{"start": 0.0, "end": 1.5, "txt": "hello"}]
+
+
+def test_bad_listing_lines_raise_naming_the_line(tmp_path):
+    (tmp_path / "x.jsonl").write_text(json.dumps({"path": "a.wav"}) + "\n{\"key\": 1}\n")
+    with pytest.raises(FormatError, match="line 2"):
+        list_audio_jsonl(tmp_path / "x.jsonl")

@@ -1,0 +1,66 @@
+"""`convert_audio`: chute/readers/_convert_audio.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from chute.errors import ChuteError
+from chute.readers import AudioConvertOptions, convert_audio, open_dataset, update_metadata
+from tests._audio import RECORDINGS, pcm_of, write_recordings
+
+pytest.importorskip("soundfile")
+
+
+def _options(**kwargs):
+    return AudioConvertOptions(workers=1, progress=False, **kwargs)
+
+
+def test_recordings_stored_once_with_probed_columns(tmp_path):
+    jsonl = write_recordings(tmp_path)
+    report = convert_audio(jsonl, tmp_path / "ds", _options())
+    assert (report.written, report.segments, report.skipped) == (4, 12, [])
+    ds = open_dataset(tmp_path / "ds")
+    for i, name in enumerate(RECORDINGS):
+        _, rate, channels, seconds = RECORDINGS[name]
+        sample = ds[i]
+        assert bytes(sample["audio"]) == (tmp_path / name).read_bytes()
+        assert (sample["sample_rate"], sample["channels"]) == (rate, channels)
+        assert sample["num_frames"] == len(pcm_of(name))
+        assert sample["duration"] == pytest.approx(seconds)
+        assert sample["meta"]["key"] == name and len(sample["meta"]["segments"]) == 3
+    # overlapping segments cost nothing: the payload is the files' bytes
+    payload = sum((tmp_path / n).stat().st_size for n in RECORDINGS)
+    assert (tmp_path / "ds").joinpath("00000", "audio.bin").stat().st_size == payload
+
+
+def test_bad_files_and_segments_skipped_listed_and_counted(tmp_path):
+    jsonl = write_recordings(tmp_path, names=("a.wav", "b.flac"), segments=lambda name: [
+        {"start": 0.1, "end": 0.2}, {"start": 0.5, "end": 9.0}, {"start": -1, "end": 0.1}])
+    (tmp_path / "junk.wav").write_bytes(b"not audio at all")
+    with open(jsonl, "a") as f:
+        f.write(json.dumps({"path": "junk.wav"}) + "\n")
+    report = convert_audio(jsonl, tmp_path / "ds", _options())
+    assert report.written == 2 and report.dropped_segments == 4
+    listed = (tmp_path / "ds" / "skipped.tsv").read_text()
+    assert "junk.wav\tcannot decode" in listed
+    assert "a.wav#segment1\tends at 9.0 s, past the end" in listed
+    assert "b.flac#segment2\tnegative start" in listed
+    assert open_dataset(tmp_path / "ds").manifest["source"]["dropped_segments"] == 4
+    with pytest.raises(ChuteError, match="junk.wav|segment1"):
+        convert_audio(jsonl, tmp_path / "strict", _options(strict=True))
+
+
+def test_meta_update_replaces_segments_without_touching_audio(tmp_path):
+    jsonl = write_recordings(tmp_path, names=("a.wav",))
+    convert_audio(jsonl, tmp_path / "ds", _options())
+    audio = (tmp_path / "ds" / "00000" / "audio.bin").read_bytes()
+    new = {"key": "a.wav", "txt": "new", "segments": [{"start": 0, "end": 1, "txt": "x"}]}
+    (tmp_path / "new.jsonl").write_text(json.dumps(new) + "\n")
+    update_metadata(tmp_path / "ds", tmp_path / "new.jsonl")
+    ds = open_dataset(tmp_path / "ds")
+    assert ds[0]["meta"]["segments"] == new["segments"]
+    assert (tmp_path / "ds" / "00000" / "audio.bin").read_bytes() == audio
+    assert np.asarray(ds.column("num_frames")).tolist() == [24000]
