@@ -1,7 +1,8 @@
 """Image producer `cpu`: gather the batch's encoded bytes, decode + augment with
 chute.fallbacks.
 
-Options (`backend_options`): "threads" (decoder threads, default: the fallback's default),
+Options (`backend_options`): "threads" (decoder threads, default: OMP_NUM_THREADS, else the
+cores divided among this machine's ranks; see `default_threads`),
 "dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows, default True)
 and "roi_decode" (decode only each crop's region: None = when available, the default; True =
 required; False = full frames).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chute.pipelines._distributed import default_threads
 from chute.pipelines._image_producer import ImageProducerBase
 from chute.pipelines._producer import ImageSpec, SequentialEpoch, check_options
 
@@ -30,6 +32,9 @@ class CpuBackend(ImageProducerBase):
 
         self._decode_batch = decode_batch
         self.threads = spec.options.get("threads")
+        self.threads_reason = "backend_options['threads']"
+        if self.threads is None:
+            self.threads, self.threads_reason = default_threads()
         self.dct_scaling = bool(spec.options.get("dct_scaling", True))
         roi = spec.options.get("roi_decode")
         self.roi_decode = None if roi is None else bool(roi)
