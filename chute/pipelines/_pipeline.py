@@ -315,9 +315,26 @@ class Pipeline:
     def __len__(self) -> int:
         return len(self.plan(0))
 
+    def as_dataloader(self) -> torch.utils.data.DataLoader:
+        """This Pipeline as a `torch.utils.data.DataLoader` (for Lightning, Accelerate and other
+        code that expects one): batches pass through unchanged (`batch_size=None`,
+        `num_workers=0`), `len()` works, and `loader.sampler.set_epoch(e)` (what Lightning calls
+        each epoch) reaches `set_epoch`. `loader.dataset` is a `PipelineDataset`
+        (an `IterableDataset`) for building your own DataLoader the same way."""
+        from chute.pipelines._torch_data import as_dataloader
+
+        return as_dataloader(self)
+
     # ---- iteration -------------------------------------------------------------------------
 
     def __iter__(self):
+        if self._closed:
+            raise RuntimeError("this Pipeline is closed; create a new one")
+        return self._iterate()
+
+    def _start(self) -> tuple[_Run, BatchPlan]:
+        """Begin a pass at the first `next()` (not at `iter()`: DataLoader and Lightning create
+        the iterator before they call `set_epoch`)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Pipeline is closed; create a new one")
@@ -334,9 +351,10 @@ class Pipeline:
             plan = self.plan()
             run = _Run(self, plan)
             self._run, self._run_thread = run, threading.current_thread()
-        return self._iterate(run, plan)
+        return run, plan
 
-    def _iterate(self, run: _Run, plan: BatchPlan):
+    def _iterate(self):
+        run, plan = self._start()
         held = []  # slots of the batches yielded last and before last: still valid
         try:
             for k in range(len(plan)):

@@ -137,7 +137,7 @@ def test_a_second_thread_cannot_iterate_a_running_pipeline(dataset_path):
 
         def other():
             try:
-                iter(pipe)
+                next(iter(pipe))
             except RuntimeError as exc:
                 errors.append(str(exc))
 
