@@ -29,7 +29,9 @@ class CpuBackend(ImageProducerBase):
         check_options("cpu", spec.options, _OPTIONS)
         super().__init__(spec)
         from chute.fallbacks import decode_batch
+        from chute.fallbacks._turbojpeg import load
 
+        load()  # a missing libturbojpeg fails here, at Pipeline construction, not at next()
         self._decode_batch = decode_batch
         self.threads = spec.options.get("threads")
         self.threads_reason = "backend_options['threads']"

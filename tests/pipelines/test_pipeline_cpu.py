@@ -102,3 +102,13 @@ def test_roi_decode_option_reaches_the_decoder(dataset_path, monkeypatch):
     assert set(seen) == {False, True}
     diff = (images[True].int() - images[False].int()).abs()
     assert diff.max() <= 1 and (diff == 0).float().mean() > 0.999
+
+
+def test_a_missing_turbojpeg_fails_at_construction(dataset_path, monkeypatch, tmp_path):
+    from chute.errors import BackendUnavailableError
+    from chute.pipelines._candidates import cpu_candidates
+
+    monkeypatch.setenv("CHUTE_TURBOJPEG", str(tmp_path / "missing" / "libturbojpeg.so.0"))
+    with pytest.raises(BackendUnavailableError, match="CHUTE_TURBOJPEG"):
+        make(dataset_path)  # not at the first next()
+    assert cpu_candidates("cpu") == []  # "auto" does not offer what cannot run
