@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Feed PyTorch training with decoded, augmented image batches: "
         "convert data to chute shards, inspect and verify them, benchmark and autotune pipelines.",
     )
+    from chute import __version__
+
+    parser.add_argument("--version", action="version", version=f"chute {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
         importlib.import_module(f"chute._cli.{name}").add_parser(sub)
