@@ -12,7 +12,8 @@ from chute.errors import ChuteError
 __all__ = ["main", "build_parser"]
 
 # Module names under chute/_cli/, in the order `chute --help` lists them.
-_COMMANDS = ("convert", "info", "verify", "meta", "bench", "autotune", "demo")
+_COMMANDS = ("convert", "info", "verify", "meta", "show", "bench", "autotune", "warmup",
+             "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ import numpy as np
 from chute.pipelines._distributed import default_threads
 from chute.pipelines._image_producer import ImageProducerBase
 from chute.pipelines._producer import ImageSpec, SequentialEpoch, check_options
+from chute.pipelines._warmup import mark_compiled, note_first_compile
 
 __all__ = ["CpuBackend", "create", "candidates"]
 
@@ -40,6 +41,7 @@ class CpuBackend(ImageProducerBase):
         self.dct_scaling = bool(spec.options.get("dct_scaling", True))
         roi = spec.options.get("roi_decode")
         self.roi_decode = None if roi is None else bool(roi)
+        self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
         self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
 
     def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
@@ -55,7 +57,10 @@ class CpuBackend(ImageProducerBase):
         if not np.shares_memory(data, self._scratch):
             self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
         float_out = out.dtype != np.uint8
-        return self._decode_batch(
+        variant = f"{out.dtype}-{self.spec.layout}"
+        if not self._compiled:
+            note_first_compile(variant)
+        status = self._decode_batch(
             data, offsets, boxes, flips, out,
             mean=self.spec.mean if float_out else None,
             std=self.spec.std if float_out else None,
@@ -64,6 +69,10 @@ class CpuBackend(ImageProducerBase):
             roi_decode=self.roi_decode,
             threads=self.threads,
         )
+        if not self._compiled:
+            self._compiled = True
+            mark_compiled(variant)
+        return status
 
     def close(self) -> None:
         self._scratch = np.empty(0, dtype=np.uint8)
