@@ -28,7 +28,7 @@ _noted: set = set()
 def _marker(variant: str) -> Path:
     import numba
 
-    from chute import __version__
+    from chute._version import __version__
     from chute._cache_dir import cache_dir
 
     return cache_dir() / "compiled" / (f"cpu-decoder-{variant}-chute{__version__}"
