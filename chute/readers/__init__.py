@@ -24,6 +24,7 @@ _LAZY = {
     "MetaUpdate": "chute.readers._meta_update",
     "update_metadata": "chute.readers._meta_update",
     "jpeg_is_complete": "chute.readers._images",
+    "write_dataset": "chute.readers._write_dataset",
 }
 
 __all__ = [
