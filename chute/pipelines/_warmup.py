@@ -28,8 +28,8 @@ _noted: set = set()
 def _marker(variant: str) -> Path:
     import numba
 
-    from chute._version import __version__
     from chute._cache_dir import cache_dir
+    from chute._version import __version__
 
     return cache_dir() / "compiled" / (f"cpu-decoder-{variant}-chute{__version__}"
                                          f"-numba{numba.__version__}")
