@@ -76,6 +76,24 @@ def add_parser(subparsers) -> None:
     table.add_argument("--root", metavar="DIR", help="folder the relative paths are resolved "
                        "against (default: the CSV's folder)")
     _common(table)
+    web = kinds.add_parser(
+        "webdataset", help="WebDataset .tar shards (KEY.jpg, KEY.cls, KEY.json, KEY.txt)",
+        description="Read WebDataset tar shards with the standard library: each sample's image "
+        "member (jpg/png/webp), optional integer label (.cls) and metadata (.json entries, .txt "
+        "as 'text'; meta['key'] is the sample key). An unreadable image stops the convert "
+        "naming the sample (--workers, --max-side, --strict and --report do not apply).")
+    web.add_argument("src", metavar="TAR", nargs="+", help="shard files, in order")
+    _common(web)
+    hf = kinds.add_parser(
+        "hf", help="a Hugging Face `datasets` dataset (needs `pip install datasets`)",
+        description="Load NAME with datasets.load_dataset(NAME, split=SPLIT) (or load_from_disk "
+        "for a saved folder) and store its image column, its label column and every other "
+        "column as metadata (--workers, --max-side, --strict and --report do not apply).")
+    hf.add_argument("src", metavar="NAME", help="hub name or a folder saved by save_to_disk")
+    hf.add_argument("--split", default="train", help="(default: train)")
+    hf.add_argument("--image-column", default="image", help="(default: image)")
+    hf.add_argument("--label-column", default="label", help="(default: label)")
+    _common(hf)
     parser.set_defaults(func=run)
 
 
@@ -86,6 +104,10 @@ def run(args) -> int:
         shard_size=args.shard_size, workers=args.workers, max_side=args.max_side,
         quality=args.quality, strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress and not args.json, report=args.report)
+    if args.source_kind in ("webdataset", "hf"):
+        from chute._cli._convert_iterable import convert_iterable
+
+        return convert_iterable(args)
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options)
     else:
