@@ -162,14 +162,36 @@ class Dataset:
         sizes = self._capable(field, "sizes", "bytes")
         return sizes(None if ids is None else self._check_ids(ids))
 
-    def views(self, ids, field: str = "image") -> list[np.ndarray]:
-        """Zero-copy uint8 views of the payloads of `ids`."""
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The element type a Megatron-LM pair's index declares (e.g. uint16 tokens; payloads
+        are still delivered as bytes: `.view(ds.dtype)`); None for a chute dataset."""
+        if self.manifest.get("format") == "chute":
+            return None
+        return np.dtype(self.specs[self._bytes_field]["dtype"])
+
+    def _bytes_field_or(self, field: str | None) -> str:
+        """`field`, or by default "image" when there is one, else the only bytes field."""
+        if field is not None:
+            return field
+        if "image" in self.fields:
+            return "image"
+        found = [f for f, kind in self.fields.items() if kind == "bytes"]
+        if len(found) != 1:
+            raise ValueError(f"{self.path}: name the field (bytes fields: {found})")
+        return found[0]
+
+    def views(self, ids, field: str | None = None) -> list[np.ndarray]:
+        """Zero-copy uint8 views of the payloads of `ids` (default field: see `gather`)."""
+        field = self._bytes_field_or(field)
         self._capable(field, "sizes", "bytes")
         return self._readers[field].read(self._check_ids(ids))
 
-    def gather(self, ids, field: str = "image", out: np.ndarray | None = None):
+    def gather(self, ids, field: str | None = None, out: np.ndarray | None = None):
         """Payloads of `ids` back to back: (data uint8, offsets int64[len(ids)+1]).
-        Fills (a view of) `out` when it is a 1-D uint8 array large enough, else allocates."""
+        Fills (a view of) `out` when it is a 1-D uint8 array large enough, else allocates.
+        The default field is "image", else the dataset's only bytes field (a Megatron pair's)."""
+        field = self._bytes_field_or(field)
         return self._capable(field, "gather", "bytes")(self._check_ids(ids), out)
 
 
