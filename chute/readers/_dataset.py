@@ -80,6 +80,12 @@ class Dataset:
             for name, spec in self.specs.items()
         }
 
+    def close(self) -> None:
+        """Drop the memory maps (and the file descriptors they hold) now rather than at garbage
+        collection; views already handed out stay valid. Reading afterwards raises; a pickled
+        copy (or `open_dataset` again) reads normally."""
+        self._readers = _ClosedReaders(self.path)
+
     @property
     def url(self) -> str:
         return Path(self.path).absolute().as_uri()
@@ -193,6 +199,19 @@ class Dataset:
         The default field is "image", else the dataset's only bytes field (a Megatron pair's)."""
         field = self._bytes_field_or(field)
         return self._capable(field, "gather", "bytes")(self._check_ids(ids), out)
+
+
+class _ClosedReaders(dict):
+    """The readers of a closed Dataset: any use says so."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def _closed(self, *args, **kwargs):
+        raise ValueError(f"dataset {self.path} was closed; open it again to read")
+
+    __getitem__ = get = items = _closed
 
 
 def _reopen(source: str, bytes_field: str) -> Dataset:

@@ -191,3 +191,37 @@ def test_output_options(dataset_path):
         assert boxes.shape == (4, 4)
     with pytest.raises(ValueError, match="disagree"):
         make(dataset_path, crop=CropConfig(size=(6, 6)), image_size=8)
+
+
+def _mapped(path):
+    import os
+
+    root = str(path)
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed meanwhile
+            pass
+    with open("/proc/self/maps") as f:
+        maps = [line for line in f if root in line]
+    return [fd for fd in fds if fd.startswith(root)], maps
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="needs /proc")
+def test_close_releases_files_and_maps_at_once(dataset_path):
+    import gc
+
+    gc.collect()
+    gc.disable()  # prompt release, not garbage collection
+    try:
+        pipe = make(dataset_path, fields=("image", "label", "meta"))
+        for _ in pipe:
+            break
+        assert _mapped(dataset_path) != ([], [])
+        pipe.close()
+        assert _mapped(dataset_path) == ([], [])
+        with pytest.raises(ValueError, match="closed"):
+            pipe.dataset[0]
+    finally:
+        gc.enable()
