@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-import chute.pipelines._plan as plan_module  # noqa: F401  (the plan the id backend relies on)
-import chute.pipelines._producers as producer_registry
 from chute.pipelines import Pipeline
 from tests._datasets import write_samples
 from tests.pipelines._pipeline_data import write_dataset
@@ -26,9 +24,7 @@ def other_path(tmp_path_factory):
     return write_dataset(tmp_path_factory.mktemp("other") / "other.chute", n=N, seed=1)
 
 
-@pytest.fixture(autouse=True)
-def id_backend(monkeypatch):
-    monkeypatch.setitem(producer_registry.PRODUCERS, "test-ids", "tests.pipelines._id_backend")
+pytestmark = pytest.mark.usefixtures("ids_backend")
 
 
 def make(path, batch_size=4, **kw):

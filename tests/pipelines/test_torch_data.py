@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-import chute.pipelines._producers as producer_registry
 from chute.pipelines import Pipeline, PipelineDataset
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -15,9 +14,7 @@ def dataset_path(tmp_path_factory):
     return write_dataset(tmp_path_factory.mktemp("loader") / "ds.chute", n=N)
 
 
-@pytest.fixture(autouse=True)
-def id_backend(monkeypatch):
-    monkeypatch.setitem(producer_registry.PRODUCERS, "test-ids", "tests.pipelines._id_backend")
+pytestmark = pytest.mark.usefixtures("ids_backend")
 
 
 def make(path):
