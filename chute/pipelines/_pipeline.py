@@ -220,7 +220,7 @@ class Pipeline:
         if n == 0:
             raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
                              "converted (`chute info`, and skipped.tsv next to it)")
-        if len(self.plan(0)) == 0:
+        if self.drop_last and len(self.plan(0)) == 0:
             raise ValueError(
                 f"batch_size={self.batch_size} on {self.world_size} rank(s) gives no full batch "
                 f"of the {n} samples of {self.dataset.path} (train drops the incomplete tail); "
@@ -366,8 +366,9 @@ class Pipeline:
                 except StopIteration:  # the run was stopped under us
                     if self._closed:
                         return  # close() during the loop ends it
-                    raise RuntimeError("this iterator was stopped: a newer iter() of the same "
-                                       "Pipeline replaced it") from None
+                    raise RuntimeError(
+                        "this iterator of the Pipeline was stopped by a newer pass (iter(), "
+                        "set_epoch or load_state_dict); iterate the new one") from None
                 self.stats.wait_seconds += time.perf_counter() - t0
                 held.append(slot)
                 wait_ready(slot)

@@ -221,3 +221,13 @@ def test_close_releases_files_and_maps_at_once(dataset_path):
             pipe.dataset[0]
     finally:
         gc.enable()
+
+
+def test_an_iterator_stopped_by_a_newer_pass_says_so(dataset_path):
+    with make(dataset_path) as pipe:
+        old = iter(pipe)
+        next(old)
+        pipe.set_epoch(3)
+        with pytest.raises(RuntimeError, match="stopped by a newer pass"):
+            next(old)
+        assert len(list(pipe)) == len(pipe)  # the new pass is whole
