@@ -73,18 +73,23 @@ class Dataset:
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._starts_list = self._starts.tolist()
         self._len = int(self._starts[-1])
-        self._readers: dict[str, FieldReader] = {
-            name: get_kind(spec["kind"]).open(OpenArgs(
-                name, spec, layout.stems[name], layout.folders, counts,
-                layout.trailing_index_ok))
-            for name, spec in self.specs.items()
-        }
+        self._readers: dict[str, FieldReader] = _open_readers(layout, counts)
 
     def close(self) -> None:
         """Drop the memory maps (and the file descriptors they hold) now rather than at garbage
-        collection; views already handed out stay valid. Reading afterwards raises; a pickled
-        copy (or `open_dataset` again) reads normally."""
-        self._readers = _ClosedReaders(self.path)
+        collection; views already handed out stay valid. A later read maps the files again
+        (after checking that the dataset is still the same one)."""
+        self._readers = _ClosedReaders(self)
+
+    def _reopen_readers(self) -> dict:
+        layout = resolve_layout(self._source, self._bytes_field)
+        if layout.fingerprint != self.fingerprint:
+            raise FormatError(f"dataset {self.path} changed since it was opened and closed "
+                              "(its manifest differs); open it again")
+        _check_sizes(layout)
+        counts = [s["num_samples"] for s in layout.manifest["shards"]]
+        self._readers = _open_readers(layout, counts)
+        return self._readers
 
     @property
     def url(self) -> str:
@@ -201,17 +206,32 @@ class Dataset:
         return self._capable(field, "gather", "bytes")(self._check_ids(ids), out)
 
 
+def _open_readers(layout: Layout, counts: list[int]) -> dict[str, FieldReader]:
+    """Every field's reader (what its kind opens: memory maps of its files)."""
+    return {name: get_kind(spec["kind"]).open(OpenArgs(
+                name, spec, layout.stems[name], layout.folders, counts,
+                layout.trailing_index_ok))
+            for name, spec in layout.manifest["fields"].items()}
+
+
 class _ClosedReaders(dict):
-    """The readers of a closed Dataset: any use says so."""
+    """The readers of a closed Dataset: the first use maps the files again."""
 
-    def __init__(self, path):
+    def __init__(self, dataset: Dataset):
         super().__init__()
-        self.path = path
+        self.dataset = dataset
 
-    def _closed(self, *args, **kwargs):
-        raise ValueError(f"dataset {self.path} was closed; open it again to read")
+    def __getitem__(self, key):
+        return self.dataset._reopen_readers()[key]
 
-    __getitem__ = get = items = _closed
+    def get(self, key, default=None):
+        return self.dataset._reopen_readers().get(key, default)
+
+    def items(self):
+        return self.dataset._reopen_readers().items()
+
+    def __iter__(self):
+        return iter(self.dataset._reopen_readers())
 
 
 def _reopen(source: str, bytes_field: str) -> Dataset:
