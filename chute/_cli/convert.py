@@ -94,7 +94,44 @@ def add_parser(subparsers) -> None:
     hf.add_argument("--image-column", default="image", help="(default: image)")
     hf.add_argument("--label-column", default="label", help="(default: label)")
     _common(hf)
+    _add_video(kinds)
     parser.set_defaults(func=run)
+
+
+def _add_video(kinds) -> None:
+    video = kinds.add_parser(
+        "video", help="CSV of video paths (+ text, ...) -> container bytes + probed columns",
+        description="Rows of FILE: `path` (relative to --root, default the CSV's folder), "
+        "`text` and any other columns (stored as metadata). Containers (mp4, mkv, webm, avi, "
+        "mov, ...) are stored byte for byte, never re-encoded, with probed num_frames, fps, "
+        "height/width (rotation applied), duration and every frame's timestamp for seeking. "
+        "Unreadable, truncated, audio-only or frameless files are skipped and listed.")
+    video.add_argument("src", metavar="FILE", help="CSV file with a header row")
+    video.add_argument("dst", metavar="DST", help="new dataset folder")
+    video.add_argument("--root", metavar="DIR", help="folder the paths are relative to")
+    video.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
+                       help="payload bytes per shard (default 1GiB)")
+    video.add_argument("--workers", type=positive(int), default=None, metavar="N",
+                       help="probing threads (default: CPU count)")
+    video.add_argument("--strict", action="store_true",
+                       help="fail on the first unreadable video instead of skipping it")
+    video.add_argument("--overwrite", action="store_true",
+                       help="replace DST if it already holds a chute dataset")
+    video.add_argument("--no-progress", action="store_true", help="no progress bar")
+    video.set_defaults(func=_run_video)
+
+
+def _run_video(args) -> int:
+    from chute.readers._convert_video import convert_video_csv
+
+    report = convert_video_csv(args.src, args.dst, root=args.root, shard_size=args.shard_size,
+                               workers=args.workers, strict=args.strict,
+                               overwrite=args.overwrite, progress=not args.no_progress)
+    print(f"wrote {report.written} videos to {args.dst}")
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} unreadable videos, listed in "
+              f"{report.report_path}")
+    return 0
 
 
 def run(args) -> int:

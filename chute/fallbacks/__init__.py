@@ -2,9 +2,11 @@
 libjpeg API that decodes only a crop's region) and a fused resample pass.
 
 Knows nothing of files or sampling: takes encoded bytes plus per-sample crop boxes and flips,
-and writes into buffers it is given.
+and writes into buffers it is given. Video frames are decoded with FFmpeg through PyAV
+(`decode_frames`, loaded lazily so the image path never imports PyAV).
 """
 
+from chute._lazy import lazy_attributes
 from chute.fallbacks._decode import IMAGENET_MEAN, IMAGENET_STD, decode_batch
 from chute.fallbacks._roi_library import RoiDecoderStatus, roi_decoder_status
 from chute.fallbacks._status import DecodeStatus
@@ -18,4 +20,8 @@ __all__ = [
     "DecodeStatus",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "decode_frames",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, {"decode_frames": "chute.fallbacks._video"},
+                                       globals(), __all__)

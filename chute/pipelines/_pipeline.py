@@ -23,13 +23,16 @@ import contextlib
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute.errors import DecodeError
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._options import (
@@ -42,7 +45,13 @@ from chute.pipelines._options import (
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
-from chute.pipelines._producers import KIND_PRODUCERS, create_producer, field_media
+from chute.pipelines._producers import (
+    MEDIA_PRODUCERS,
+    create_producer,
+    delivered_by_default,
+    field_media,
+    stored_producer,
+)
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
     allocate_slots,
@@ -82,7 +91,8 @@ class Pipeline:
     other bytes fields as lists. `len(pipe)` is this rank's batches per full epoch.
 
     Args:
-        path_or_dataset: a dataset folder, URL or an open `chute.readers.Dataset`.
+        path_or_dataset: a dataset folder, URL or an open dataset (anything meeting
+            `chute.readers.DatasetProtocol`).
         batch_size: samples per batch (per rank).
         image_size: output size of image fields: S (square), (H, W) or "HxW" (default 224, or
             the size of `crop`).
@@ -114,15 +124,25 @@ class Pipeline:
             cost; `torch.contiguous_format` (default) is plain NCHW.
         copy: deliver batches the training loop owns (a copy each; slower) instead of views of
             the reused slots.
+        field_options: options of other fields' producers, by field name (e.g.
+            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}).
+        buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
+            batch size)}} (e.g. {"240p": {16: (1.0, 8)}}); every rank's step k comes from one
+            bucket, and batch sizes come from the config (`batch_size` is then ignored; pass
+            None). Needs exactly one video field; its frame_interval applies.
     """
 
-    def __init__(self, path_or_dataset, batch_size: int, *, image_size=None,
-                 augment: str = "train", backend: str = "auto", device=None, seed: int = 0,
-                 dtype="float16", layout: str = "NCHW", mean=IMAGENET_MEAN, std=IMAGENET_STD,
+    def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
+                 image_size: int | tuple[int, int] | str | None = None, augment: str = "train",
+                 backend: str = "auto", device: str | torch.device | None = None,
+                 seed: int = 0, dtype: str | torch.dtype = "float16", layout: str = "NCHW",
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                  fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: str = "skip", backend_options: dict | None = None,
-                 crop: CropConfig | None = None, transform=None,
+                 field_options: dict[str, dict] | None = None, buckets: dict | None = None,
+                 crop: CropConfig | None = None,
+                 transform: Callable[[dict], dict] | None = None,
                  memory_format: torch.memory_format = torch.contiguous_format,
                  copy: bool = False):
         from chute.readers import open_dataset
@@ -146,7 +166,12 @@ class Pipeline:
         produced_dtype, self._cast = output_dtype(dtype)
         mean, std = mean_std_fractions(mean, std)
         backend_options = check_backend_options(backend_options)
-        if int(batch_size) < 1 or int(prefetch) < 1:
+        self.fields = self._check_fields(fields)
+        self._field_options = {f: dict(o) for f, o in (field_options or {}).items()}
+        self.buckets = self._bucket_table(buckets)
+        if self.buckets is not None:
+            batch_size = self.buckets.max_batch_size
+        if batch_size is None or int(batch_size) < 1 or int(prefetch) < 1:
             raise ValueError(f"need batch_size >= 1 and prefetch >= 1, got {batch_size}, "
                              f"{prefetch}")
         self.batch_size = int(batch_size)
@@ -161,7 +186,10 @@ class Pipeline:
         self.transform = transform
         self.copy = bool(copy)
         self._channels_last = memory_format == torch.channels_last
-        self.fields = self._check_fields(fields)
+        unknown = sorted(set(self._field_options) - set(self.fields))
+        if unknown:
+            raise ValueError(f"field_options name fields {unknown} that are not requested "
+                             f"(fields={list(self.fields)})")
         self._epoch, self._position, self._params = 0, 0, ()
         self._check_not_empty()
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
@@ -229,11 +257,12 @@ class Pipeline:
     def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
                        image_config: dict) -> ProducerSpec:
         common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
-                      device=str(self.device), prefetch=self.prefetch)
+                      device=str(self.device), prefetch=self.prefetch, augment=self.augment)
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
-        return ProducerSpec(name=KIND_PRODUCERS[self.dataset.fields[f]], **common)
+        name = stored_producer(f, self.dataset.specs[f])
+        return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 
     def _check_image_columns(self, f: str) -> None:
         missing = [c for c in ("height", "width") if c not in self.dataset.fields]
@@ -300,10 +329,36 @@ class Pipeline:
                              f"[0, {len(self.dataset)}]; was it saved for another dataset?")
         return seed, epoch, position
 
-    def plan(self, start_position: int | None = None) -> BatchPlan:
-        """This rank's BatchPlan of the current epoch from `start_position` (default: now)."""
+    def _bucket_table(self, buckets):
+        if buckets is None:
+            return None
+        from chute.pipelines._buckets import parse_buckets
+
+        videos = [f for f in self.fields
+                  if MEDIA_PRODUCERS.get(field_media(f, self.dataset.specs[f])) == "video"]
+        if len(videos) != 1:
+            raise ValueError(f"buckets need exactly one video field among fields={self.fields} "
+                             f"(found {videos})")
+        options = self._field_options.setdefault(videos[0], {})
+        table = parse_buckets(buckets, int(options.get("frame_interval", 1)))
+        options["buckets"] = table
+        return table
+
+    def plan(self, start_position: int | None = None):
+        """This rank's plan of the current epoch from `start_position` (default: now): a
+        BatchPlan, or a BucketPlan when the Pipeline has buckets."""
         from chute.readers import DatasetRef
 
+        start = self._position if start_position is None else start_position
+        if self.buckets is not None:
+            from chute.pipelines._bucket_plan import BucketPlan
+
+            ds = self.dataset
+            return BucketPlan(
+                DatasetRef.of(ds), len(ds), self.seed, self._epoch, self.rank, self.world_size,
+                self.drop_last, start, self.buckets, self.augment,
+                np.asarray(ds.column("height")), np.asarray(ds.column("width")),
+                np.asarray(ds.column("num_frames")), self._params)
         return BatchPlan(
             dataset=DatasetRef.of(self.dataset), n=len(self.dataset), seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
@@ -327,7 +382,7 @@ class Pipeline:
 
     # ---- iteration -------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._closed:
             raise RuntimeError("this Pipeline is closed; create a new one")
         return self._iterate()
@@ -456,7 +511,7 @@ class Pipeline:
         if fields is None:  # images + labels for image datasets, else all but metadata
             fields = tuple(f for f in ("image", "label") if f in kinds) if "image" in kinds \
                 else tuple(f for f, spec in self.dataset.specs.items()
-                           if KIND_PRODUCERS.get(spec["kind"]) != "json")
+                           if delivered_by_default(f, spec))
         fields = tuple(fields)
         missing = [f for f in fields if f not in kinds]
         if missing:
@@ -510,27 +565,47 @@ class _Run:
 
     def fill(self, slot, iteration: int):
         request = self.plan.request(iteration)
+        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
+        with stream_ctx:
+            begin_fill(slot, self.stream)
+            request, shapes, host, out = self._views(slot, request)
+            failed = np.zeros(len(request.ids), dtype=bool)
+            for producer, reader in zip(self.producers, self.readers, strict=True):
+                status = reader.read(request, {k: out[k] for k in producer.outputs()})
+                failed |= np.asarray(status).reshape(len(request.ids)) != 0
+            ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
+                                                         request)
+            if reread:  # a substitute is larger than this batch's shapes: read it again
+                request, shapes, host, out = self._reread(slot, ids, request)
+            host["index"][...] = ids
+            stage(slot, shapes, self.stream)
+        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
+        return shapes, lists, replaced
+
+    def _views(self, slot, request):
+        """The request with this batch's shapes, and the slot viewed in them."""
         n = len(request.ids)
         shapes = {"index": (n,)}
         for producer in self.producers:
             shapes.update(producer.shapes(request))
         request = replace(request, shapes=shapes)
-        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
-        with stream_ctx:
-            begin_fill(slot, self.stream)
-            host = host_views(slot, shapes)
-            device = device_views(slot, shapes) if self.stream else host
-            out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
-                   for k, o in self.outputs.items()}
-            failed = np.zeros(n, dtype=bool)
-            for producer, reader in zip(self.producers, self.readers, strict=True):
-                status = reader.read(request, {k: out[k] for k in producer.outputs()})
-                failed |= np.asarray(status).reshape(n) != 0
-            ids, replaced = self.substitutor.fix(request.ids, failed, out, shapes)
-            host["index"][...] = ids
-            stage(slot, shapes, self.stream)
-        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
-        return shapes, lists, replaced
+        host = host_views(slot, shapes)
+        device = device_views(slot, shapes) if self.stream else host
+        out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
+               for k, o in self.outputs.items()}
+        return request, shapes, host, out
+
+    def _reread(self, slot, ids, failed_request):
+        substituted = self.plan.request_for(ids, like=failed_request)
+        substituted = replace(substituted, iteration=failed_request.iteration)
+        request, shapes, host, out = self._views(slot, substituted)
+        for producer in self.producers:
+            status = producer.fill(request, {k: out[k] for k in producer.outputs()})
+            if np.asarray(status).any():
+                raise DecodeError(f"batch {request.iteration} of {self.plan.dataset}: a sample "
+                                  "that read correctly failed when read again with its "
+                                  "substitutes; run `chute verify` on the dataset")
+        return request, shapes, host, out
 
     def get(self):
         return self.prefetcher.get()

@@ -71,9 +71,10 @@ class BatchPlan:
         ids = self.ids(iteration)
         return BatchRequest(iteration, ids, self.params_of(ids))
 
-    def request_for(self, ids: np.ndarray) -> BatchRequest:
+    def request_for(self, ids: np.ndarray, like: BatchRequest | None = None) -> BatchRequest:
         """A request for arbitrary samples of this epoch, with the parameters they get
-        anywhere in it (what a substitute for a failed sample uses)."""
+        anywhere in it (what a substitute for a failed sample uses; `like`, the failed
+        batch's request, matters only to plans whose batches differ in shape)."""
         ids = np.asarray(ids, dtype=np.int64)
         return BatchRequest(-1, ids, self.params_of(ids))
 

@@ -72,6 +72,7 @@ class ProducerSpec:
         device: "cpu" or "cuda:N".
         prefetch: batches the Pipeline keeps in flight (a producer with its own queue may use it).
         options: the user's options for this producer (unknown ones raise).
+        augment: "train" (random choices keyed by seed, epoch, sample) or "eval".
     """
 
     name: str
@@ -81,6 +82,7 @@ class ProducerSpec:
     device: str = "cpu"
     prefetch: int = 2
     options: dict = field(default_factory=dict)
+    augment: str = "train"
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from types import ModuleType
 
 from chute.errors import BackendUnavailableError
 
-__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "KIND_PRODUCERS", "MEDIA_OF_LEGACY_FIELDS",
-           "producer_module", "create_producer", "field_media", "image_candidates"]
+__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "MEDIA_PRODUCERS", "KIND_PRODUCERS",
+           "MEDIA_OF_LEGACY_FIELDS", "producer_module", "create_producer", "field_media",
+           "image_candidates", "stored_producer", "delivered_by_default", "NOT_BY_DEFAULT"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
 # asked for, so the GPU producers' imports never run on the CPU path.
@@ -21,10 +22,17 @@ PRODUCERS: dict[str, str] = {
     "scalar": "chute.pipelines._producer_scalar",
     "json": "chute.pipelines._producer_list",
     "bytes": "chute.pipelines._producer_list",
+    "video": "chute.pipelines._producer_video",
 }
 
 # The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
 IMAGE_BACKENDS = ("cpu", "dali", "dali-native")
+
+# Field media -> producer, for encoded media other than images (whose producer is the
+# Pipeline's `backend`).
+MEDIA_PRODUCERS: dict[str, str] = {
+    "video": "video",
+}
 
 # Field kind -> producer, for fields that are delivered as stored (no decoding).
 KIND_PRODUCERS: dict[str, str] = {
@@ -36,6 +44,24 @@ KIND_PRODUCERS: dict[str, str] = {
 
 # Datasets written before fields declared their media: (field name, kind) -> media.
 MEDIA_OF_LEGACY_FIELDS = {("image", "bytes"): "image"}
+
+
+# Producers whose fields a Pipeline leaves out unless asked for (metadata).
+NOT_BY_DEFAULT = frozenset({"json"})
+
+
+def stored_producer(name: str, spec: dict) -> str:
+    """The producer of a field delivered without a decoder (by its media, else its kind)."""
+    found = MEDIA_PRODUCERS.get(field_media(name, spec)) or KIND_PRODUCERS.get(spec["kind"])
+    if found is None:
+        raise ValueError(f"field {name!r} (kind {spec['kind']!r}) has no producer; add one to "
+                         "chute/pipelines/_producers.py (KIND_PRODUCERS or MEDIA_PRODUCERS)")
+    return found
+
+
+def delivered_by_default(name: str, spec: dict) -> bool:
+    """Whether a Pipeline without `fields=` delivers this field (not metadata)."""
+    return KIND_PRODUCERS.get(spec["kind"]) not in NOT_BY_DEFAULT
 
 
 def field_media(name: str, spec: dict) -> str | None:

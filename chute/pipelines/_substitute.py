@@ -44,54 +44,68 @@ class Substitutor:
         self.on_error = on_error
         self._key = derive_key(plan.seed, plan.epoch, "substitute")
 
-    def fix(self, ids: np.ndarray, status: np.ndarray, out: dict,
-            shapes: dict) -> tuple[np.ndarray, list]:
-        """New ids for the batch and [(failed id, substitute id), ...]; `out` rows rewritten."""
+    def fix(self, ids: np.ndarray, status: np.ndarray, out: dict, shapes: dict,
+            request=None) -> tuple[np.ndarray, list, bool]:
+        """New ids for the batch, [(failed id, substitute id), ...], and whether the batch must
+        be read again: True when a substitute is larger than the batch's variable-size
+        outputs allow (the Pipeline then re-reads the whole batch at the new shapes); else the
+        substitutes' rows are written into `out`."""
         failed_rows = np.flatnonzero(status)
         if failed_rows.size == 0:
-            return ids, []
+            return ids, [], False
         if self.on_error == "raise":
             raise decode_error(self.dataset, ids[failed_rows[0]])
         ids = ids.copy()
-        replaced = []
+        replaced, reread = [], False
         for row in failed_rows.tolist():
             bad = int(ids[row])
-            ids[row] = self._substitute(bad, out, shapes, row)
+            ids[row], fits = self._substitute(bad, out, shapes, row, request)
+            reread |= not fits
             replaced.append((bad, int(ids[row])))
-        return ids, replaced
+        return ids, replaced, reread
 
-    def _substitute(self, bad: int, out: dict, shapes: dict, row: int) -> int:
+    def _substitute(self, bad: int, out: dict, shapes: dict, row: int,
+                    request) -> tuple[int, bool]:
         n = self.plan.n
         for k in range(_MAX_CANDIDATES):
             cand = int(random_u64(self._key, bad, stream=k) % np.uint64(n))
             if cand == bad:
                 continue
-            scratch = self._read_one(cand, shapes)
-            if scratch is not None:
+            scratch = self._read_one(cand, request)
+            if scratch is None:
+                continue
+            fits = all(_fits(np.shape(v), shapes[key]) for key, v in scratch.items()
+                       if not isinstance(out[key], list))
+            if fits:
                 for key, value in scratch.items():
                     _put_row(out[key], row, value)
-                return cand
+            return cand, fits
         raise DecodeError(
             f"sample {bad} of dataset {self.dataset.path} could not be read, nor could any of "
             f"{_MAX_CANDIDATES} substitutes; the dataset looks badly damaged. "
             "Run `chute verify` on it."
         )
 
-    def _read_one(self, cand: int, batch_shapes: dict) -> dict | None:
-        """Every output of sample `cand` (rows of one), or None when it fails or does not fit."""
-        request = self.plan.request_for(np.array([cand], dtype=np.int64))
+    def _read_one(self, cand: int, like) -> dict | None:
+        """Every output of sample `cand` (rows of one), or None when it fails. `like` is the
+        failed batch's request: a plan whose batches differ in shape (buckets) gives the
+        substitute that batch's parameters."""
+        one = np.array([cand], dtype=np.int64)
+        request = self.plan.request_for(one, like=like)
         scratch = {}
         for producer in self.producers:
             shapes = producer.shapes(request)
             for key, shape in shapes.items():
-                if any(a > b for a, b in zip(shape[1:], batch_shapes[key][1:], strict=True)):
-                    return None
                 dtype = self.outputs[key].dtype
                 scratch[key] = [None] if dtype is None else np.zeros(shape, dtype)
             status = producer.fill(request, {k: scratch[k] for k in shapes})
             if np.asarray(status).any():
                 return None
         return {k: v[0] for k, v in scratch.items()}
+
+
+def _fits(row_shape: tuple, batch_shape: tuple) -> bool:
+    return all(a <= b for a, b in zip(row_shape, batch_shape[1:], strict=True))
 
 
 def _put_row(dst, row: int, value) -> None:

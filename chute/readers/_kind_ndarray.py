@@ -11,6 +11,7 @@ reported, never returned (docs/design.md, "Field kinds").
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ class NdarrayReader:
         self.sample_shape = lead + self.inner
         self._row_bytes = self.dtype.itemsize * math.prod(self.inner)
         self._arrays = None if self.compressed or rows is not None else self._fixed_views(args)
-        self._decompressor = None
+        self._local = threading.local()  # zstd decompressors are not thread-safe
 
     def _expected_bytes(self, ids: np.ndarray) -> np.ndarray:
         if self.rows is None:
@@ -80,11 +81,13 @@ class NdarrayReader:
     def _decode(self, raw: np.ndarray, global_id: int, nbytes: int) -> np.ndarray:
         """Record -> flat array of the sample; FormatError when it is not exactly that."""
         if self.compressed:
-            if self._decompressor is None:
-                self._decompressor = _zstd().ZstdDecompressor()
+            decompressor = getattr(self._local, "zstd", None)
+            if decompressor is None:
+                decompressor = self._local.zstd = _zstd().ZstdDecompressor()
             try:
-                raw = np.frombuffer(self._decompressor.decompress(
-                    raw, max_output_size=max(nbytes, 1)), np.uint8)
+                # frames carry a content checksum (checked here) and nothing may follow them
+                raw = np.frombuffer(decompressor.decompress(
+                    raw, max_output_size=max(nbytes, 1), allow_extra_data=False), np.uint8)
             except _zstd().ZstdError as exc:
                 raise FormatError(f"{self.records.where(global_id)} of field {self.field!r} "
                                   f"does not decompress ({exc}); run `chute verify`") from None
@@ -173,6 +176,31 @@ class _RaggedColumn:
         self.records.abort()
 
 
+def _numeric_dtype(field: str, dtype) -> str:
+    """A little-endian numeric dtype string, or a ValueError naming the field."""
+    try:
+        found = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"field {field!r}: {dtype!r} is not a NumPy dtype") from None
+    if found.kind not in "biufc":
+        raise ValueError(f"field {field!r}: an ndarray field holds numbers, got {found}")
+    return found.newbyteorder("<").str
+
+
+def _shape(field: str, shape, ragged: bool) -> list:
+    """A JSON-ready shape (plain ints; the varying leading dimension None when ragged)."""
+    try:
+        dims = [None if d is None else int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise ValueError(f"field {field!r}: shape must be a sequence of ints, got "
+                         f"{shape!r}") from None
+    if any(d is not None and d < 0 for d in dims) or (ragged and not dims):
+        raise ValueError(f"field {field!r}: shape {shape!r} is not a valid array shape")
+    if ragged:
+        dims[0] = None
+    return dims
+
+
 def _shape_text(shape) -> str:
     return "[" + ", ".join("*" if d is None else str(d) for d in shape) + "]"
 
@@ -192,14 +220,14 @@ class _NdarrayKind:
         spec = {"kind": self.name, "ragged": bool(options.get("ragged", False)),
                 "compression": compression}
         if compression:
-            spec["level"] = int(options.get("level", 3))
+            level = int(options.get("level", 3))
+            if not -7 <= level <= 22:
+                raise ValueError(f"field {field!r}: zstd level must be in [-7, 22], got {level}")
+            spec["level"] = level
         if options.get("dtype") is not None:
-            spec["dtype"] = np.dtype(options["dtype"]).newbyteorder("<").str
+            spec["dtype"] = _numeric_dtype(field, options["dtype"])
         if options.get("shape") is not None:
-            shape = list(options["shape"])
-            if spec["ragged"]:
-                shape[0] = None
-            spec["shape"] = shape
+            spec["shape"] = _shape(field, options["shape"], spec["ragged"])
         return spec
 
     def infer(self, value) -> dict | None:
@@ -212,23 +240,19 @@ class _NdarrayKind:
         array = np.asarray(value)
         spec = dict(spec)
         if "dtype" not in spec:
-            if array.dtype.kind not in "biufc":
-                raise ValueError(f"field {field!r}: an ndarray field holds numbers, got "
-                                 f"{array.dtype}")
-            spec["dtype"] = array.dtype.newbyteorder("<").str
+            spec["dtype"] = _numeric_dtype(field, array.dtype)
         if "shape" not in spec:
             if spec["ragged"] and array.ndim == 0:
                 raise ValueError(f"field {field!r}: a ragged ndarray needs at least one "
                                  "dimension (the one that varies)")
-            shape = list(array.shape)
-            if spec["ragged"]:
-                shape[0] = None
-            spec["shape"] = shape
+            spec["shape"] = _shape(field, array.shape, spec["ragged"])
         return spec
 
     def check(self, field: str, spec: dict) -> str | None:
         try:
-            np.dtype(spec["dtype"])
+            dtype = np.dtype(spec["dtype"])
+            if dtype.kind not in "biufc" or dtype.byteorder == ">":
+                raise ValueError
             shape = list(spec["shape"])
             inner = shape[1:] if spec.get("ragged") else shape
             if not all(isinstance(d, int) and d >= 0 for d in inner):
@@ -262,7 +286,8 @@ class _NdarrayKind:
                              "that shape" + (" (the first dimension may vary)" if ragged else ""))
         data = as_bytes(np.ascontiguousarray(array, dtype=dtype))
         if spec.get("compression") == "zstd":
-            data = _zstd().ZstdCompressor(level=spec.get("level", 3)).compress(data)
+            data = _zstd().ZstdCompressor(level=spec.get("level", 3),
+                                          write_checksum=True).compress(data)
         RecordWriter.check_length(field, sample, len(data))
         return Encoded((data, array.shape[0] if ragged else 0), len(data))
 

@@ -106,9 +106,12 @@ class _ScalarKind:
 
     def check(self, field: str, spec: dict) -> str | None:
         try:
-            np.dtype(spec.get("dtype"))
-        except TypeError:
-            return f"field {field!r} has no valid dtype ({spec.get('dtype')!r})"
+            dtype = np.dtype(spec["dtype"])
+            if dtype.kind not in "biuf" or dtype.byteorder == ">":
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            return (f"field {field!r} needs a little-endian numeric dtype, has "
+                    f"{spec.get('dtype')!r}")
         return None
 
     def files(self, stem: str, spec: dict) -> dict[str, str]:

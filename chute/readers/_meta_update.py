@@ -48,8 +48,11 @@ def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
 
 
 def _next_stem(field: str, stem: str) -> str:
-    generation = stem.rsplit(".", 1)[1] if "." in stem else "0"
-    return f"{field}.{int(generation) + 1}"
+    """`meta` -> `meta.1` -> `meta.2`; the generation is what follows the field's own name
+    (which may itself contain dots)."""
+    rest = stem[len(field) + 1:] if stem.startswith(f"{field}.") else ""
+    generation = int(rest) if rest.isdigit() else 0
+    return f"{field}.{generation + 1}"
 
 
 def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge: bool = False,

@@ -36,11 +36,12 @@ def local_path(path_or_url: str | Path) -> Path:
     return SCHEMES[scheme](text)
 
 
-def open_url(url: str):
-    """Open the dataset at `url` (a plain path works too)."""
+def open_url(url: str, *, bytes_field: str = "data"):
+    """Open the dataset at `url` (a plain path works too); `bytes_field` names a Megatron
+    pair's one field."""
     from chute.readers._dataset import open_dataset
 
-    return open_dataset(local_path(url))
+    return open_dataset(local_path(url), bytes_field=bytes_field)
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,14 @@ class DatasetRef:
 
     url: str
     fingerprint: str
+    bytes_field: str = "data"  # what a Megatron pair's field was called when it was opened
 
     @classmethod
     def of(cls, dataset) -> DatasetRef:
-        return cls(dataset.url, dataset.fingerprint)
+        return cls(dataset.url, dataset.fingerprint, getattr(dataset, "_bytes_field", "data"))
 
     def open(self):
-        dataset = open_url(self.url)
+        dataset = open_url(self.url, bytes_field=self.bytes_field)
         if dataset.fingerprint != self.fingerprint:
             raise FormatError(f"{self.url}: the dataset changed since it was opened "
                               f"(fingerprint {dataset.fingerprint}, expected {self.fingerprint}); "

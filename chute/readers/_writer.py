@@ -8,7 +8,7 @@ from pathlib import Path
 from chute.errors import ChuteError
 from chute.readers._files import CHECKSUM, fsync_dir
 from chute.readers._kind import Encoded
-from chute.readers._kinds import declare, field_stem, get_kind, infer_declaration
+from chute.readers._kinds import declare, field_files, field_stem, get_kind, infer_declaration
 from chute.readers._manifest import FORMAT, MANIFEST, VERSION, write_manifest
 from chute.readers._sizes import parse_size
 
@@ -20,6 +20,22 @@ def infer_fields(sample: dict) -> dict[str, dict]:
     (uint8 arrays and bytes-like -> "bytes", other numeric arrays -> "ndarray", numbers -> a
     scalar column of their NumPy dtype, anything else -> "json")."""
     return {name: infer_declaration(value) for name, value in sample.items()}
+
+
+def _checked(fields: dict[str, dict]) -> dict[str, dict]:
+    """Field names that make safe file names, and no two fields writing the same file."""
+    owner: dict[str, str] = {}
+    for name, spec in fields.items():
+        if not isinstance(name, str) or not name or name.startswith(".") or \
+                any(c in name for c in "/\\\0"):
+            raise ValueError(f"field name {name!r} cannot name files: use letters, digits, "
+                             "'_', '-' or '.' (not first)")
+        for fname in field_files(name, spec):
+            if fname in owner:
+                raise ValueError(f"fields {owner[fname]!r} and {name!r} would both write "
+                                 f"{fname}; rename one of them")
+            owner[fname] = name
+    return fields
 
 
 class _Shard:
@@ -90,7 +106,7 @@ class ShardWriter:
         self.path = Path(path)
         self.shard_size = parse_size(shard_size)
         self._declared = None if fields is None else \
-            {n: declare(n, d) for n, d in fields.items()}
+            _checked({n: declare(n, d) for n, d in fields.items()})
         self._fields: dict[str, dict] | None = None  # complete specs, after the first sample
         # keys added to the manifest at close (may be changed until then)
         self.manifest_extra = {"class_names": class_names, **(manifest_extra or {})}
@@ -135,7 +151,7 @@ class ShardWriter:
     def _complete(self, sample: dict) -> dict[str, dict]:
         declared = self._declared
         if declared is None:
-            declared = {n: declare(n, d) for n, d in infer_fields(sample).items()}
+            declared = _checked({n: declare(n, d) for n, d in infer_fields(sample).items()})
         self._check_names(declared, sample)
         return {n: get_kind(s["kind"]).complete(n, s, sample[n]) for n, s in declared.items()}
 
@@ -154,6 +170,20 @@ class ShardWriter:
         """Finish the last shard and write the manifest (makes the dataset visible)."""
         if self._closed:
             return
+        try:
+            self._finish()
+        except BaseException:
+            self.abort()  # a half-written folder would block a retry
+            raise
+        self._closed = True
+
+    def _finish(self) -> None:
+        fields = self._fields or self._declared or {}
+        for name, spec in fields.items():
+            problem = get_kind(spec["kind"]).check(name, spec)
+            if problem:  # only a declaration no sample completed can be incomplete here
+                raise ValueError(f"{self.path}: {problem}; with no samples written, declare "
+                                 "the field fully (e.g. an ndarray's dtype and shape)")
         if self._current is not None:
             self._shards.append(self._current.commit())
             self._current = None
@@ -162,12 +192,11 @@ class ShardWriter:
             "version": VERSION,
             "checksum": CHECKSUM,
             "num_samples": self._count,
-            "fields": self._fields or self._declared or {},
+            "fields": fields,
             **self.manifest_extra,
             "shards": self._shards,
         }
         write_manifest(self.path, manifest)
-        self._closed = True
 
     def abort(self) -> None:
         """Drop everything written so far."""

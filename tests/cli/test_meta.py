@@ -80,3 +80,20 @@ def test_bad_jsonl(tmp_path, dataset, capsys, content, message):
     assert main(["meta", "update", str(dataset), str(tmp_path / "bad.jsonl")]) == 1
     assert message in capsys.readouterr().err
 
+
+
+def test_a_metadata_field_whose_name_has_a_dot_gets_new_generations(tmp_path):
+    import json
+
+    from chute.readers import ShardWriter, open_dataset, update_metadata
+
+    with ShardWriter(tmp_path / "d", {"meta.v2": "json", "label": "int64"}) as w:
+        for i in range(3):
+            w.write({"meta.v2": {"key": f"k{i}"}, "label": i})
+    updates = tmp_path / "u.jsonl"
+    for generation in (1, 2):
+        updates.write_text(json.dumps({"key": "k1", "text": f"g{generation}"}) + "\n")
+        update_metadata(tmp_path / "d", updates, field="meta.v2")
+        ds = open_dataset(tmp_path / "d")
+        assert ds.specs["meta.v2"]["file"] == f"meta.v2.{generation}"
+        assert ds[1]["meta.v2"] == {"key": "k1", "text": f"g{generation}"}

@@ -40,7 +40,14 @@ def datasets(tmp_path_factory):
                      shard_size="1KiB") as w:
         for i in range(N):
             w.write({"seq": _ragged_of(i)})
-    return {"mixed": mixed, "ragged": open_dataset(root / "ragged")}
+    found = {"mixed": mixed, "ragged": open_dataset(root / "ragged")}
+    if importlib.util.find_spec("av") is not None:
+        from tests.pipelines.test_producer_video import write_videos
+
+        folder = root / "videos"
+        folder.mkdir()
+        found["video"] = open_dataset(write_videos(folder, frames=[6 + i % 5 for i in range(N)]))
+    return found
 
 
 def _ragged_of(i: int) -> np.ndarray:
@@ -77,6 +84,9 @@ def _case(name: str, datasets) -> Case:
     if name == "ndarray":
         return Case(ProducerSpec(name, "latent", mixed, **common),
                     lambda ds, r: {"latent": np.stack([latent_of(int(i)) for i in r.ids])})
+    if name == "video":
+        return Case(ProducerSpec(name, "video", datasets["video"], options=dict(VIDEO),
+                                 **common), _video_ref)
     if name == "ndarray-ragged":
         return Case(ProducerSpec("ndarray", "seq", datasets["ragged"], **common), _ragged_ref)
     if name == "scalar":
@@ -89,6 +99,26 @@ def _case(name: str, datasets) -> Case:
         return Case(ProducerSpec(name, "image", mixed, **common),
                     lambda ds, r: {"image": [bytes(ds[int(i)]["image"]) for i in r.ids]})
     raise AssertionError(f"no contract case for producer {name!r}; add one")
+
+
+VIDEO = {"num_frames": 3, "frame_interval": 2, "size": None}
+
+
+def _video_ref(ds, request):
+    import io
+
+    import av
+
+    from chute.pipelines._clips import clip_indices
+
+    clips = []
+    for i, start in zip(request.ids.tolist(), request.params["clip_start"].tolist(),
+                        strict=True):
+        with av.open(io.BytesIO(ds[i]["video"].tobytes())) as c:
+            frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+        picked = clip_indices(start, VIDEO["num_frames"], VIDEO["frame_interval"], len(frames))
+        clips.append(np.stack([frames[f] for f in picked]).transpose(3, 0, 1, 2))
+    return {"video": np.stack(clips)}
 
 
 def _ragged_ref(ds, request):
@@ -106,6 +136,8 @@ def _names() -> list:
         marks = []
         if name == "dali" and cuda_device_count() == 0:
             marks.append(pytest.mark.skip(reason="backend 'dali' runs a CUDA kernel: no GPU"))
+        if name == "video" and importlib.util.find_spec("av") is None:
+            marks.append(pytest.mark.skip(reason="PyAV not installed"))
         if name.startswith("dali") and importlib.util.find_spec("nvidia.dali") is None:
             marks.append(pytest.mark.skip(reason="nvidia-dali not installed"))
         names.append(pytest.param(name, marks=marks, id=name))

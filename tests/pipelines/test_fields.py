@@ -84,3 +84,26 @@ def test_image_field_without_size_columns_is_explained(tmp_path):
         w.write({"image": b"\xff\xd8"})
     with pytest.raises(ValueError, match=r"no \['height', 'width'\] column"):
         Pipeline(tmp_path / "x", 1, backend="cpu", device="cpu")
+
+
+def test_a_corrupt_shortest_ragged_sample_gets_a_longer_substitute(tmp_path):
+    arrays = [np.full((2 + i % 6, 3), i, np.float32) for i in range(30)]
+    arrays[7] = np.full((1, 3), 7, np.float32)  # the shortest sample, and the corrupt one
+    with ShardWriter(tmp_path / "r", {"seq": {"kind": "ndarray", "ragged": True,
+                                              "compression": "zstd"}}) as w:
+        for a in arrays:
+            w.write({"seq": a})
+    from chute.readers import open_dataset
+
+    records = open_dataset(tmp_path / "r").reader("seq").records
+    with open(records.paths[0], "r+b") as f:  # garble sample 7's compressed bytes
+        f.seek(int(records.pointers[7]) + 4)
+        f.write(b"\xff" * 6)
+    with pytest.warns(RuntimeWarning, match="sample 7 "):
+        with Pipeline(tmp_path / "r", 1, augment="eval", device="cpu") as pipe:
+            rows = {int(b["index"][0]): (b["seq"].clone(), int(b["seq_lengths"][0]))
+                    for b in pipe}
+    assert 7 not in rows and len(rows) == 29
+    for i, (seq, length) in rows.items():
+        assert length == len(arrays[i]) and torch.equal(seq[0, :length],
+                                                         torch.from_numpy(arrays[i]))

@@ -98,3 +98,15 @@ def test_megatron_missing_half(tmp_path, tokens):
     (tmp_path / "m.idx").unlink()
     with pytest.raises(FormatError, match=r"m\.idx: missing"):
         open_dataset(tmp_path / "m.bin")
+
+
+def test_a_dataset_ref_reopens_a_pair_with_its_field_name(tmp_path):
+    import pickle
+
+    from chute.readers import DatasetRef
+
+    prefix = tmp_path / "pair"
+    write_megatron_pair(prefix, [np.arange(3), np.arange(5)])
+    ds = open_dataset(prefix, bytes_field="image")
+    ref = pickle.loads(pickle.dumps(DatasetRef.of(ds)))
+    assert ref.open().fields == {"image": "bytes"}

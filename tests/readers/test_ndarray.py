@@ -110,3 +110,68 @@ def test_fixed_field_whose_index_disagrees_with_the_shape_is_refused(tmp_path):
                                                                 '"shape": [\n    3\n   ]'))
     with pytest.raises(FormatError, match="not 6-byte float16"):
         open_dataset(tmp_path / "d")
+
+
+def test_compressed_reads_from_many_threads_are_correct(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    arrays = _latents(64, shape=(32, 16), dtype=np.float32)
+    ds = _write(tmp_path / "d", arrays, {"kind": "ndarray", "compression": "zstd"},
+                shard_size="1GiB")
+
+    def check(i):
+        return all(np.array_equal(ds[j]["latent"], arrays[j]) for j in range(i % 7, 64, 3))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(check, range(40)))
+
+
+def test_a_single_flipped_bit_in_a_compressed_record_is_caught(tmp_path):
+    arrays = [np.zeros((256,), np.float32) + i for i in range(4)]
+    ds = _write(tmp_path / "d", arrays, {"kind": "ndarray", "compression": "zstd"},
+                shard_size="1GiB")
+    records = ds.reader("latent").records
+    start, size = int(records.pointers[1]), int(records.lengths[1])
+    with open(records.paths[0], "r+b") as f:
+        f.seek(start + size // 2)
+        byte = f.read(1)
+        f.seek(start + size // 2)
+        f.write(bytes([byte[0] ^ 0x10]))
+    ds = open_dataset(tmp_path / "d")
+    with pytest.raises(FormatError, match="record 1"):
+        ds[1]
+    np.testing.assert_array_equal(ds[2]["latent"], arrays[2])
+
+
+def test_declarations_are_checked_up_front(tmp_path):
+    with pytest.raises(ValueError, match="would both write x.rows.npy"):
+        ShardWriter(tmp_path / "a", {"x": {"kind": "ndarray", "ragged": True},
+                                     "x.rows": "int64"})
+    with pytest.raises(ValueError, match="cannot name files"):
+        ShardWriter(tmp_path / "b", {"../x": "int64"})
+    with pytest.raises(ValueError, match="field 'z': zstd level"):
+        ShardWriter(tmp_path / "c", {"z": {"kind": "ndarray", "compression": "zstd",
+                                           "level": 40}})
+    with ShardWriter(tmp_path / "d", {"z": {"kind": "ndarray", "shape": np.array([2, 3])}}) as w:
+        w.write({"z": np.zeros((2, 3), np.float32)})
+    assert open_dataset(tmp_path / "d").specs["z"]["shape"] == [2, 3]
+
+
+def test_an_empty_writer_with_an_open_declaration_says_what_to_declare(tmp_path):
+    writer = ShardWriter(tmp_path / "e", {"x": "ndarray"})
+    with pytest.raises(ValueError, match="declare the field fully"):
+        writer.close()
+    assert not (tmp_path / "e").exists()
+    with ShardWriter(tmp_path / "e", {"x": {"kind": "ndarray", "dtype": "float16",
+                                            "shape": [4]}}):
+        pass
+    assert len(open_dataset(tmp_path / "e")) == 0
+
+
+def test_a_big_endian_or_text_dtype_in_a_manifest_is_refused(tmp_path):
+    _write(tmp_path / "d", _latents(2, shape=(4,)), shard_size="1GiB")
+    manifest = (tmp_path / "d" / "chute.json").read_text()
+    for bad in ('">f2"', '"<U1"'):
+        (tmp_path / "d" / "chute.json").write_text(manifest.replace('"<f2"', bad))
+        with pytest.raises(FormatError, match="field 'latent'"):
+            open_dataset(tmp_path / "d")

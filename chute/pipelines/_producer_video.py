@@ -1,0 +1,154 @@
+"""Producer `video`: clips of `num_frames` frames decoded on the CPU (FFmpeg through PyAV)
+from container bytes, only the span each clip needs, resized to fill `size` by FFmpeg's scaler
+(antialiased bilinear, in the colour conversion pass) and centre-cropped, in parallel across
+samples (docs/design.md, "Video clips").
+
+Options (`field_options={"video": {...}}`): num_frames (16), frame_interval (1), size ((H, W);
+None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
+"float32"/"float16" scaled to [-1, 1]), layout ("CTHW" -> [B, 3, T, H, W] | "TCHW" ->
+[B, T, 3, H, W]), threads (decoding threads, default: CPU count).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from chute.errors import DecodeError
+from chute.pipelines._clips import ClipParams, clip_indices
+from chute.pipelines._producer import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
+
+__all__ = ["VideoProducer", "create", "candidates"]
+
+_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets"}
+_DTYPES = ("uint8", "float32", "float16")
+_LAYOUTS = ("CTHW", "TCHW")
+
+
+def _size(value) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    size = (int(value), int(value)) if np.ndim(value) == 0 else tuple(int(v) for v in value)
+    if len(size) != 2 or min(size) < 1:
+        raise ValueError(f"video option size must be (H, W) >= 1 or an int, got {value!r}")
+    return size
+
+
+class VideoProducer(StoredFieldProducer):
+    name = "video"
+
+    def __init__(self, spec: ProducerSpec):
+        check_options(self.name, spec.options, _OPTIONS)
+        options = spec.options
+        self.field = spec.field
+        self.dataset = spec.dataset
+        self.num_frames = int(options.get("num_frames", 16))
+        self.frame_interval = int(options.get("frame_interval", 1))
+        if self.num_frames < 1 or self.frame_interval < 1:
+            raise ValueError(f"video options need num_frames >= 1 and frame_interval >= 1, got "
+                             f"{self.num_frames}, {self.frame_interval}")
+        self.size = _size(options.get("size", (256, 256)))
+        # With buckets the plan gives each batch its frame count and size (request params).
+        self.buckets = options.get("buckets")
+        self.dtype = options.get("dtype", "uint8")
+        self.layout = options.get("layout", "CTHW")
+        if self.dtype not in _DTYPES or self.layout not in _LAYOUTS:
+            raise ValueError(f"video options: dtype must be one of {_DTYPES} and layout one of "
+                             f"{_LAYOUTS}, got {self.dtype!r}, {self.layout!r}")
+        needed = [c for c in ("num_frames", "height", "width", "pts", "rotation")
+                  if c not in spec.dataset.fields]
+        if needed:
+            raise ValueError(f"field {spec.field!r} of {spec.dataset.path} holds video but the "
+                             f"dataset lacks {needed}; convert it with `chute convert video`")
+        self.mode = spec.augment
+        self._frames = np.asarray(spec.dataset.column("num_frames"))
+        self._rotation = np.asarray(spec.dataset.column("rotation"))
+        self._heights = np.asarray(spec.dataset.column("height"))
+        self._widths = np.asarray(spec.dataset.column("width"))
+        self._pool = ThreadPoolExecutor(max_workers=int(options.get("threads") or
+                                                        os.cpu_count() or 1))
+
+    def _clip_shape(self, request) -> tuple[int, int, int]:
+        """(T, H, W) of this batch's clips."""
+        if "clip_frames" in request.params and len(request.ids):
+            h, w = (int(v) for v in request.params["clip_size"][0])
+            return int(request.params["clip_frames"][0]), h, w
+        return (self.num_frames, *self._frame_shape(request.ids))
+
+    def _frame_shape(self, ids: np.ndarray) -> tuple[int, int]:
+        if self.size is not None:
+            return self.size
+        sizes = set(zip(self._heights[ids].tolist(), self._widths[ids].tolist(), strict=True))
+        if len(sizes) > 1:
+            raise ValueError(f"video option size=None keeps stored sizes, but this batch mixes "
+                             f"{sorted(sizes)}; give a size or use batch_size=1")
+        return sizes.pop() if sizes else (1, 1)
+
+    def _batch_shape(self, b: int, t: int, h: int, w: int) -> tuple[int, ...]:
+        return (b, 3, t, h, w) if self.layout == "CTHW" else (b, t, 3, h, w)
+
+    def outputs(self) -> dict[str, Output]:
+        if self.buckets is not None:
+            t, h, w = self.buckets.max_clip_shape()
+        else:
+            t = self.num_frames
+            h, w = self.size or (int(self._heights.max(initial=1)),
+                                 int(self._widths.max(initial=1)))
+        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype))}
+
+    def param_sources(self) -> tuple:
+        if self.buckets is not None:
+            return ()
+        return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),)
+
+    def shapes(self, request) -> dict[str, tuple[int, ...]]:
+        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request))}
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        ids = request.ids
+        target = out[self.field]
+        t, h, w = self._clip_shape(request)
+        views = self.dataset.views(ids, self.field)
+        pts = self.dataset.reader("pts").read(ids)
+        jobs = [(views[k], pts[k], int(ids[k]), int(request.params["clip_start"][k]), t,
+                 (h, w)) for k in range(len(ids))]
+        status = np.zeros(len(ids), np.uint8)
+        for k, clip in enumerate(self._pool.map(self._clip, jobs)):
+            if clip is None:
+                status[k] = 1
+                target[k] = 0
+            else:
+                target[k] = clip if self.layout == "TCHW" else clip.transpose(1, 0, 2, 3)
+        return status
+
+    def _clip(self, job) -> np.ndarray | None:
+        """One sample's clip as [T, 3, H, W] in the output dtype, or None when it fails."""
+        from chute.fallbacks import decode_frames
+        from chute.pipelines._clip_output import to_output
+
+        data, pts, i, start, t, size = job
+        frames = int(self._frames[i])
+        indices = clip_indices(start, t, self.frame_interval, frames)
+        try:
+            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]), size)
+        except DecodeError:
+            return None
+        return to_output(rgb, self.dtype)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def create(spec: ProducerSpec) -> VideoProducer:
+    return VideoProducer(spec)
+
+
+candidates = no_candidates

@@ -1,0 +1,87 @@
+"""Probing a video container (PyAV, imported lazily): frame count, rate, display size, duration
+and what seeking needs (every frame's timestamp in presentation order, keyframe indices).
+Packets are demuxed, not decoded, except the first frame (its rotation)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["VideoInfo", "UnreadableVideo", "probe_video", "import_av"]
+
+
+class UnreadableVideo(ValueError):
+    """The bytes are not a video chute can read (the message says why)."""
+
+
+def import_av():
+    try:
+        import av
+    except ImportError:
+        raise ImportError("video needs PyAV: pip install chute[video]") from None
+    return av
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    num_frames: int
+    fps: float
+    height: int  # display size: rotation applied
+    width: int
+    duration: float  # seconds
+    rotation: int  # degrees counter-clockwise to display (0, 90, 180, 270)
+    pts: np.ndarray  # int64 [num_frames] presentation timestamps, ascending
+    time_base: float  # seconds per pts unit
+    keyframes: np.ndarray  # int64 frame indices of keyframes
+
+
+def _rotation(container, stream) -> int:
+    for frame in container.decode(stream):
+        return int(round(getattr(frame, "rotation", 0) or 0)) % 360
+    raise UnreadableVideo("no frame decodes")
+
+
+def probe_video(data: bytes) -> VideoInfo:
+    """Probe a container held in memory; UnreadableVideo when it has no decodable video."""
+    av = import_av()
+    try:
+        container = av.open(io.BytesIO(data))
+    except (av.error.FFmpegError, ValueError) as exc:
+        raise UnreadableVideo(f"not a readable container ({exc})") from None
+    with container:
+        if not container.streams.video:
+            raise UnreadableVideo("has no video stream (audio only?)")
+        stream = container.streams.video[0]
+        pts, keys = [], []
+        try:
+            for packet in container.demux(stream):
+                if packet.pts is not None and packet.size:
+                    pts.append(packet.pts)
+                    keys.append(packet.is_keyframe)
+        except av.error.FFmpegError as exc:
+            raise UnreadableVideo(f"cannot be demuxed ({exc})") from None
+        if not pts:
+            raise UnreadableVideo("has no video frames")
+        order = np.argsort(np.asarray(pts, np.int64), kind="stable")
+        pts_sorted = np.asarray(pts, np.int64)[order]
+        keyframes = np.flatnonzero(np.asarray(keys, bool)[order]).astype(np.int64)
+        if keyframes.size == 0 or keyframes[0] != 0:
+            raise UnreadableVideo("does not start with a keyframe (truncated or cut?)")
+        time_base = float(stream.time_base)
+        container.seek(0, stream=stream)
+        try:
+            rotation = _rotation(container, stream)
+        except av.error.FFmpegError as exc:
+            raise UnreadableVideo(f"first frame does not decode ({exc})") from None
+        height, width = stream.codec_context.height, stream.codec_context.width
+        if rotation in (90, 270):
+            height, width = width, height
+        rate = stream.average_rate or stream.guessed_rate
+        n = len(pts_sorted)
+        fps = float(rate) if rate else (n - 1) / max((pts_sorted[-1] - pts_sorted[0]) *
+                                                     time_base, 1e-9)
+        duration = n / fps if fps else 0.0
+        return VideoInfo(n, fps, int(height), int(width), float(duration), rotation,
+                         pts_sorted, time_base, keyframes)

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+
+pytest.importorskip("av")
+
+from chute.errors import DecodeError  # noqa: E402
+from chute.fallbacks import decode_frames  # noqa: E402
+from chute.readers._video_probe import probe_video  # noqa: E402
+from tests._video_media import level, make_video  # noqa: E402
+
+
+def _full_decode(data: bytes) -> list[np.ndarray]:
+    import io
+
+    import av
+
+    with av.open(io.BytesIO(data)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(gop=5, bframes=3), dict(codec="mpeg4"),
+                                dict(codec="libvpx-vp9", container="webm")])
+def test_frames_equal_a_full_decode_at_those_indices(kw):
+    data = make_video(n=40, **kw)
+    info = probe_video(data)
+    reference = _full_decode(data)
+    indices = np.array([33, 0, 7, 7, 21, 39])  # any order, repeats, across keyframes
+    got = decode_frames(data, info.pts, indices)
+    for k, i in enumerate(indices):
+        np.testing.assert_array_equal(got[k], reference[i])
+        assert abs(float(got[k][-1, -1, 1]) - level(int(i))) <= 3
+
+
+def test_only_the_needed_span_is_decoded(monkeypatch):
+    import av.container
+
+    data = make_video(n=60, gop=10, bframes=0)
+    info = probe_video(data)
+    decoded = []
+    real = av.container.InputContainer.decode
+
+    def counting(self, *args, **kwargs):
+        for frame in real(self, *args, **kwargs):
+            decoded.append(frame.pts)
+            yield frame
+
+    monkeypatch.setattr(av.container.InputContainer, "decode", counting)
+    decode_frames(data, info.pts, np.array([45, 47]))
+    assert 0 < len(decoded) <= 10  # from the keyframe at 40 to frame 47, not the whole file
+
+
+def test_rotation_turns_frames_to_display_orientation():
+    data = make_video(n=4, height=32, width=48, rotation=90)
+    info = probe_video(data)
+    frame = decode_frames(data, info.pts, np.array([1]), info.rotation)[0]
+    assert frame.shape == (48, 32, 3)
+    assert frame[:, :2, 0].mean() > 200  # the red top band is now on the left
+
+
+def test_a_truncated_stream_is_a_decode_error():
+    data = make_video(n=40, gop=40)
+    info = probe_video(data)
+    with pytest.raises(DecodeError):
+        decode_frames(data[: len(data) // 2], info.pts, np.array([39]))

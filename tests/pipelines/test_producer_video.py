@@ -1,0 +1,169 @@
+"""Video clips through the Pipeline: shapes, the frames each clip takes, determinism, resume
+and substitution of a corrupt video."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("av")
+
+from chute.pipelines import Pipeline  # noqa: E402
+from chute.pipelines._clips import ClipParams, clip_indices  # noqa: E402
+from chute.readers import open_dataset  # noqa: E402
+from chute.readers._convert_video import convert_video_csv  # noqa: E402
+from tests._video_media import level, make_video  # noqa: E402
+
+FRAMES = [30, 12, 45, 20, 8, 33, 27]  # video k has FRAMES[k] frames; video 4 is shorter
+OPTS = {"num_frames": 4, "frame_interval": 2, "size": None}
+
+
+def write_videos(folder, frames=FRAMES, corrupt=()):
+    rows = []
+    for k, n in enumerate(frames):
+        data = make_video(n=n, height=32, width=48, gop=6)
+        (folder / f"v{k}.mp4").write_bytes(data)
+        rows.append([f"v{k}.mp4", f"clip {k}"])
+    with open(folder / "v.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["path", "text"], *rows])
+    convert_video_csv(folder / "v.csv", folder / "ds", progress=False, shard_size="20KB")
+    records = open_dataset(folder / "ds").reader("video").records
+    for k in corrupt:  # damage the stored frames (sizes unchanged: only `verify` would know)
+        shard = int(records.shard_of(np.array([k]))[0])
+        start, size = int(records.pointers[k]), int(records.lengths[k])
+        with open(records.paths[shard], "r+b") as f:
+            f.seek(start + size // 3)
+            f.write(bytes(size // 2))
+    return folder / "ds"
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    return write_videos(tmp_path_factory.mktemp("vid"))
+
+
+def _epoch(pipe):
+    return [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in b.items()}
+            for b in pipe]
+
+
+def _frame_levels(clip: torch.Tensor) -> list[float]:
+    # [3, T, H, W] uint8: the green channel of the bottom-right pixel encodes the frame number
+    return [float(clip[1, t, -1, -1]) for t in range(clip.shape[1])]
+
+
+def test_eval_clips_are_centred_and_take_every_interval_frame(videos):
+    with Pipeline(videos, 3, augment="eval", device="cpu", fields=("video", "num_frames"),
+                  field_options={"video": OPTS}) as pipe:
+        batches = _epoch(pipe)
+    seen = []
+    for batch in batches:
+        assert batch["video"].shape[1:] == (3, 4, 32, 48) and batch["video"].dtype == torch.uint8
+        for k, i in enumerate(batch["index"].tolist()):
+            n = FRAMES[i]
+            start = max(n - 7, 0) // 2
+            want = [level(int(f)) for f in clip_indices(start, 4, 2, n)]
+            assert np.allclose(_frame_levels(batch["video"][k]), want, atol=3), i
+            seen.append(i)
+    assert sorted(seen) == list(range(len(FRAMES)))
+
+
+def test_train_clips_are_a_pure_function_of_seed_epoch_and_id(videos):
+    def run(seed, epoch):
+        with Pipeline(videos, 2, augment="train", device="cpu", seed=seed, fields=("video",),
+                      field_options={"video": OPTS}) as pipe:
+            pipe.set_epoch(epoch)
+            return {int(i): v for b in _epoch(pipe)
+                    for i, v in zip(b["index"].tolist(), b["video"], strict=True)}
+
+    a, b, c = run(1, 0), run(1, 0), run(1, 1)
+    assert a.keys() == b.keys() and all(torch.equal(a[i], b[i]) for i in a)
+    starts = ClipParams(4, 2, "train", np.array(FRAMES))(1, 0, np.arange(len(FRAMES)))
+    for i, clip in a.items():
+        want = [level(int(f)) for f in clip_indices(int(starts["clip_start"][i]), 4, 2,
+                                                     FRAMES[i])]
+        assert np.allclose(_frame_levels(clip), want, atol=3)
+    assert any(not torch.equal(a[i], c[i]) for i in a.keys() & c.keys())
+
+
+def test_resized_float_clips_in_minus_one_to_one(videos):
+    opts = {**OPTS, "size": (16, 16), "dtype": "float32", "layout": "TCHW"}
+    with Pipeline(videos, 4, augment="eval", device="cpu", fields=("video",),
+                  field_options={"video": opts}) as pipe:
+        batch = next(iter(pipe))
+    assert batch["video"].shape == (4, 4, 3, 16, 16) and batch["video"].dtype == torch.float32
+    assert -1.0 <= batch["video"].min() and batch["video"].max() <= 1.0
+
+
+def test_a_corrupt_video_is_substituted_whole(tmp_path):
+    path = write_videos(tmp_path, frames=[20, 20, 20, 20], corrupt=(2,))
+    with pytest.warns(RuntimeWarning, match="sample 2 "):
+        with Pipeline(path, 4, augment="eval", device="cpu", fields=("video", "num_frames"),
+                      field_options={"video": OPTS}) as pipe:
+            batch = next(iter(pipe))
+            assert pipe.stats.decode_errors == 1
+    assert 2 not in batch["index"].tolist()
+
+
+def test_missing_columns_and_bad_options_are_explained(videos, tmp_path):
+    with pytest.raises(ValueError, match="no_such"):
+        Pipeline(videos, 2, device="cpu", fields=("video",),
+                 field_options={"video": {"no_such": 1}})
+    with pytest.raises(ValueError, match="not requested"):
+        Pipeline(videos, 2, device="cpu", fields=("num_frames",),
+                 field_options={"video": OPTS})
+
+
+def test_reference_decode_matches_at_native_size(videos):
+    import av
+
+    ds = open_dataset(videos)
+    with Pipeline(videos, 1, augment="eval", device="cpu", fields=("video",),
+                  field_options={"video": OPTS}) as pipe:
+        for batch in pipe:
+            i = int(batch["index"][0])
+            with av.open(io.BytesIO(ds[i]["video"].tobytes())) as c:
+                frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+            n = FRAMES[i]
+            want = np.stack([frames[f] for f in clip_indices(max(n - 7, 0) // 2, 4, 2, n)])
+            got = batch["video"][0].permute(1, 2, 3, 0).numpy()
+            assert np.abs(got.astype(int) - want.astype(int)).mean() <= 2
+
+
+def test_bucketed_batches_match_their_bucket_on_both_ranks_and_resume(videos):
+    config = {"16x16": {2: (1.0, 2)}, "32x32": {4: (1.0, 1)}}
+    opts = {"frame_interval": 2, "dtype": "uint8"}
+
+    def pipes(**kw):
+        return [Pipeline(videos, None, buckets=config, fields=("video",), device="cpu",
+                         rank=r, world_size=2, seed=5, field_options={"video": opts}, **kw)
+                for r in range(2)]
+
+    ranks = pipes()
+    assert len(ranks[0]) == len(ranks[1]) > 2
+    table = ranks[0].buckets
+    steps = [[{k: v.clone() for k, v in b.items()} for b in p] for p in ranks]
+    for a, b in zip(*steps, strict=True):
+        assert a["video"].shape[1:] == b["video"].shape[1:]  # one bucket per step
+        assert set(a["index"].tolist()).isdisjoint(b["index"].tolist())
+        t, h, w = a["video"].shape[2:]
+        assert any((bk.num_frames, *bk.size) == (t, h, w) for bk in table.buckets)
+    resumed = pipes()
+    for p, q in zip(ranks, resumed, strict=True):
+        q.load_state_dict({**p.state_dict(), "epoch": 0, "position": 0})
+    k = 2
+    state = None
+    for p in resumed:
+        it = iter(p)
+        for _ in range(k):
+            next(it)
+        state = p.state_dict()
+    again = pipes()
+    for r, p in enumerate(again):
+        p.load_state_dict(state)
+        rest = [b["index"].tolist() for b in p]
+        assert rest == [s["index"].tolist() for s in steps[r][k:]]

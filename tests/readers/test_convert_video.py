@@ -1,0 +1,79 @@
+import csv
+
+import numpy as np
+import pytest
+
+pytest.importorskip("av")
+
+from chute.errors import ChuteError  # noqa: E402
+from chute.readers import open_dataset  # noqa: E402
+from chute.readers._convert_video import convert_video_csv  # noqa: E402
+from tests._video_media import audio_only, make_video  # noqa: E402
+
+CASES = {
+    "h264.mp4": dict(n=30, height=48, width=64),
+    "vp9.webm": dict(n=12, height=40, width=56, codec="libvpx-vp9", container="webm"),
+    "mpeg4.avi": dict(n=9, height=32, width=48, codec="mpeg4", container="avi"),
+    "rotated.mkv": dict(n=8, height=32, width=48, container="matroska", rotation=90),
+}
+
+
+def _write_csv(folder, rows):
+    with open(folder / "videos.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "text", "source"])
+        w.writerows(rows)
+    return folder / "videos.csv"
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("videos")
+    rows = []
+    for name, kw in CASES.items():
+        (folder / name).write_bytes(make_video(**kw))
+        rows.append([name, f"a video {name}", "test"])
+    (folder / "audio.mp4").write_bytes(audio_only())
+    (folder / "cut.mp4").write_bytes(make_video(n=30)[:1500])
+    (folder / "noise.mp4").write_bytes(b"\x00" * 4000)
+    rows += [["audio.mp4", "", ""], ["cut.mp4", "", ""], ["noise.mp4", "", ""],
+             ["missing.mp4", "", ""]]
+    report = convert_video_csv(_write_csv(folder, rows), folder / "ds", progress=False)
+    return folder, report
+
+
+def test_probed_columns_and_bytes_as_stored(converted):
+    folder, report = converted
+    ds = open_dataset(folder / "ds")
+    assert report.written == len(CASES) == len(ds)
+    for i, (name, kw) in enumerate(CASES.items()):
+        sample = ds[i]
+        assert sample["video"].tobytes() == (folder / name).read_bytes()
+        assert int(sample["num_frames"]) == kw["n"] == len(sample["pts"])
+        h, w = kw["height"], kw["width"]
+        if kw.get("rotation") in (90, 270):
+            h, w = w, h
+        assert (int(sample["height"]), int(sample["width"])) == (h, w)
+        assert int(sample["rotation"]) == kw.get("rotation", 0)
+        assert sample["keyframes"][0] == 0 and np.all(np.diff(sample["pts"]) > 0)
+        assert sample["meta"] == {"key": name, "text": f"a video {name}", "source": "test"}
+        assert sample["fps"] == pytest.approx(25, rel=0.01)
+
+
+def test_unreadable_files_are_skipped_and_listed(converted):
+    folder, report = converted
+    skipped = dict(report.skipped)
+    assert set(skipped) == {"audio.mp4", "cut.mp4", "noise.mp4", "missing.mp4"}
+    assert "no video stream" in skipped["audio.mp4"]
+    listed = (folder / "ds" / "skipped.tsv").read_text()
+    assert all(name in listed for name in skipped)
+
+
+def test_strict_and_nothing_stored_fail(tmp_path):
+    (tmp_path / "bad.mp4").write_bytes(b"nope")
+    table = _write_csv(tmp_path, [["bad.mp4", "", ""]])
+    with pytest.raises(ChuteError, match="none of its 1 videos"):
+        convert_video_csv(table, tmp_path / "ds", progress=False)
+    with pytest.raises(ChuteError, match="--strict"):
+        convert_video_csv(table, tmp_path / "ds2", progress=False, strict=True)
+    assert not (tmp_path / "ds").exists() and not (tmp_path / "ds2").exists()
