@@ -9,8 +9,8 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["image_size_of", "output_dtype", "mean_std_fractions", "check_backend_options",
-           "check_ring_memory"]
+__all__ = ["image_size_of", "dtype_name", "output_dtype", "mean_std_fractions",
+           "check_backend_options", "check_ring_memory"]
 
 # dtype the user asks for -> (dtype the producers write, torch dtype cast to on the device or None)
 _DTYPES = {"uint8": ("uint8", None), "float16": ("float16", None),
@@ -43,16 +43,26 @@ def image_size_of(value) -> tuple[int, int]:
     return size
 
 
+def dtype_name(dtype) -> str:
+    """"uint8", "float16", "float32" or "bfloat16" for that name or torch dtype (what autotune
+    decisions are keyed by).
+
+    Args:
+        dtype: a name or a torch dtype.
+    """
+    name = _TORCH_NAMES.get(dtype, dtype) if not isinstance(dtype, str) else dtype
+    if name not in _DTYPES:
+        raise ValueError(f"dtype must be uint8, float16, bfloat16 or float32, got {dtype!r}")
+    return name
+
+
 def output_dtype(dtype) -> tuple[str, torch.dtype | None]:
     """(dtype name the image producers write, torch dtype to cast to on the device or None).
 
     Args:
         dtype: "uint8", "float16", "float32", "bfloat16" or the torch dtype.
     """
-    name = _TORCH_NAMES.get(dtype, dtype) if not isinstance(dtype, str) else dtype
-    if name not in _DTYPES:
-        raise ValueError(f"dtype must be uint8, float16, bfloat16 or float32, got {dtype!r}")
-    return _DTYPES[name]
+    return _DTYPES[dtype_name(dtype)]
 
 
 def mean_std_fractions(mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]:

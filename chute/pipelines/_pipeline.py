@@ -38,6 +38,7 @@ from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._options import (
     check_backend_options,
     check_ring_memory,
+    dtype_name,
     image_size_of,
     mean_std_fractions,
     output_dtype,
@@ -197,7 +198,7 @@ class Pipeline:
         if images:
             name, options, reason = resolve_backend(
                 backend, device=self.device, dataset=self.dataset, batch_size=self.batch_size,
-                image_size=self.crop.size, dtype=produced_dtype, augment=augment,
+                image_size=self.crop.size, dtype=dtype_name(dtype), augment=augment,
                 backend_options=backend_options)
         image_config = dict(size=self.crop.size, dtype=produced_dtype,
                             layout="NHWC" if self._channels_last else layout,

@@ -230,3 +230,21 @@ def test_an_iterator_stopped_by_a_newer_pass_says_so(dataset_path):
         with pytest.raises(RuntimeError, match="stopped by a newer pass"):
             next(old)
         assert len(list(pipe)) == len(pipe)  # the new pass is whole
+
+
+def test_auto_is_asked_for_the_dtype_the_user_named(dataset_path):
+    from chute.pipelines._resolve import register_auto_resolver
+
+    asked = []
+
+    def resolver(**request):
+        asked.append(request)
+        return "test-ids", {}, "test"
+
+    previous = register_auto_resolver(resolver)
+    try:
+        with make(dataset_path, backend="auto", dtype=torch.bfloat16):
+            pass
+    finally:
+        register_auto_resolver(previous)
+    assert asked[0]["dtype"] == "bfloat16" and asked[0]["image_size"] == (8, 8)
