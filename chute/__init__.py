@@ -17,6 +17,7 @@ _LAZY = {
     "ShardWriter": "chute.readers",
     "Pipeline": "chute._pipeline_entry",  # with the autotuner registered for backend="auto"
     "CropConfig": "chute.pipelines",
+    "PipelineDataset": "chute.pipelines",
     "crop_boxes": "chute.pipelines",
 }
 

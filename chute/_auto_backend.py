@@ -10,6 +10,8 @@ DDP only rank 0 decides and every other rank receives its decision (see `shared_
 from __future__ import annotations
 
 import functools
+import json
+import logging
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, stored_decision
 from chute.errors import BackendUnavailableError
@@ -27,6 +29,9 @@ __all__ = [
     "resolve_auto_backend",
     "shared_across_ranks",
 ]
+
+log = logging.getLogger("chute")
+_noted: set = set()
 
 DEFAULT_AUTO_BUDGET = 20.0  # seconds: the quick tune of Pipeline(backend="auto") on a GPU machine
 
@@ -108,10 +113,37 @@ def resolve_auto_backend(
                     f"{record['reason']}")
     unmeasured = cpu_without_measuring(params.device)
     if unmeasured is not None:
-        return unmeasured
+        return _with_unused_decisions(unmeasured, ds, params) if use_cache else unmeasured
     result = tune_dataset(ds, params, budget=budget, use_cache=use_cache, progress=progress)
     return (result["choice"], dict(result["backend_options"]),
             f"quick autotune ({budget:g}s budget, decision {result['key']}): {result['reason']}")
+
+
+def _with_unused_decisions(decision: tuple, ds, params: TuneParams) -> tuple[str, dict, str]:
+    """`decision` with a note (logged once) when decisions stored for this dataset were not used
+    because they were tuned for another batch shape."""
+    from chute.autotune._cache import cache_dir
+
+    wanted = params.as_dict()
+    shapes = []
+    for path in sorted((cache_dir() / "autotune").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            if record["dataset"]["fingerprint"] == ds.fingerprint and record["params"] != wanted:
+                shapes.append(record["params"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not shapes:
+        return decision
+    differ = sorted({k for shape in shapes for k in wanted if shape.get(k) != wanted[k]})
+    note = (f"; the autotune decision(s) stored for this dataset were skipped: they were tuned "
+            f"for other {', '.join(differ)} ({shapes[0]}, this Pipeline asks for {wanted}); "
+            "run `chute autotune` with this Pipeline's settings to use one")
+    if note not in _noted:
+        _noted.add(note)
+        log.warning("chute: backend='auto'%s", note)
+    name, options, reason = decision
+    return name, options, reason + note
 
 
 def _process_group():

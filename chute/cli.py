@@ -12,7 +12,8 @@ from chute.errors import ChuteError
 __all__ = ["main", "build_parser"]
 
 # Module names under chute/_cli/, in the order `chute --help` lists them.
-_COMMANDS = ("convert", "info", "verify", "meta", "bench", "autotune", "demo")
+_COMMANDS = ("convert", "info", "verify", "meta", "show", "bench", "autotune", "warmup",
+             "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Feed PyTorch training with decoded, augmented image batches: "
         "convert data to chute shards, inspect and verify them, benchmark and autotune pipelines.",
     )
+    from chute import __version__
+
+    parser.add_argument("--version", action="version", version=f"chute {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
         importlib.import_module(f"chute._cli.{name}").add_parser(sub)

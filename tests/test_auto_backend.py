@@ -74,6 +74,17 @@ def test_no_decision_and_no_cuda_device_is_cpu_unmeasured(monkeypatch, cache):
     assert not cache.exists()
 
 
+def test_a_decision_for_another_shape_is_not_skipped_silently(monkeypatch, caplog):
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
+    _store_fake_decision(monkeypatch, TuneParams(8, 64, "eval", "float16"))
+    with caplog.at_level("WARNING", logger="chute"):
+        name, _, reason = auto.resolve_auto_backend(DS, batch_size=8, image_size=64,
+                                                    augment="eval", dtype="float32")
+    assert name == "cpu" and "were skipped" in reason and "dtype" in reason
+    assert "image_size" not in reason.split("other ")[1].split(" (")[0]
+    assert "were skipped" in caplog.text
+
+
 @pytest.mark.parametrize("device, dali_error, why", [
     ("cpu", None, "device='cpu' requested"),
     ("cuda:0", "nvidia-dali-cuda120 not installed (pip install chute[dali])", "not installed"),

@@ -36,7 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--augment", choices=("train", "eval"), default="train")
     p.add_argument("--device", default=None,
                    help="cpu or cuda[:N] (default: cuda:0 when a CUDA device exists, else cpu)")
-    p.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16")
+    p.add_argument("--dtype", choices=("float16", "bfloat16", "float32", "uint8"),
+                   default="float16")
     p.add_argument("--budget", type=positive(float), default=DEFAULT_BUDGET, metavar="SECONDS",
                    help=f"total time for all measurements (default {DEFAULT_BUDGET:g})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")

@@ -6,9 +6,11 @@ The first epoch is reported separately: it pays for JIT compilation and a cold p
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
-from chute._cli._args import positive
+from chute._cli._args import image_size, positive
+from chute._cli._output import add_json_flag, print_json
 
 
 def add_parser(subparsers) -> None:
@@ -18,20 +20,22 @@ def add_parser(subparsers) -> None:
         "epoch; the first epoch (JIT compilation, cold cache) is reported separately.")
     parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
     parser.add_argument("--batch-size", type=positive(int), default=128, help="(default: 128)")
-    parser.add_argument("--image-size", type=positive(int), default=224,
-                        help="output side (default: 224)")
+    parser.add_argument("--image-size", type=image_size, default=224,
+                        help="output size, S or HxW (default: 224)")
     parser.add_argument("--augment", choices=("train", "eval"), default="train",
                         help="train: random-resized-crop + flip; eval: center crop "
                         "(default: train)")
     parser.add_argument("--backend", default="auto",
                         help="auto, cpu, dali or dali-native (default: auto)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: auto)")
-    parser.add_argument("--dtype", choices=("float16", "float32", "uint8"), default="float16",
+    parser.add_argument("--dtype", choices=("float16", "bfloat16", "float32", "uint8"),
+                        default="float16",
                         help="(default: float16)")
     parser.add_argument("--epochs", type=positive(int), default=3, help="(default: 3)")
     parser.add_argument("--threads", type=positive(int), default=None,
                         help="decoder threads of the cpu backend (default: all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -41,31 +45,45 @@ def run(args) -> int:
     from chute import Pipeline  # with the autotuner registered for --backend auto
 
     options = {"threads": args.threads} if args.threads else None
+    # with --json, the human-readable lines go to stderr and stdout holds one JSON object
+    out = sys.stderr if args.json else sys.stdout
     with Pipeline(args.dataset, args.batch_size, image_size=args.image_size,
                   augment=args.augment, backend=args.backend, device=args.device,
                   dtype=args.dtype, backend_options=options, rank=0, world_size=1) as pipe:
         print(f"chute bench: {args.dataset}: {len(pipe.dataset)} samples, backend "
               f"{pipe.backend.name}, device {pipe.device}, batch {args.batch_size}, "
-              f"{args.image_size}px {args.dtype} {args.augment}")
+              f"{args.image_size}px {args.dtype} {args.augment}", file=out)
         rates = []
         for epoch in range(args.epochs):
             pipe.set_epoch(epoch)
             images = 0
             start = time.perf_counter()
             for batch in tqdm(pipe, total=len(pipe), unit="batch", leave=False,
-                              disable=args.no_progress, desc=f"epoch {epoch}"):
+                              disable=args.no_progress or args.json, desc=f"epoch {epoch}"):
                 images += batch["image"].shape[0]
             _synchronize(pipe.device)
             seconds = time.perf_counter() - start
             rates.append(images / seconds if seconds > 0 else float("nan"))
             label = "first epoch (JIT, cold cache)" if epoch == 0 else f"epoch {epoch}"
-            print(f"{label:30s} {images:8d} images {seconds:8.2f} s {rates[-1]:10.1f} img/s")
+            print(f"{label:30s} {images:8d} images {seconds:8.2f} s {rates[-1]:10.1f} img/s",
+                  file=out)
         if len(rates) > 1:
             steady = statistics.median(rates[1:])
-            print(f"{'steady state (median)':30s} {steady:35.1f} img/s")
-        print(f"backend choice: {pipe.stats.backend_reason}")
+            print(f"{'steady state (median)':30s} {steady:35.1f} img/s", file=out)
+        print(f"backend choice: {pipe.stats.backend_reason}", file=out)
         print(f"decode errors replaced: {pipe.stats.decode_errors}; "
-              f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s")
+              f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s", file=out)
+        if args.json:
+            print_json({"dataset": str(args.dataset), "backend": pipe.stats.backend,
+                        "backend_options": pipe.stats.backend_options,
+                        "backend_reason": pipe.stats.backend_reason, "device": str(pipe.device),
+                        "batch_size": args.batch_size, "image_size": pipe.crop.size,
+                        "dtype": args.dtype, "augment": args.augment,
+                        "images_per_second": rates,
+                        "steady_images_per_second": (statistics.median(rates[1:])
+                                                     if len(rates) > 1 else None),
+                        "decode_errors": pipe.stats.decode_errors,
+                        "wait_seconds": pipe.stats.wait_seconds})
     return 0
 
 

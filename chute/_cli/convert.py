@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from chute._cli import convert_audio
 from chute._cli._args import positive
+from chute._cli._output import add_json_flag, print_json
+from chute.errors import ChuteError
 from chute.readers import parse_size
 
 
@@ -34,7 +37,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="where to list skipped images (default DST/skipped.tsv)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace DST if it already holds a chute dataset")
+    parser.add_argument("--max-skipped", type=_ratio, default=0.01, metavar="RATIO",
+                        help="warn loudly when more than this fraction of the images is "
+                             "skipped (default 0.01); a convert that stores nothing fails")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_flag(parser)
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
+    return value
 
 
 def add_parser(subparsers) -> None:
@@ -52,12 +69,32 @@ def add_parser(subparsers) -> None:
     _common(folder)
     table = kinds.add_parser(
         "csv", help="CSV with columns path, optional label, text, ...",
-        description="Rows of FILE: `path` (relative to --root, default the CSV's folder), "
+        description="Rows of FILE: `path` (relative paths are resolved against --root, "
+        "default the folder holding the CSV, not the current directory), "
         "optional `label` (integers, or names mapped to sorted class indices), and any other "
         "columns (e.g. `text`) stored as metadata. meta['key'] is the `path` value.")
     table.add_argument("src", metavar="FILE", help="CSV file with a header row")
-    table.add_argument("--root", metavar="DIR", help="folder the paths are relative to")
+    table.add_argument("--root", metavar="DIR", help="folder the relative paths are resolved "
+                       "against (default: the CSV's folder)")
     _common(table)
+    web = kinds.add_parser(
+        "webdataset", help="WebDataset .tar shards (KEY.jpg, KEY.cls, KEY.json, KEY.txt)",
+        description="Read WebDataset tar shards with the standard library: each sample's image "
+        "member (jpg/png/webp), optional integer label (.cls) and metadata (.json entries, .txt "
+        "as 'text'; meta['key'] is the sample key). An unreadable image stops the convert "
+        "naming the sample (--workers, --max-side, --strict and --report do not apply).")
+    web.add_argument("src", metavar="TAR", nargs="+", help="shard files, in order")
+    _common(web)
+    hf = kinds.add_parser(
+        "hf", help="a Hugging Face `datasets` dataset (needs `pip install datasets`)",
+        description="Load NAME with datasets.load_dataset(NAME, split=SPLIT) (or load_from_disk "
+        "for a saved folder) and store its image column, its label column and every other "
+        "column as metadata (--workers, --max-side, --strict and --report do not apply).")
+    hf.add_argument("src", metavar="NAME", help="hub name or a folder saved by save_to_disk")
+    hf.add_argument("--split", default="train", help="(default: train)")
+    hf.add_argument("--image-column", default="image", help="(default: image)")
+    hf.add_argument("--label-column", default="label", help="(default: label)")
+    _common(hf)
     _add_video(kinds)
     convert_audio.add_parser(kinds, _size)
     parser.set_defaults(func=run)
@@ -105,11 +142,34 @@ def run(args) -> int:
     options = ConvertOptions(
         shard_size=args.shard_size, workers=args.workers, max_side=args.max_side,
         quality=args.quality, strict=args.strict, overwrite=args.overwrite,
-        progress=not args.no_progress, report=args.report)
+        progress=not args.no_progress and not args.json, report=args.report)
+    if args.source_kind in ("webdataset", "hf"):
+        from chute._cli._convert_iterable import convert_iterable
+
+        return convert_iterable(args)
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options)
     else:
         report = convert_csv(args.src, args.dst, options, root=args.root)
+    total = report.written + len(report.skipped)
+    if report.written == 0:
+        first = report.skipped[0] if report.skipped else ("", "no images found")
+        raise ChuteError(
+            f"{args.src}: no sample was stored ({len(report.skipped)} skipped, listed in "
+            f"{report.report_path}; first: {first[0]}: {first[1]}); {args.dst} is empty and "
+            "unusable. Check the source"
+            + (" (relative CSV paths are resolved against the CSV's folder or --root)"
+               if args.source_kind == "csv" else ""))
+    ratio = len(report.skipped) / total
+    if ratio > args.max_skipped:
+        print(f"WARNING: skipped {len(report.skipped)} of {total} images ({ratio:.1%}, more "
+              f"than --max-skipped {args.max_skipped:.1%}); see {report.report_path}",
+              file=sys.stderr)
+    if args.json:
+        print_json({"path": str(args.dst), "written": report.written,
+                    "actions": dict(report.actions), "skipped": len(report.skipped),
+                    "skipped_ratio": ratio, "report": report.report_path})
+        return 0
     done = ", ".join(f"{n} {action}" for action, n in sorted(report.actions.items()))
     print(f"wrote {report.written} samples to {args.dst} ({done or 'none'})")
     if report.skipped:

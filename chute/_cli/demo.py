@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from chute._cli._args import default_device, positive
+from chute._cli._args import default_device, image_size, positive
 
 __all__ = ["add_parser", "run"]
 
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--images", type=positive(int), default=512,
                    help="number of synthetic images (default 512; ignored with --source)")
     p.add_argument("--batch-size", type=positive(int), default=64)
-    p.add_argument("--image-size", type=positive(int), default=224)
+    p.add_argument("--image-size", type=image_size, default=224, help="S or HxW (default 224)")
     p.add_argument("--augment", choices=("train", "eval"), default="train")
     p.add_argument("--epochs", type=positive(int), default=3)
     p.add_argument("--budget", type=positive(float), default=30.0, metavar="SECONDS",

@@ -16,9 +16,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from chute.readers import dataset_info, format_size
+    from chute.readers import dataset_info, format_size, open_dataset
 
     info = dataset_info(args.dst)
+    info["class_names"] = list(open_dataset(args.dst).class_names or [])
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
@@ -29,7 +30,7 @@ def run(args) -> int:
         f"samples     {info['samples']}",
         f"fields      {fields}",
         f"shards      {info['shards']}",
-        f"classes     {info['class_names']}",
+        f"classes     {_classes(info['class_names'])}",
         f"payload     {format_size(sizes['payload'])}",
         f"index       {format_size(sizes['index'])}",
         f"columns     {format_size(sizes['columns'])}",
@@ -39,3 +40,8 @@ def run(args) -> int:
     ]
     print("\n".join(lines))
     return 0
+
+
+def _classes(names: list[str]) -> str:
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    return f"{len(names)} ({shown})" if names else "0"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chute._cli._output import add_json_flag, print_json
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -24,6 +26,7 @@ def add_parser(subparsers) -> None:
                         help="merge each object into the existing metadata instead of replacing")
     update.add_argument("--allow-unmatched", action="store_true",
                         help="ignore lines whose key matches no sample (default: error)")
+    add_json_flag(update)
     parser.set_defaults(func=run)
 
 
@@ -32,6 +35,10 @@ def run(args) -> int:
 
     result = update_metadata(args.dst, args.jsonl, key=args.key, field=args.field,
                              merge=args.merge, allow_unmatched=args.allow_unmatched)
+    if args.json:
+        print_json({"path": str(args.dst), "updated": result.updated,
+                    "unmatched": list(result.unmatched)})
+        return 0
     print(f"updated the metadata of {result.updated} samples in {args.dst}")
     if result.unmatched:
         print(f"{len(result.unmatched)} keys matched no sample (first: {result.unmatched[0]!r})")

@@ -16,6 +16,7 @@ from chute.pipelines._producer import (
 )
 from chute.pipelines._producers import PRODUCERS, create_producer
 from chute.pipelines._request import BatchRequest, CropParams, ParamSource
+from chute.pipelines._torch_data import PipelineDataset
 
 __all__ = [
     "BatchPlan",
@@ -30,6 +31,7 @@ __all__ = [
     "ParamSource",
     "Partition",
     "Pipeline",
+    "PipelineDataset",
     "PipelineStats",
     "Producer",
     "ProducerSpec",

@@ -1,7 +1,8 @@
 """Image producer `cpu`: gather the batch's encoded bytes, decode + augment with
 chute.fallbacks.
 
-Options (`backend_options`): "threads" (decoder threads, default: the fallback's default),
+Options (`backend_options`): "threads" (decoder threads, default: OMP_NUM_THREADS, else the
+cores divided among this machine's ranks; see `default_threads`),
 "dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows, default True)
 and "roi_decode" (decode only each crop's region: None = when available, the default; True =
 required; False = full frames).
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from chute.pipelines._distributed import default_threads
 from chute.pipelines._image_producer import ImageProducerBase
 from chute.pipelines._producer import ImageSpec, SequentialEpoch, check_options
+from chute.pipelines._warmup import mark_compiled, note_first_compile
 
 __all__ = ["CpuBackend", "create", "candidates"]
 
@@ -27,12 +30,18 @@ class CpuBackend(ImageProducerBase):
         check_options("cpu", spec.options, _OPTIONS)
         super().__init__(spec)
         from chute.fallbacks import decode_batch
+        from chute.fallbacks._turbojpeg import load
 
+        load()  # a missing libturbojpeg fails here, at Pipeline construction, not at next()
         self._decode_batch = decode_batch
         self.threads = spec.options.get("threads")
+        self.threads_reason = "backend_options['threads']"
+        if self.threads is None:
+            self.threads, self.threads_reason = default_threads()
         self.dct_scaling = bool(spec.options.get("dct_scaling", True))
         roi = spec.options.get("roi_decode")
         self.roi_decode = None if roi is None else bool(roi)
+        self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
         self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
 
     def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
@@ -48,7 +57,10 @@ class CpuBackend(ImageProducerBase):
         if not np.shares_memory(data, self._scratch):
             self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
         float_out = out.dtype != np.uint8
-        return self._decode_batch(
+        variant = f"{out.dtype}-{self.spec.layout}"
+        if not self._compiled:
+            note_first_compile(variant)
+        status = self._decode_batch(
             data, offsets, boxes, flips, out,
             mean=self.spec.mean if float_out else None,
             std=self.spec.std if float_out else None,
@@ -57,6 +69,10 @@ class CpuBackend(ImageProducerBase):
             roi_decode=self.roi_decode,
             threads=self.threads,
         )
+        if not self._compiled:
+            self._compiled = True
+            mark_compiled(variant)
+        return status
 
     def close(self) -> None:
         self._scratch = np.empty(0, dtype=np.uint8)

@@ -17,6 +17,7 @@ from chute._candidate import Candidate
 
 __all__ = [
     "ProducerCandidate",
+    "cpu_unavailable_reason",
     "BACKEND_ORDER",
     "DALI_HW_DECODER_LOADS",
     "DALI_INSTALL_HINT",
@@ -56,6 +57,18 @@ def cpu_thread_counts(n: int) -> list[int]:
     return counts
 
 
+def cpu_unavailable_reason() -> str | None:
+    """Why the cpu backend cannot run here (libjpeg-turbo's TurboJPEG library missing), or None."""
+    from chute.errors import BackendUnavailableError
+    from chute.fallbacks._turbojpeg import turbojpeg_library
+
+    try:
+        turbojpeg_library()
+    except BackendUnavailableError as exc:
+        return str(exc)
+    return None
+
+
 def cpu_candidates(device: str, *, cpu_count: int | None = None) -> list[ProducerCandidate]:
     """The cpu backend over a thread grid, with and without DCT-domain downscaling.
 
@@ -65,6 +78,8 @@ def cpu_candidates(device: str, *, cpu_count: int | None = None) -> list[Produce
         cpu_count: the most threads to try (default: the CPUs this process may use).
     """
     del device  # the cpu backend decodes on the host for every device
+    if cpu_unavailable_reason() is not None:
+        return []  # "auto" then compares only what can run
     if cpu_count is None:
         cpu_count = _device.usable_cpu_count()
     candidates = []

@@ -35,7 +35,7 @@ class CropConfig:
     size / crop_fraction, then center crop `size`); no flip.
     """
 
-    size: tuple[int, int]
+    size: tuple[int, int] | None = None  # None: the Pipeline's image_size
     mode: str = "train"
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
@@ -44,10 +44,15 @@ class CropConfig:
     crop_fraction: float = 0.875
 
     def __post_init__(self) -> None:
+        self._check_ranges()
+        if self.size is None:
+            return
         size = tuple(int(s) for s in (self.size if np.ndim(self.size) else (self.size,) * 2))
         object.__setattr__(self, "size", size)
         if len(size) != 2 or min(size) < 1:
             raise ValueError(f"CropConfig.size must be (H, W) with H, W >= 1, got {self.size!r}")
+
+    def _check_ranges(self) -> None:
         if self.mode not in ("train", "eval"):
             raise ValueError(f"CropConfig.mode must be 'train' or 'eval', got {self.mode!r}")
         lo, hi = self.scale

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-__all__ = ["detect_rank_world", "resolve_device"]
+__all__ = ["detect_rank_world", "resolve_device", "default_threads"]
 
 
 def detect_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -49,3 +49,18 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     elif device.type != "cpu":
         raise ValueError(f"Pipeline device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return device
+
+
+def default_threads() -> tuple[int, str]:
+    """(decoder threads for this process, where the number comes from).
+
+    OMP_NUM_THREADS wins (torchrun sets it); else the usable cores shared among the ranks of
+    this machine (LOCAL_WORLD_SIZE, set by torchrun), so that ranks do not oversubscribe them.
+    """
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env), f"OMP_NUM_THREADS={env}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    local = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
+    ranks = int(local) if local.isdigit() and int(local) > 0 else 1
+    return max(1, (cores or 1) // ranks), f"{cores} cores / {ranks} local rank(s)"

@@ -1,14 +1,16 @@
 """Pipeline: what a training loop iterates -- batches of a dataset's fields as torch tensors:
 decoded, augmented images, stored arrays (latents), scalar columns, metadata.
 
-Lifetime of a yielded batch: the tensors of the batch returned by the k-th `next()` live in a
+Batches are reused: the tensors of the batch returned by the k-th `next()` live in a
 preallocated slot that stays valid until the (k+2)-th `next()` call begins (so the batch you
-are training on and the previous one are both intact); after that the slot is refilled. Keep
-a batch longer with `.clone()`. With a CUDA device, work queued on the current stream before the
-(k+2)-th `next()` is waited for before the slot is overwritten.
+are training on and the previous one are both intact); after that the slot is refilled, so
+`list(pipe)` would hold overwritten batches. Keep a batch longer with `.clone()`, or pass
+`copy=True`. With a CUDA device, work queued on the current stream before the (k+2)-th `next()`
+is waited for before the slot is overwritten.
 
-Epochs and resume: see `set_epoch`, `state_dict` and `load_state_dict`. Iterating again after an
-epoch ended starts the next epoch (so forgetting `set_epoch` never repeats an order).
+Epochs and resume: see `set_epoch`, `state_dict` and `load_state_dict`. An epoch is finished
+when its last batch is handed out; iterating again then starts the next epoch (so forgetting
+`set_epoch` never repeats an order, and stopping after `len(pipe)` batches loses nothing).
 
 The core here knows nothing of images: each requested field has a producer (chosen through
 `_producers.py`) and the plan evaluates the per-sample parameters the producers ask for
@@ -18,9 +20,10 @@ The core here knows nothing of images: each requested field has a producer (chos
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,14 @@ from chute.errors import DecodeError
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._duration_plan import DurationPlan
+from chute.pipelines._options import (
+    check_backend_options,
+    check_ring_memory,
+    dtype_name,
+    image_size_of,
+    mean_std_fractions,
+    output_dtype,
+)
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
@@ -58,10 +69,6 @@ from chute.pipelines._units import ByRecording, sample_durations, sample_unit
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
-_DTYPES = {"uint8": "uint8", "float16": "float16", "float32": "float32",
-           torch.uint8: "uint8", torch.float16: "float16", torch.float32: "float32"}
-
-
 @dataclass
 class PipelineStats:
     samples: int = 0  # samples handed to the training loop by this rank
@@ -71,10 +78,15 @@ class PipelineStats:
     backend: str = ""  # the backend in use (what backend="auto" chose)
     backend_options: dict = field(default_factory=dict)
     backend_reason: str = ""  # why that backend: requested, stored decision, or measured
+    threads: int = 0  # CPU decoder threads of this process (0: no CPU decoding)
+    threads_reason: str = ""  # where that number comes from
 
 
 class Pipeline:
     """Iterate batches of a chute dataset as dicts of torch tensors.
+
+    Batches are reused: a yielded batch is overwritten two `next()` calls later. Keep it with
+    `batch["image"].clone()` or pass `copy=True` (`list(pipe)` without it holds stale data).
 
     Each batch holds "index" (int64 global sample ids) and one entry per requested field:
     images decoded and augmented ([B,3,H,W] or [B,H,W,3]), ndarray fields as [B, *shape]
@@ -85,23 +97,36 @@ class Pipeline:
         path_or_dataset: a dataset folder, URL or an open dataset (anything meeting
             `chute.readers.DatasetProtocol`).
         batch_size: samples per batch (per rank).
-        image_size: output (H, W) of image fields, or one int for squares.
+        image_size: output size of image fields: S (square), (H, W) or "HxW" (default 224, or
+            the size of `crop`).
         augment: "train" (random resized crop + flip, drops the tail) or "eval" (center crop,
             every sample once).
         backend: image decoder: "cpu", "dali", "dali-native" or "auto" (measured; see
             `chute autotune`). Ignored when no image field is requested.
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
         seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
-        dtype: image dtype, "uint8", "float16" or "float32" (torch dtypes work too).
+        dtype: image dtype, "uint8", "float16", "bfloat16" (decoded as float32, cast on the
+            device) or "float32" (torch dtypes work too).
         layout: "NCHW" or "NHWC" for images.
-        mean, std: per-channel normalisation of float images, as fractions of 255.
+        mean, std: per-channel normalisation of float images: out = (pixel/255 - mean) / std.
+            Fractions of 255 (0.485, ...) or, when any value is above 1, 0-255 units as FFCV and
+            DALI take them (123.675, ...); both must use the same units.
         fields: fields to deliver; default: "image" (and "label" when present) for a dataset
             with an "image" field, else every field except JSON metadata.
         drop_last: drop the incomplete last batch (default: True in train, False in eval).
         rank, world_size: this process's DDP position (default: from torch.distributed / env).
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
-        backend_options: options of the image backend (e.g. {"threads": 4}).
+        backend_options: options of the image backend (e.g. {"threads": 4}); Python values,
+            not strings.
+        crop: a `CropConfig` for the train crops and flips (scale, ratio, flip_p, ...), e.g.
+            `CropConfig(scale=(0.35, 1), flip_p=0.5)`; its size, when set, is the image size.
+        transform: `callable(batch) -> batch` run on every batch on the output device, after
+            the dtype cast (e.g. torchvision.transforms.v2 or kornia on GPU tensors).
+        memory_format: `torch.channels_last` delivers NCHW images stored NHWC at no extra
+            cost; `torch.contiguous_format` (default) is plain NCHW.
+        copy: deliver batches the training loop owns (a copy each; slower) instead of views of
+            the reused slots.
         field_options: options of other fields' producers, by field name (e.g.
             {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}).
         buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
@@ -116,7 +141,7 @@ class Pipeline:
     """
 
     def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
-                 image_size: int | tuple[int, int] = 224, augment: str = "train",
+                 image_size: int | tuple[int, int] | str | None = None, augment: str = "train",
                  backend: str = "auto", device: str | torch.device | None = None,
                  seed: int = 0, dtype: str | torch.dtype = "float16", layout: str = "NCHW",
                  mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
@@ -124,19 +149,32 @@ class Pipeline:
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: str = "skip", backend_options: dict | None = None,
                  field_options: dict[str, dict] | None = None, buckets: dict | None = None,
-                 unit: str | None = None, max_duration: float | None = None):
+                 unit: str | None = None, max_duration: float | None = None,
+                 crop: CropConfig | None = None,
+                 transform: Callable[[dict], dict] | None = None,
+                 memory_format: torch.memory_format = torch.contiguous_format,
+                 copy: bool = False):
         from chute.readers import open_dataset
 
-        self.dataset = (open_dataset(path_or_dataset)
-                        if isinstance(path_or_dataset, (str, Path)) else path_or_dataset)
+        self._own_dataset = isinstance(path_or_dataset, (str, Path))
+        self.dataset = (open_dataset(path_or_dataset) if self._own_dataset
+                        else path_or_dataset)
         if augment not in ("train", "eval"):
             raise ValueError(f"augment must be 'train' or 'eval', got {augment!r}")
         if on_error not in ("skip", "raise"):
             raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
         if layout not in ("NCHW", "NHWC"):
             raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be uint8, float16 or float32, got {dtype!r}")
+        if memory_format not in (torch.contiguous_format, torch.channels_last):
+            raise ValueError("memory_format must be torch.contiguous_format or "
+                             f"torch.channels_last, got {memory_format!r}")
+        if memory_format == torch.channels_last and layout != "NCHW":
+            raise ValueError("memory_format=torch.channels_last applies to layout='NCHW'")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable(batch) -> batch, got {transform!r}")
+        produced_dtype, self._cast = output_dtype(dtype)
+        mean, std = mean_std_fractions(mean, std)
+        backend_options = check_backend_options(backend_options)
         self.fields = self._check_fields(fields)
         self._field_options = {f: dict(o) for f, o in (field_options or {}).items()}
         self.buckets = self._bucket_table(buckets)
@@ -146,7 +184,7 @@ class Pipeline:
             raise ValueError(f"need batch_size >= 1 and prefetch >= 1, got {batch_size}, "
                              f"{prefetch}")
         self.batch_size = int(batch_size)
-        self.crop = CropConfig(image_size, mode=augment)
+        self.crop = self._crop_config(crop, image_size, augment)
         self.augment = augment
         self.seed = int(seed)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)
@@ -154,6 +192,9 @@ class Pipeline:
         self.device = resolve_device(device)
         self.on_error = on_error
         self.prefetch = int(prefetch)
+        self.transform = transform
+        self.copy = bool(copy)
+        self._channels_last = memory_format == torch.channels_last
         unknown = sorted(set(self._field_options) - set(self.fields))
         if unknown:
             raise ValueError(f"field_options name fields {unknown} that are not requested "
@@ -165,15 +206,18 @@ class Pipeline:
         self.max_duration = max_duration
         self._durations = None if max_duration is None else \
             sample_durations(self.dataset, self._unit)
+        self._epoch, self._position, self._params = 0, 0, ()
+        self._check_not_empty()
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
         if images:
             name, options, reason = resolve_backend(
                 backend, device=self.device, dataset=self.dataset, batch_size=self.batch_size,
-                image_size=self.crop.size, dtype=_DTYPES[dtype], augment=augment,
+                image_size=self.crop.size, dtype=dtype_name(dtype), augment=augment,
                 backend_options=backend_options)
-        image_config = dict(size=self.crop.size, dtype=_DTYPES[dtype], layout=layout,
-                            mean=tuple(mean), std=tuple(std), crop=self.crop)
+        image_config = dict(size=self.crop.size, dtype=produced_dtype,
+                            layout="NHWC" if self._channels_last else layout,
+                            mean=mean, std=std, crop=self.crop)
         self._producers = []
         try:
             for f in self.fields:
@@ -185,18 +229,49 @@ class Pipeline:
             self._close_producers()
             raise
         self.backend = next((p for p in self._producers if p.field in images), None)
+        self._images = tuple(images)
         self._outputs: dict[str, Output] = {}
         for producer in self._producers:
             self._outputs.update(producer.outputs())
+        check_ring_memory(self.prefetch + 2, self.batch_size, self._outputs, self.dataset.path)
         units = () if self._unit is None else (self._unit,)
         self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
-        self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason)
-        self._epoch = 0
-        self._position = 0
+        threads = getattr(self.backend, "threads", None) or 0
+        self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason,
+                                   threads=threads,
+                                   threads_reason=getattr(self.backend, "threads_reason", ""))
         self._resume_pending = False
         self._warned = False
         self._run = None
+        self._run_thread = None
+        self._lock = threading.Lock()
         self._closed = False
+
+    @staticmethod
+    def _crop_config(crop: CropConfig | None, image_size, augment: str) -> CropConfig:
+        if crop is None:
+            return CropConfig(image_size_of(224 if image_size is None else image_size),
+                              mode=augment)
+        if not isinstance(crop, CropConfig):
+            raise TypeError(f"crop must be a chute.CropConfig, got {type(crop).__name__}")
+        size = crop.size
+        if image_size is not None:
+            size = image_size_of(image_size)
+            if crop.size is not None and crop.size != size:
+                raise ValueError(f"crop.size {crop.size} and image_size {size} disagree; "
+                                 "give the size once")
+        return replace(crop, size=(224, 224) if size is None else size, mode=augment)
+
+    def _check_not_empty(self) -> None:
+        n = self._n
+        if n == 0:
+            raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
+                             "converted (`chute info`, and skipped.tsv next to it)")
+        if self.drop_last and len(self.plan(0)) == 0:
+            raise ValueError(
+                f"batch_size={self.batch_size} on {self.world_size} rank(s) gives no full batch "
+                f"of the {n} samples of {self.dataset.path} (train drops the incomplete tail); "
+                f"use batch_size <= {max(1, n // self.world_size)} or drop_last=False")
 
     def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
                        image_config: dict) -> ProducerSpec:
@@ -231,22 +306,48 @@ class Pipeline:
         self._epoch, self._position, self._resume_pending = int(epoch), 0, False
 
     def state_dict(self) -> dict:
-        """{seed, epoch, position}: position = samples of this epoch handed to the training loop
-        by all ranks together (batches delivered on this rank x batch size x world size), or N
-        once the epoch ended. Prefetched batches are not counted. Ranks run in lockstep under
-        DDP, so any rank's state is the job's state."""
-        return {"seed": self.seed, "epoch": self._epoch, "position": self._position}
+        """{seed, epoch, position, fingerprint}: position = samples of this epoch handed to the
+        training loop by all ranks together (batches delivered on this rank x batch size x world
+        size). Once an epoch's last batch is handed out the state is the next epoch's start
+        (epoch + 1, position 0), so resuming never replays an empty epoch. Prefetched batches
+        are not counted. Ranks run in lockstep under DDP, so any rank's state is the job's
+        state. `fingerprint` names the dataset, which `load_state_dict` checks."""
+        epoch, position = self._epoch, self._position
+        if position >= self._n:
+            epoch, position = epoch + 1, 0
+        return {"seed": self.seed, "epoch": epoch, "position": position,
+                "fingerprint": self.dataset.fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue exactly at `state` -- in O(1), with any world size: the positions
-        [position, N) of that epoch are re-partitioned across the current ranks."""
-        position = int(state["position"])
-        if not 0 <= position <= self._n:
-            raise ValueError(f"state position {position} is outside [0, {self._n}] "
-                             f"for dataset {self.dataset.path}; was it saved for another dataset?")
+        [position, N) of that epoch are re-partitioned across the current ranks. A state
+        saved at the end of an epoch continues with the next epoch."""
+        seed, epoch, position = self._checked_state(state)
         self._stop_run()
-        self.seed, self._epoch, self._position = int(state["seed"]), int(state["epoch"]), position
+        if position >= self._n:
+            epoch, position = epoch + 1, 0
+        self.seed, self._epoch, self._position = seed, epoch, position
         self._resume_pending = True
+
+    def _checked_state(self, state) -> tuple[int, int, int]:
+        where = f"Pipeline.load_state_dict on dataset {self.dataset.path}"
+        if not isinstance(state, dict) or not {"seed", "epoch", "position"} <= set(state):
+            raise ValueError(f"{where}: expected the dict of Pipeline.state_dict() (seed, "
+                             f"epoch, position), got {state!r:.200}")
+        fingerprint = state.get("fingerprint")  # states saved before it was stored lack it
+        if fingerprint is not None and fingerprint != self.dataset.fingerprint:
+            raise ValueError(f"{where}: the state was saved for another dataset (fingerprint "
+                             f"{fingerprint}, this one is {self.dataset.fingerprint}); load the "
+                             "state of a Pipeline over this dataset")
+        try:
+            seed, epoch, position = (int(state[k]) for k in ("seed", "epoch", "position"))
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: seed, epoch and position must be integers, got "
+                             f"{state!r:.200}") from None
+        if not 0 <= position <= self._n or epoch < 0:
+            raise ValueError(f"{where}: state position {position} (epoch {epoch}) is outside "
+                             f"[0, {self._n}]; was it saved for another dataset?")
+        return seed, epoch, position
 
     def _bucket_table(self, buckets):
         if buckets is None:
@@ -296,28 +397,60 @@ class Pipeline:
     def __len__(self) -> int:
         return len(self.plan(0))
 
+    def as_dataloader(self) -> torch.utils.data.DataLoader:
+        """This Pipeline as a `torch.utils.data.DataLoader` (for Lightning, Accelerate and other
+        code that expects one): batches pass through unchanged (`batch_size=None`,
+        `num_workers=0`), `len()` works, and `loader.sampler.set_epoch(e)` (what Lightning calls
+        each epoch) reaches `set_epoch`. `loader.dataset` is a `PipelineDataset`
+        (an `IterableDataset`) for building your own DataLoader the same way."""
+        from chute.pipelines._torch_data import as_dataloader
+
+        return as_dataloader(self)
+
     # ---- iteration -------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._closed:
             raise RuntimeError("this Pipeline is closed; create a new one")
-        self._stop_run()
-        if self._position >= self._n and not self._resume_pending:
-            self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
-        self._resume_pending = False
-        plan = self.plan()
-        run = _Run(self, plan)
-        self._run = run
-        return self._iterate(run, plan)
+        return self._iterate()
 
-    def _iterate(self, run: _Run, plan: BatchPlan):
+    def _start(self) -> tuple[_Run, BatchPlan]:
+        """Begin a pass at the first `next()` (not at `iter()`: DataLoader and Lightning create
+        the iterator before they call `set_epoch`)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Pipeline is closed; create a new one")
+            owner = self._run_thread
+            if (self._run is not None and owner is not None and owner is not
+                    threading.current_thread() and owner.is_alive()):
+                raise RuntimeError(
+                    f"this Pipeline is already being iterated by thread {owner.name!r}; one "
+                    "Pipeline feeds one loop at a time (create one Pipeline per thread)")
+            self._stop_run()
+            if self._position >= self._n:
+                self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
+            self._resume_pending = False
+            plan = self.plan()
+            run = _Run(self, plan)
+            self._run, self._run_thread = run, threading.current_thread()
+        return run, plan
+
+    def _iterate(self):
+        run, plan = self._start()
         held = []  # slots of the batches yielded last and before last: still valid
         try:
             for k in range(len(plan)):
                 while len(held) > 1:
                     run.release(held.pop(0))  # the batch before the previous one expires now
                 t0 = time.perf_counter()
-                slot, (shapes, lists, replaced) = run.get()
+                try:
+                    slot, (shapes, lists, replaced) = run.get()
+                except StopIteration:  # the run was stopped under us
+                    if self._closed:
+                        return  # close() during the loop ends it
+                    raise RuntimeError(
+                        "this iterator of the Pipeline was stopped by a newer pass (iter(), "
+                        "set_epoch or load_state_dict); iterate the new one") from None
                 self.stats.wait_seconds += time.perf_counter() - t0
                 held.append(slot)
                 wait_ready(slot)
@@ -325,15 +458,33 @@ class Pipeline:
                 batch = device_views(slot, shapes)
                 batch.update(lists)
                 n = shapes["index"][0]
-                self._position = plan.position_after(k + 1)
+                # the epoch ends with its last batch (a dropped tail counts as done)
+                last = k + 1 == len(plan)
+                self._position = self._n if last else plan.position_after(k + 1)
                 self.stats.samples += n
                 self.stats.batches += 1
-                yield batch
-            self._position = self._n  # epoch over (a dropped tail counts as done)
+                yield self._finish(batch)
+            self._position = self._n
         finally:
             run.close()
             if self._run is run:
-                self._run = None
+                self._run = self._run_thread = None
+
+    def _finish(self, batch: dict) -> dict:
+        """Output options applied on the device: dtype cast, memory format, transform, copy."""
+        for key in self._images:
+            image = batch[key]
+            if self._channels_last:
+                image = image.permute(0, 3, 1, 2)  # NHWC storage seen as NCHW = channels_last
+            if self._cast is not None:
+                image = image.to(self._cast, memory_format=torch.preserve_format)
+            batch[key] = image
+        if self.transform is not None:
+            batch = self.transform(batch)
+        if self.copy:
+            batch = {k: v.clone() if isinstance(v, torch.Tensor) else list(v)
+                     for k, v in batch.items()}
+        return batch
 
     def _note_replaced(self, replaced: list) -> None:
         if not replaced:
@@ -364,11 +515,19 @@ class Pipeline:
             self._run = None
 
     def close(self) -> None:
-        """Stop the prefetch thread and free the slots; the pipeline cannot be iterated again."""
+        """Stop the prefetch thread, free the slots and close the producers (and the dataset
+        when the Pipeline opened it); the pipeline cannot be iterated again."""
+        self._closed = True
         self._stop_run()
-        if not self._closed:
-            self._closed = True
-            self._close_producers()
+        if self._producers is not None:
+            producers, self._producers = self._producers, None
+            for producer in producers:
+                producer.close()
+            self.backend = None
+            if self._own_dataset:
+                closer = getattr(self.dataset, "close", None)
+                if closer is not None:
+                    closer()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -400,7 +559,7 @@ class Pipeline:
         return fields
 
     def _close_producers(self) -> None:
-        for producer in self._producers:
+        for producer in self._producers or ():
             producer.close()
 
 def _unique(items) -> tuple:

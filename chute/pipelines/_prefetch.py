@@ -74,6 +74,7 @@ class Prefetcher:
         self._done = True
         self._stop.set()
         self._free.put(None)  # wakes a producer waiting for a free slot
+        self._ready.put(_END)  # wakes a consumer waiting in another thread (it then stops)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(_JOIN_TIMEOUT_S)
             if self._thread.is_alive():

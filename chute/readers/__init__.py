@@ -27,6 +27,7 @@ _LAZY = {
     "AudioConvertOptions": "chute.readers._convert_audio",
     "AudioConvertReport": "chute.readers._convert_audio",
     "convert_audio": "chute.readers._convert_audio",
+    "write_dataset": "chute.readers._write_dataset",
 }
 
 __all__ = [

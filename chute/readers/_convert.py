@@ -113,10 +113,11 @@ def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None
 
 
 def convert_imagefolder(src, dst, options: ConvertOptions = ConvertOptions()) -> ConvertReport:
-    """ROOT/<class>/<image> -> dataset with label (sorted class index) and class_names."""
+    """ROOT/<class>/<image> -> dataset with label (sorted class index) and class_names; a flat
+    ROOT/<image> folder -> a dataset without labels."""
     sources, class_names = list_imagefolder(src)
     info = {"kind": "imagefolder", "root": str(Path(src).resolve())}
-    return convert_sources(sources, dst, class_names=class_names, source_info=info,
+    return convert_sources(sources, dst, class_names=class_names or None, source_info=info,
                            options=options)
 
 

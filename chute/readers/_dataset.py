@@ -73,12 +73,23 @@ class Dataset:
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._starts_list = self._starts.tolist()
         self._len = int(self._starts[-1])
-        self._readers: dict[str, FieldReader] = {
-            name: get_kind(spec["kind"]).open(OpenArgs(
-                name, spec, layout.stems[name], layout.folders, counts,
-                layout.trailing_index_ok))
-            for name, spec in self.specs.items()
-        }
+        self._readers: dict[str, FieldReader] = _open_readers(layout, counts)
+
+    def close(self) -> None:
+        """Drop the memory maps (and the file descriptors they hold) now rather than at garbage
+        collection; views already handed out stay valid. A later read maps the files again
+        (after checking that the dataset is still the same one)."""
+        self._readers = _ClosedReaders(self)
+
+    def _reopen_readers(self) -> dict:
+        layout = resolve_layout(self._source, self._bytes_field)
+        if layout.fingerprint != self.fingerprint:
+            raise FormatError(f"dataset {self.path} changed since it was opened and closed "
+                              "(its manifest differs); open it again")
+        _check_sizes(layout)
+        counts = [s["num_samples"] for s in layout.manifest["shards"]]
+        self._readers = _open_readers(layout, counts)
+        return self._readers
 
     @property
     def url(self) -> str:
@@ -162,15 +173,65 @@ class Dataset:
         sizes = self._capable(field, "sizes", "bytes")
         return sizes(None if ids is None else self._check_ids(ids))
 
-    def views(self, ids, field: str = "image") -> list[np.ndarray]:
-        """Zero-copy uint8 views of the payloads of `ids`."""
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The element type a Megatron-LM pair's index declares (e.g. uint16 tokens; payloads
+        are still delivered as bytes: `.view(ds.dtype)`); None for a chute dataset."""
+        if self.manifest.get("format") == "chute":
+            return None
+        return np.dtype(self.specs[self._bytes_field]["dtype"])
+
+    def _bytes_field_or(self, field: str | None) -> str:
+        """`field`, or by default "image" when there is one, else the only bytes field."""
+        if field is not None:
+            return field
+        if "image" in self.fields:
+            return "image"
+        found = [f for f, kind in self.fields.items() if kind == "bytes"]
+        if len(found) != 1:
+            raise ValueError(f"{self.path}: name the field (bytes fields: {found})")
+        return found[0]
+
+    def views(self, ids, field: str | None = None) -> list[np.ndarray]:
+        """Zero-copy uint8 views of the payloads of `ids` (default field: see `gather`)."""
+        field = self._bytes_field_or(field)
         self._capable(field, "sizes", "bytes")
         return self._readers[field].read(self._check_ids(ids))
 
-    def gather(self, ids, field: str = "image", out: np.ndarray | None = None):
+    def gather(self, ids, field: str | None = None, out: np.ndarray | None = None):
         """Payloads of `ids` back to back: (data uint8, offsets int64[len(ids)+1]).
-        Fills (a view of) `out` when it is a 1-D uint8 array large enough, else allocates."""
+        Fills (a view of) `out` when it is a 1-D uint8 array large enough, else allocates.
+        The default field is "image", else the dataset's only bytes field (a Megatron pair's)."""
+        field = self._bytes_field_or(field)
         return self._capable(field, "gather", "bytes")(self._check_ids(ids), out)
+
+
+def _open_readers(layout: Layout, counts: list[int]) -> dict[str, FieldReader]:
+    """Every field's reader (what its kind opens: memory maps of its files)."""
+    return {name: get_kind(spec["kind"]).open(OpenArgs(
+                name, spec, layout.stems[name], layout.folders, counts,
+                layout.trailing_index_ok))
+            for name, spec in layout.manifest["fields"].items()}
+
+
+class _ClosedReaders(dict):
+    """The readers of a closed Dataset: the first use maps the files again."""
+
+    def __init__(self, dataset: Dataset):
+        super().__init__()
+        self.dataset = dataset
+
+    def __getitem__(self, key):
+        return self.dataset._reopen_readers()[key]
+
+    def get(self, key, default=None):
+        return self.dataset._reopen_readers().get(key, default)
+
+    def items(self):
+        return self.dataset._reopen_readers().items()
+
+    def __iter__(self):
+        return iter(self.dataset._reopen_readers())
 
 
 def _reopen(source: str, bytes_field: str) -> Dataset:

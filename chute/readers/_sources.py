@@ -29,14 +29,15 @@ def _image_files(folder: Path) -> list[Path]:
 
 
 def list_imagefolder(root) -> tuple[list[Source], list[str]]:
-    """Every image under ROOT/<class>/..., labels = index of the class folder in sorted order.
-    Keys are paths relative to ROOT ("n01440764/img_001.JPEG")."""
+    """Every image under ROOT/<class>/..., labels = index of the class folder in sorted order;
+    a ROOT without sub-folders gives unlabelled images (class names []). Keys are paths
+    relative to ROOT ("n01440764/img_001.JPEG")."""
     root = Path(root)
     if not root.is_dir():
         raise FormatError(f"{root}: not a folder; `convert imagefolder` needs ROOT/<class>/<image>")
     class_names = sorted(p.name for p in root.iterdir() if p.is_dir())
     if not class_names:
-        raise FormatError(f"{root}: has no class sub-folders; put images in ROOT/<class>/")
+        return _flat_folder(root), []
     sources = [Source(path, path.relative_to(root).as_posix(), label)
                for label, name in enumerate(class_names)
                for path in _image_files(root / name)]
@@ -44,6 +45,16 @@ def list_imagefolder(root) -> tuple[list[Source], list[str]]:
         raise FormatError(f"{root}: no image files found in its class folders "
                           f"(extensions: {', '.join(sorted(IMAGE_EXTENSIONS))})")
     return sources, class_names
+
+
+def _flat_folder(root: Path) -> list[Source]:
+    """A folder of images without class sub-folders: no labels."""
+    sources = [Source(path, path.relative_to(root).as_posix()) for path in _image_files(root)]
+    if not sources:
+        raise FormatError(f"{root}: no image files found (extensions: "
+                          f"{', '.join(sorted(IMAGE_EXTENSIONS))}); put them in ROOT/ or "
+                          "ROOT/<class>/")
+    return sources
 
 
 def _labels(values: list[str], csv_path: Path) -> tuple[list[int], list[str] | None]:

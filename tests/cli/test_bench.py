@@ -15,3 +15,17 @@ def test_bench_prints_rates_per_epoch(tmp_path, capsys):
     assert code == 0
     assert "first epoch" in out and "epoch 1" in out and "img/s" in out
     assert "20 images" in out
+
+
+def test_bench_json_and_hxw(tmp_path, capsys):
+    import json
+
+    dataset = write_dataset(tmp_path / "ds.chute", n=16)
+    code = main(["bench", str(dataset), "--batch-size", "4", "--image-size", "12x16",
+                 "--epochs", "2", "--backend", "cpu", "--device", "cpu", "--threads", "1",
+                 "--dtype", "bfloat16", "--json"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert code == 0 and "first epoch" in captured.err
+    assert result["image_size"] == [12, 16] and result["dtype"] == "bfloat16"
+    assert len(result["images_per_second"]) == 2 and result["steady_images_per_second"] > 0

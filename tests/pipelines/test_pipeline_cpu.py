@@ -102,3 +102,21 @@ def test_roi_decode_option_reaches_the_decoder(dataset_path, monkeypatch):
     assert set(seen) == {False, True}
     diff = (images[True].int() - images[False].int()).abs()
     assert diff.max() <= 1 and (diff == 0).float().mean() > 0.999
+
+
+def test_a_missing_turbojpeg_fails_at_construction(dataset_path, monkeypatch, tmp_path):
+    from chute.errors import BackendUnavailableError
+    from chute.pipelines._candidates import cpu_candidates
+
+    monkeypatch.setenv("CHUTE_TURBOJPEG", str(tmp_path / "missing" / "libturbojpeg.so.0"))
+    with pytest.raises(BackendUnavailableError, match="CHUTE_TURBOJPEG"):
+        make(dataset_path)  # not at the first next()
+    assert cpu_candidates("cpu") == []  # "auto" does not offer what cannot run
+
+
+def test_decoder_threads_default_to_torchruns_share(dataset_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with make(dataset_path, backend_options=None) as pipe:
+        assert pipe.stats.threads == 1 and "OMP_NUM_THREADS" in pipe.stats.threads_reason
+    with make(dataset_path, backend_options={"threads": 2}) as pipe:
+        assert pipe.stats.threads == 2

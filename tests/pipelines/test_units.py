@@ -66,7 +66,8 @@ def _collect(pipe) -> list[dict]:
 
 def test_segment_batches_carry_their_recordings_fields(folder):
     pipe, batches = _epoch(folder, augment="eval")
-    assert len(pipe) == 6 and pipe.state_dict()["position"] == 12
+    assert len(pipe) == 6 and pipe._n == 12  # 12 segments, all delivered: the next epoch's
+    assert (pipe.state_dict()["epoch"], pipe.state_dict()["position"]) == (1, 0)  # state
     seen = np.concatenate([b["index"].numpy() for b in batches])
     assert sorted(seen.tolist()) == list(range(12))
     for b in batches:

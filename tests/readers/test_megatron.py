@@ -56,6 +56,14 @@ def test_open_megatron_pair(tmp_path, tokens, suffix):
     assert ds.locate(5) == ("corpus_text_document", 5)
 
 
+def test_megatron_dtype_and_default_gather_field(tmp_path, tokens):
+    write_megatron_pair(tmp_path / "corpus", tokens)
+    ds = open_dataset(tmp_path / "corpus")
+    assert ds.dtype == np.uint16
+    data, _ = ds.gather([1, 2])  # no field name: the pair's only bytes field
+    assert data.view(ds.dtype).tolist() == tokens[1].tolist() + tokens[2].tolist()
+
+
 def test_megatron_bytes_named_image(tmp_path):
     payloads = [b"\xff\xd8abc", b"", b"\xff\xd8xyzw"]
     write_megatron_pair(tmp_path / "imgs", [np.frombuffer(p, np.uint8) for p in payloads],

@@ -1,0 +1,71 @@
+"""`chute show DATASET --out grid.png`: a picture of a batch, as the model will see it."""
+
+from __future__ import annotations
+
+import math
+
+from chute._cli._args import image_size, positive
+
+__all__ = ["add_parser", "run", "CAPTION_HEIGHT"]
+
+CAPTION_HEIGHT = 14  # pixels under each tile for "index: label"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "show", help="write a PNG grid of decoded, augmented samples with their indices/labels",
+        description="Decode and augment the first batch of an epoch exactly as a Pipeline with "
+        "these settings would (before normalisation: uint8 pixels) and write the images as a "
+        "grid, each captioned 'index: label', so you can see what the model will see.")
+    parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
+    parser.add_argument("--out", required=True, metavar="PNG", help="the image to write")
+    parser.add_argument("--count", type=positive(int), default=16, help="samples (default 16)")
+    parser.add_argument("--image-size", type=image_size, default=128,
+                        help="tile size, S or HxW (default 128)")
+    parser.add_argument("--augment", choices=("train", "eval"), default="eval",
+                        help="train: the random crops and flips of training (default: eval)")
+    parser.add_argument("--epoch", type=int, default=0, help="epoch of the crops (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="the Pipeline seed (default 0)")
+    parser.add_argument("--field", default="image", help="image field (default image)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    from chute import Pipeline
+    from chute.readers import open_dataset
+
+    ds = open_dataset(args.dataset)
+    count = min(args.count, len(ds))
+    fields = (args.field, "label") if "label" in ds.fields else (args.field,)
+    with Pipeline(ds, count, image_size=args.image_size, augment=args.augment, backend="cpu",
+                  device="cpu", dtype="uint8", layout="NHWC", seed=args.seed, fields=fields,
+                  rank=0, world_size=1, drop_last=False) as pipe:
+        pipe.set_epoch(args.epoch)
+        batch = next(iter(pipe))
+        images = batch[args.field].numpy().copy()
+        ids = batch["index"].tolist()
+        labels = batch["label"].tolist() if "label" in batch else [None] * len(ids)
+    names = ds.class_names or []
+    n, h, w = images.shape[:3]
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    cell_h = h + CAPTION_HEIGHT
+    grid = Image.new("RGB", (cols * w, rows * cell_h), (255, 255, 255))
+    draw = ImageDraw.Draw(grid)
+    for k in range(n):
+        top, left = (k // cols) * cell_h, (k % cols) * w
+        grid.paste(Image.fromarray(np.ascontiguousarray(images[k])), (left, top))
+        label = labels[k]
+        text = f"{ids[k]}" if label is None else f"{ids[k]}: {_label_name(label, names)}"
+        draw.text((left + 2, top + h + 1), text, fill=(0, 0, 0))
+    grid.save(args.out)
+    print(f"wrote {n} samples of {args.dataset} ({args.augment}, epoch {args.epoch}) to "
+          f"{args.out}: {cols} x {rows} tiles of {h}x{w} px; indices {ids}")
+    return 0
+
+
+def _label_name(label: int, names: list[str]) -> str:
+    return names[label] if 0 <= label < len(names) else str(label)

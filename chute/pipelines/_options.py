@@ -1,0 +1,133 @@
+"""Checks and conversions of the Pipeline's user-facing arguments, kept out of the Pipeline so
+that it reads as the iteration logic it is: image size spellings, output dtypes, mean/std units,
+backend option types and the memory a batch ring would take."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+__all__ = ["image_size_of", "dtype_name", "output_dtype", "mean_std_fractions",
+           "check_backend_options", "check_ring_memory"]
+
+# dtype the user asks for -> (dtype the producers write, torch dtype cast to on the device or None)
+_DTYPES = {"uint8": ("uint8", None), "float16": ("float16", None),
+           "float32": ("float32", None), "bfloat16": ("float32", torch.bfloat16)}
+_TORCH_NAMES = {torch.uint8: "uint8", torch.float16: "float16", torch.float32: "float32",
+                torch.bfloat16: "bfloat16"}
+_BOOLEAN_WORDS = {"no", "false", "off", "yes", "true", "on", "0", "1", "none", ""}
+
+
+def image_size_of(value) -> tuple[int, int]:
+    """(H, W) from 224, (224, 320), "224" or "224x320".
+
+    Args:
+        value: the image_size argument.
+    """
+    if isinstance(value, str):
+        parts = value.lower().replace(" ", "").split("x")
+        try:
+            sizes = tuple(int(p) for p in parts)
+        except ValueError:
+            sizes = ()
+        if len(sizes) not in (1, 2):
+            raise ValueError(f"image_size must be S, (H, W) or 'HxW' (e.g. '224x320'), "
+                             f"got {value!r}")
+        value = sizes if len(sizes) == 2 else sizes[0]
+    size = tuple(int(s) for s in (value if np.ndim(value) else (value, value)))
+    if len(size) != 2 or min(size) < 1:
+        raise ValueError(f"image_size must be S, (H, W) or 'HxW' with positive sizes, "
+                         f"got {value!r}")
+    return size
+
+
+def dtype_name(dtype) -> str:
+    """"uint8", "float16", "float32" or "bfloat16" for that name or torch dtype (what autotune
+    decisions are keyed by).
+
+    Args:
+        dtype: a name or a torch dtype.
+    """
+    name = _TORCH_NAMES.get(dtype, dtype) if not isinstance(dtype, str) else dtype
+    if name not in _DTYPES:
+        raise ValueError(f"dtype must be uint8, float16, bfloat16 or float32, got {dtype!r}")
+    return name
+
+
+def output_dtype(dtype) -> tuple[str, torch.dtype | None]:
+    """(dtype name the image producers write, torch dtype to cast to on the device or None).
+
+    Args:
+        dtype: "uint8", "float16", "float32", "bfloat16" or the torch dtype.
+    """
+    return _DTYPES[dtype_name(dtype)]
+
+
+def mean_std_fractions(mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """mean/std as fractions of 255. Values above 1 mean 0-255 units (FFCV's and DALI's
+    convention, e.g. 123.675): then both must be in those units, and are divided by 255.
+
+    Args:
+        mean: 3 per-channel means, fractions (0.485) or 0-255 units (123.675).
+        std: 3 per-channel stds, in the same units as mean.
+    """
+    mean_a = np.asarray(mean, dtype=np.float64).reshape(-1)
+    std_a = np.asarray(std, dtype=np.float64).reshape(-1)
+    if mean_a.shape != (3,) or std_a.shape != (3,) or not np.all(std_a > 0):
+        raise ValueError(f"mean and std must be 3 values each with std > 0, got {mean}, {std}")
+    if max(mean_a.max(), std_a.max()) <= 1:
+        return tuple(mean_a.tolist()), tuple(std_a.tolist())
+    if mean_a.max() <= 1 or std_a.min() <= 1:
+        raise ValueError(
+            f"mean={tuple(mean)} and std={tuple(std)} mix units: give both as fractions of 255 "
+            "(ImageNet: mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)) or both in 0-255 "
+            "units (mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375))")
+    return tuple((mean_a / 255).tolist()), tuple((std_a / 255).tolist())
+
+
+def check_backend_options(options: dict | None) -> dict:
+    """A copy of `options`, refusing strings where a flag or number is meant ("no" and "false"
+    are truthy strings: passed through they would switch an option on).
+
+    Args:
+        options: the Pipeline's backend_options.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"backend_options must be a dict, got {type(options).__name__}")
+    for key, value in options.items():
+        if isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS:
+            raise TypeError(
+                f"backend_options[{key!r}] = {value!r} is a string; pass a Python value "
+                "(True/False, a number or None), e.g. backend_options={" f"{key!r}: False}}")
+    return dict(options)
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_ring_memory(slots: int, batch_size: int, outputs: dict, where: str) -> None:
+    """Raise before allocating when the batch ring could not fit in this machine's memory.
+
+    Args:
+        slots: batches allocated at once (prefetch + 2).
+        batch_size: samples per batch.
+        outputs: key -> Output (sample_shape, dtype) of every producer.
+        where: the dataset, for the message.
+    """
+    per_batch = sum(batch_size * int(np.prod(o.sample_shape, dtype=np.float64))
+                    * np.dtype(o.dtype).itemsize for o in outputs.values() if o.dtype is not None)
+    total = slots * per_batch
+    limit = _physical_memory()
+    if limit is not None and total > limit:
+        raise ValueError(
+            f"Pipeline on {where}: {slots} batches in flight of {per_batch / 2**30:.1f} GiB each "
+            f"need {total / 2**30:.1f} GiB, more than this machine's {limit / 2**30:.1f} GiB; "
+            "lower batch_size, image_size or prefetch")

@@ -1,0 +1,82 @@
+"""`write_dataset(samples, path)`: a chute dataset from any Python iterable of dicts (a list,
+a generator over your own files, a Hugging Face `datasets.Dataset`, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from chute.errors import FormatError
+from chute.readers._dataset import Dataset, open_dataset
+from chute.readers._kinds import infer_declaration
+from chute.readers._writer import ShardWriter
+
+__all__ = ["write_dataset"]
+
+
+def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str = "image",
+                  fields: dict | None = None, shard_size: str | int = "1GiB",
+                  class_names: list[str] | None = None, overwrite: bool = False,
+                  quality: int = 95) -> Dataset:
+    """Write `samples` as a chute dataset and open it.
+
+    Each sample is a dict of field -> value (bytes, str, numbers, NumPy arrays, JSON-able
+    objects; kinds are inferred from the first sample unless `fields` declares them). The
+    `image_field` value may be encoded image bytes of any format Pillow reads, or a
+    `PIL.Image.Image`: it is stored as JPEG (JPEG bytes unchanged) with the "height" and
+    "width" columns the Pipeline computes crops from.
+
+    Args:
+        samples: the samples, in order; sample i becomes global index i.
+        path: the new dataset folder.
+        image_field: the field holding images (absent from the samples: no image handling).
+        fields: field -> kind declarations (default: inferred from the first sample).
+        shard_size: payload bytes per shard, e.g. "1GiB" or "256MiB".
+        class_names: label names stored in the manifest (`label` values index them).
+        overwrite: replace a dataset already at `path`.
+        quality: JPEG quality for images that are not JPEG already.
+
+    Raises:
+        FormatError: an image that cannot be read (naming the sample) or no samples at all.
+    """
+    iterator = iter(samples)
+    first = next(iterator, None)
+    if first is None:
+        raise FormatError(f"write_dataset({path}): the iterable gave no samples")
+    if image_field in first:
+        first = _with_jpeg(first, image_field, 0, quality)
+    if fields is None:
+        fields = {name: infer_declaration(value) for name, value in first.items()}
+    if image_field in first:
+        fields = {**fields, image_field: {"kind": "bytes", "media": "image"},
+                  "height": "int32", "width": "int32"}
+    with ShardWriter(path, fields, shard_size=shard_size, class_names=class_names,
+                     overwrite=overwrite) as writer:
+        writer.write(first)
+        for i, sample in enumerate(iterator, start=1):
+            if image_field in sample:
+                sample = _with_jpeg(sample, image_field, i, quality)
+            writer.write(sample)
+    return open_dataset(path)
+
+
+def _with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:
+    from PIL import Image
+
+    from chute.readers._images import UnreadableImage, prepare_image
+
+    value = sample[image_field]
+    if isinstance(value, Image.Image):
+        import io
+
+        out = io.BytesIO()
+        value.convert("RGB").save(out, format="JPEG", quality=quality)
+        value = out.getvalue()
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise FormatError(f"sample {i}: {image_field!r} must be encoded image bytes or a "
+                          f"PIL.Image, got {type(value).__name__}")
+    try:
+        image = prepare_image(bytes(value), quality=quality)
+    except UnreadableImage as exc:
+        raise FormatError(f"sample {i}: {image_field!r} is not a readable image ({exc})") from None
+    return {**sample, image_field: image.data, "height": image.height, "width": image.width}

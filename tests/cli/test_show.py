@@ -1,0 +1,32 @@
+"""`chute show`: the PNG's tiles are the Pipeline's own output for those indices."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chute.cli import main
+from chute.pipelines import Pipeline
+from tests.pipelines._pipeline_data import write_dataset
+
+pytest.importorskip("chute.fallbacks._decode")
+
+
+def test_show_tiles_equal_the_pipeline(tmp_path, capsys):
+    dataset = write_dataset(tmp_path / "ds.chute", n=10, sizes=(30, 50))
+    out = tmp_path / "grid.png"
+    assert main(["show", str(dataset), "--out", str(out), "--count", "6", "--image-size",
+                 "20x24", "--augment", "train", "--epoch", "2", "--seed", "5"]) == 0
+    assert "wrote 6 samples" in capsys.readouterr().out
+    grid = np.asarray(Image.open(out).convert("RGB"))
+    from chute._cli.show import CAPTION_HEIGHT
+
+    with Pipeline(dataset, 6, image_size=(20, 24), augment="train", backend="cpu",
+                  device="cpu", dtype="uint8", layout="NHWC", seed=5, rank=0, world_size=1,
+                  fields=("image",)) as pipe:
+        pipe.set_epoch(2)
+        images = next(iter(pipe))["image"].numpy()
+    cols = 3
+    for k in range(6):
+        top, left = (k // cols) * (20 + CAPTION_HEIGHT), (k % cols) * 24
+        assert np.array_equal(grid[top:top + 20, left:left + 24], images[k])
+    assert grid.shape == (2 * (20 + CAPTION_HEIGHT), 3 * 24, 3)

@@ -1,0 +1,66 @@
+"""The Pipeline's argument checks: sizes, dtypes, mean/std units, option types, memory."""
+
+import numpy as np
+import pytest
+import torch
+
+from chute.pipelines._options import (
+    check_backend_options,
+    check_ring_memory,
+    image_size_of,
+    mean_std_fractions,
+    output_dtype,
+)
+from chute.pipelines._producer import Output
+
+
+@pytest.mark.parametrize("value, size", [(224, (224, 224)), ((96, 128), (96, 128)),
+                                         ("224", (224, 224)), ("96x128", (96, 128)),
+                                         (" 96 X 128 ", (96, 128))])
+def test_image_size_spellings(value, size):
+    assert image_size_of(value) == size
+
+
+@pytest.mark.parametrize("value", ["", "x", "0x5", "1x2x3", (0, 4), -3, "big"])
+def test_bad_image_sizes(value):
+    with pytest.raises(ValueError, match="image_size"):
+        image_size_of(value)
+
+
+def test_output_dtypes():
+    assert output_dtype("bfloat16") == ("float32", torch.bfloat16)
+    assert output_dtype(torch.bfloat16) == ("float32", torch.bfloat16)
+    assert output_dtype(torch.uint8) == ("uint8", None)
+    with pytest.raises(ValueError, match="bfloat16"):
+        output_dtype("int8")
+
+
+def test_mean_std_units():
+    fractions = mean_std_fractions((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+    assert fractions == ((0.5,) * 3, (0.25,) * 3)
+    scaled = mean_std_fractions((127.5,) * 3, (63.75,) * 3)
+    np.testing.assert_allclose(scaled, fractions)
+    for mean, std in [((127.5,) * 3, (0.25,) * 3), ((0.5,) * 3, (63.75,) * 3)]:
+        with pytest.raises(ValueError, match="mix units"):
+            mean_std_fractions(mean, std)
+    with pytest.raises(ValueError, match="3 values"):
+        mean_std_fractions((0.5, 0.5), (0.2, 0.2, 0.2))
+
+
+def test_backend_options_types():
+    assert check_backend_options(None) == {}
+    assert check_backend_options({"threads": 2, "roi_decode": None}) == {"threads": 2,
+                                                                         "roi_decode": None}
+    for word in ("no", "False", "off", "1"):
+        with pytest.raises(TypeError, match="string"):
+            check_backend_options({"dct_scaling": word})
+    with pytest.raises(TypeError, match="dict"):
+        check_backend_options([("threads", 1)])
+
+
+def test_ring_memory_is_checked_before_allocating():
+    small = {"image": Output((3, 8, 8), np.dtype(np.float32)), "meta": Output((), None)}
+    check_ring_memory(4, 16, small, "ds")
+    huge = {"image": Output((3, 100_000, 100_000), np.dtype(np.float32))}
+    with pytest.raises(ValueError, match=r"need \d+\.\d GiB"):
+        check_ring_memory(4, 64, huge, "ds")
