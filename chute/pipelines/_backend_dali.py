@@ -150,6 +150,8 @@ class DaliBackend(ImageProducerBase):
         return DaliBatchSource(
             plan, first_iteration, field=self.field, staging=staging,
             ring=max(1, self.spec.prefetch) + 2,
+            margin_for=tuple(self.spec.size) if self.variant == "kernel" else None,
+            size_fields=tuple(self.spec.size_fields),
         )
 
     def fill(self, request, out: dict) -> np.ndarray:
@@ -216,7 +218,7 @@ class DaliEpoch:
             status = self._recover(err, iteration, ids, boxes, flips, out)
         else:
             self._check_ids(outputs[-1], ids, iteration)
-            self._write(outputs, ids, flips, out)
+            self._write(outputs, ids, boxes, flips, out)
         if self.next_iteration >= len(self.plan):
             self.backend.epoch_finished(self)
         return status
@@ -238,11 +240,12 @@ class DaliEpoch:
                 f"but the plan says {np.asarray(ids[:4]).tolist()}...: reader out of step (a bug)"
             )
 
-    def _write(self, outputs, ids, flips, out) -> None:
+    def _write(self, outputs, ids, boxes, flips, out) -> None:
         if self.backend.variant == "native":
             write_native(outputs[0], out)
         else:
-            self.backend._kernel_writer.write(outputs[0], flips, out)
+            _, inner = self.source.windows(ids, boxes)  # the crop inside each decoded window
+            self.backend._kernel_writer.write(outputs[0], inner, flips, out)
 
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:
         """A DALI error kills its pipeline: find the bad samples with the CPU decoder, fill the

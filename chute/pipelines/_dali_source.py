@@ -39,6 +39,10 @@ class DaliBatchSource:
         "pinned" gathers the batch into a page-locked contiguous buffer and returns views of it, for
         a GPU decoder fed with `no_copy=True`. Buffers rotate through a ring of `ring` slots so a
         slot is rewritten only after DALI has consumed it (ring > DALI's prefetch_queue_depth).
+    margin_for: (out_h, out_w) to widen each decode window by the resample's margin for that
+        output size (the `dali` kernel variant: `chute.kernels.roi_windows`, the CPU decoder's
+        rule), or None to decode exactly the crop box (`dali-native`).
+    size_fields: the dataset's (height, width) columns of the full images (clamp the windows).
     """
 
     plan: Any
@@ -46,6 +50,8 @@ class DaliBatchSource:
     field: str = "image"
     staging: str = "views"
     ring: int = 4
+    margin_for: tuple[int, int] | None = None
+    size_fields: tuple[str, str] = ("height", "width")
 
     def __post_init__(self) -> None:
         if self.staging not in ("views", "pinned"):
@@ -84,7 +90,7 @@ class DaliBatchSource:
         request = plan.request(iteration)
         ids, boxes, flips = request.ids, request.params["boxes"], request.params["flips"]
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        boxes = np.asarray(boxes, dtype=np.int32)
+        boxes, _ = self.windows(ids, boxes)
         if self.staging == "pinned":
             encoded = self._gather_pinned(ids, iteration)
         else:
@@ -98,6 +104,20 @@ class DaliBatchSource:
             # keeps all of them alive (not only the staged bytes) until the slot comes round.
             self._held[iteration % self.ring] = batch
         return batch
+
+    def windows(self, ids, boxes) -> tuple[np.ndarray, np.ndarray]:
+        """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch."""
+        boxes = np.asarray(boxes, dtype=np.int32).reshape(-1, 4)
+        if self.margin_for is None:
+            inner = np.zeros(boxes.shape, dtype=np.float32)
+            inner[:, 2:] = boxes[:, 2:]
+            return boxes, inner
+        from chute.kernels._plan import roi_windows
+
+        ds = self.dataset()
+        ids = np.asarray(ids, dtype=np.int64)
+        sizes = np.stack([np.asarray(ds.column(name))[ids] for name in self.size_fields], axis=1)
+        return roi_windows(boxes, sizes, self.margin_for)
 
     def dataset(self):
         if self._dataset is None:
