@@ -54,7 +54,7 @@ def _import_cupy():
     except ImportError as exc:
         raise BackendUnavailableError(
             "chute.kernels needs CuPy to launch its CUDA kernels, but `import cupy` failed "
-            f"({exc}). Install the GPU extra: pip install 'chute[gpu]'."
+            f"({exc}). Install it: pip install 'chute[dali]' (or 'chute[gpu]')."
         ) from exc
     return cupy
 

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS"]
+__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "CUPY_INSTALL_HINT", "cupy_import_error",
+           "staging_for"]
+
+CUPY_INSTALL_HINT = "CuPy (cupy-cuda12x) is not installed (pip install chute[dali])"
 
 # The order of the tuple a DaliBatchSource returns (external_source num_outputs=len(...)).
 SOURCE_OUTPUTS = ("encoded", "anchor", "shape", "flip", "index")
@@ -137,6 +140,32 @@ class DaliBatchSource:
         return [data[offsets[k] : offsets[k + 1]] for k in range(len(ids))]
 
 
+def cupy_import_error() -> str | None:
+    """Why CuPy cannot be imported here (None when it can). CuPy allocates the pinned staging
+    memory and launches chute's kernel; importing it touches no GPU."""
+    try:
+        import cupy  # noqa: F401
+        import cupyx  # noqa: F401
+    except ImportError:
+        return CUPY_INSTALL_HINT
+    except Exception as exc:  # a broken install: say what broke rather than hide it
+        return f"cupy failed to import ({type(exc).__name__}: {exc})"
+    return None
+
+
+def staging_for(requested: str, on_gpu: bool) -> str:
+    """The staging a source really uses: "pinned" only for a GPU decoder fed in-process and only
+    where CuPy (the pinned allocator) imports; "views" (DALI copies the bytes) otherwise.
+
+    Args:
+        requested: the backend option, "pinned" or "views".
+        on_gpu: whether DALI decodes on a GPU in this process (no parallel workers).
+    """
+    if requested == "pinned" and on_gpu and cupy_import_error() is None:
+        return "pinned"
+    return "views"
+
+
 def pinned_bytes(nbytes: int) -> np.ndarray:
     """A page-locked uint8 host array (CuPy's pinned allocator), imported only when asked for."""
     try:
@@ -146,6 +175,6 @@ def pinned_bytes(nbytes: int) -> np.ndarray:
 
         raise BackendUnavailableError(
             "pinned staging for the DALI GPU decoder needs CuPy, which is not installed. "
-            "Install it with `pip install chute[gpu]` (cupy-cuda12x)."
+            "Install it with `pip install chute[dali]` (cupy-cuda12x)."
         ) from err
     return cupyx.empty_pinned((max(int(nbytes), 1),), dtype=np.uint8)

@@ -236,3 +236,36 @@ def test_kernel_writer_hands_the_crop_inside_the_roi_and_the_plan_flips_to_the_k
         want = pil_reference(dataset, ids, boxes, flips, size).astype(float)
         assert np.abs(out - want).mean() <= TOLERANCE
     assert calls and all(call == ("NHWC", MEAN, STD, "caller-stream") for call in calls)
+
+
+@pytest.fixture
+def cupy_hidden(monkeypatch):
+    """`import cupy` fails, as on a machine with DALI but without CuPy."""
+    import sys
+
+    for name in ("cupy", "cupyx"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_without_cupy_the_probe_marks_dali_unavailable_and_native_stages_views(
+        dataset, monkeypatch, cupy_hidden):
+    from chute import _device
+    from chute.pipelines import _backend_dali
+    from chute.pipelines._dali_source import CUPY_INSTALL_HINT, staging_for
+
+    monkeypatch.setattr(_device, "cuda_device_count", lambda: 1)  # a GPU machine, probed
+    found = _backend_dali.candidates("cuda")
+    kernel = [c for c in found if c.backend == "dali"]
+    native = [c for c in found if c.backend == "dali-native"]
+    assert kernel and all(not c.available and "cupy" in c.reason.lower() for c in kernel)
+    assert native and all(c.available for c in native)
+    assert staging_for("pinned", on_gpu=True) == "views"  # no pinned allocator: DALI copies
+    assert "pip install chute[dali]" in CUPY_INSTALL_HINT
+
+
+def test_with_cupy_importable_pinned_staging_is_kept():
+    pytest.importorskip("cupy")
+    from chute.pipelines._dali_source import staging_for
+
+    assert staging_for("pinned", on_gpu=True) == "pinned"
+    assert staging_for("pinned", on_gpu=False) == "views"
