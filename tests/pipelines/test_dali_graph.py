@@ -84,3 +84,24 @@ def test_config_uses_the_shared_dtype_and_layout_checks():
         DaliGraphConfig("native", 4, (8, 8), layout="NCWH")
     with pytest.raises(ValueError):
         DaliGraphConfig("native", 4, (8, 8), dtype="int16")
+
+
+def test_external_source_declares_what_the_source_returns(rotated_dataset):
+    """dtype/ndim are declared per output and match the arrays DaliBatchSource hands DALI."""
+    from nvidia.dali import types
+
+    from chute.pipelines._dali_graph import _source_types
+    from chute.pipelines._dali_source import SOURCE_OUTPUTS, DaliBatchSource
+    from tests.pipelines._plans import image_plan
+
+    declared = _source_types(types)
+    numpy_of = {types.UINT8: np.uint8, types.FLOAT: np.float32, types.INT32: np.int32,
+                types.INT64: np.int64}
+    plan = image_plan(rotated_dataset, (16, 16), batch_size=4)
+    batch = DaliBatchSource(plan)(type("BatchInfo", (), {"iteration": 0, "epoch_idx": 0})())
+    assert len(batch) == len(SOURCE_OUTPUTS) == len(declared["dtype"]) == len(declared["ndim"])
+    for name, output, dtype, ndim in zip(SOURCE_OUTPUTS, batch, declared["dtype"],
+                                         declared["ndim"], strict=True):
+        samples = list(output)  # a list of samples or a [B, ...] array
+        assert all(np.asarray(s).dtype == numpy_of[dtype] for s in samples), name
+        assert all(np.asarray(s).ndim == ndim for s in samples), name
