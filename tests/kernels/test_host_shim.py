@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from chute._output_types import image_batch_shape
-from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, kernel_name
+from chute.kernels import IMAGENET_MEAN, IMAGENET_STD
 from tests._media import smooth_image
 from tests._reference_resize import reference_batch, resample, round_uint8
 from tests.kernels.cases import OUTPUT_SIZES, make_batch

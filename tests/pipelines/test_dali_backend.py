@@ -219,7 +219,8 @@ def test_kernel_writer_hands_the_crop_inside_the_roi_and_the_plan_flips_to_the_k
             out[k] = np.asarray(img)[:, ::-1] if flips[k] else np.asarray(img)
 
     fake_torch = types.SimpleNamespace(
-        dtype=type("dtype", (), {}), cuda=types.SimpleNamespace(current_stream=lambda device: "caller-stream"))
+        dtype=type("dtype", (), {}),
+        cuda=types.SimpleNamespace(current_stream=lambda device: "caller-stream"))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     monkeypatch.setattr(chute.kernels, "resize_normalize", fake_kernel)
     size = (32, 32)
