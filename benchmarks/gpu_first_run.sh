@@ -36,7 +36,7 @@ else
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$SANITIZER" --tool memcheck --error-exitcode 99 \
     --target-processes all "$PY" -m pytest -q -m gpu -x \
     "tests/gpu/test_dali_gpu.py::test_output_is_on_the_gpu_and_a_torch_tensor" \
-    "tests/gpu/test_dali_gpu_path.py::test_border_pixels_match_the_cpu_backend" \
+    "tests/gpu/test_dali_gpu_path.py::test_border_pixels_match_the_cpu_backend[dali]" \
     "tests/gpu/test_dali_gpu_path.py::test_early_break_then_close_leaves_no_pending_work" \
     >"$LOGS/memcheck.log" 2>&1
   status=$?

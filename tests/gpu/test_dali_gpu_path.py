@@ -71,16 +71,17 @@ def differences(dataset, backend, device="cuda", **kwargs):
                      - to_255_nhwc(b["image"], dtype, layout, IMAGENET_MEAN, IMAGENET_STD))
 
 
-@pytest.mark.parametrize("backend", ["dali", "dali-native"])
+@pytest.mark.parametrize("backend", ["dali", "dali-native", "nvimgcodec"])
 def test_every_jpeg_kind_matches_the_cpu_backend(mixed, backend):
     for diff in differences(mixed, backend, image_size=(40, 56)):
         assert diff.mean() <= TOLERANCE
 
 
-def test_border_pixels_match_the_cpu_backend(mixed):
+@pytest.mark.parametrize("backend", ["dali", "nvimgcodec"])
+def test_border_pixels_match_the_cpu_backend(mixed, backend):
     """The ROI window carries the resample's margin: border rows/columns are no worse than the
     interior (decoder rounding only)."""
-    for diff in differences(mixed, "dali", image_size=(32, 32)):
+    for diff in differences(mixed, backend, image_size=(32, 32)):
         border = max(diff[:, [0, -1]].mean(), diff[:, :, [0, -1]].mean())
         assert border <= TOLERANCE
 
