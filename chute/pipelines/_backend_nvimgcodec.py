@@ -25,7 +25,6 @@ __all__ = ["create", "candidates", "NvImgCodecBackend", "import_nvimgcodec"]
 
 _OPTIONS = frozenset({"num_cpu_threads"})
 _UNDECODABLE = 1  # status of a sample nvImageCodec returns no image for
-_KINDS = {"uint8": 0, "float32": 1, "float16": 2}  # chute.fallbacks._resample KIND_*
 
 
 def import_nvimgcodec():
@@ -64,7 +63,6 @@ class NvImgCodecBackend(ImageProducerBase):
                                           color_spec=codec.ColorSpec.SRGB)
         heights, widths = (np.asarray(spec.dataset.column(n)) for n in spec.size_fields)
         self._sizes = np.stack([heights, widths], axis=1)
-        self._kernel = None
         if device_id is None:
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
@@ -98,10 +96,16 @@ class NvImgCodecBackend(ImageProducerBase):
                 for img, w in zip(images, windows.tolist(), strict=True)]
 
     def _resample_on_cpu(self, images, inner, flips, target) -> None:
-        from chute.fallbacks._resample import resample_into
+        from chute.fallbacks._resample import (
+            KIND_FLOAT16,
+            KIND_FLOAT32,
+            KIND_UINT8,
+            resample_into,
+        )
 
-        kind = _KINDS[self.spec.dtype]
-        dest = target.view(np.uint16) if kind == 2 else target
+        kind = {"uint8": KIND_UINT8, "float16": KIND_FLOAT16, "float32": KIND_FLOAT32}[
+            self.spec.dtype]
+        dest = target.view(np.uint16) if kind == KIND_FLOAT16 else target
         mean255, std255 = self._norm
         for b, img in enumerate(images):
             if img is None:
