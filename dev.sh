@@ -3,7 +3,10 @@
 #   ./dev.sh demo   build a sample dataset, autotune, stream it through a Pipeline, print throughput
 #   ./dev.sh test   ruff + the test suite (what .ci/run calls)
 # Both set up everything first on a fresh Linux machine: the system libjpeg-turbo, .venv,
-# torch 2.13 (CPU build, before anything that depends on torch), then chute with its test extras.
+# torch 2.13 (before anything that depends on torch), then chute with its test extras.
+# On a machine with a working NVIDIA driver (nvidia-smi lists a GPU) that is torch's CUDA build
+# and chute[test,gpu]; elsewhere the CPU build and chute[test]. CHUTE_DEVICE=cpu|gpu overrides
+# the detection; `./dev.sh detect` prints what was chosen.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -47,6 +50,32 @@ need_jpeg_headers() {
   echo "        (slower). Install gcc and libjpeg-turbo's development headers to enable ROI decoding." >&2
 }
 
+detect_device() {
+  # nvidia-smi comes with the driver; it lists "GPU 0: ..." only when the driver is loaded.
+  case "${CHUTE_DEVICE:-}" in
+    cpu|gpu) echo "$CHUTE_DEVICE"; return 0 ;;
+    "") ;;
+    *) echo "[chute] error: CHUTE_DEVICE must be cpu or gpu, not '$CHUTE_DEVICE'" >&2; exit 2 ;;
+  esac
+  local listed
+  listed=$(nvidia-smi -L 2>/dev/null || true)
+  if [[ "$listed" == GPU\ * ]]; then echo gpu; else echo cpu; fi
+}
+
+# The pip arguments of torch and of chute for a device ("cpu" or "gpu").
+torch_args() {
+  if [ "$1" = gpu ]; then
+    # The default torch wheel for Linux is the CUDA build; CHUTE_TORCH_INDEX picks another index.
+    echo "torch==2.13.0${CHUTE_TORCH_INDEX:+ --index-url $CHUTE_TORCH_INDEX}"
+  else
+    echo "torch==2.13.0"
+  fi
+}
+
+chute_extras() {
+  if [ "$1" = gpu ]; then echo ".[test,gpu]"; else echo ".[test]"; fi
+}
+
 setup() {
   need_turbojpeg
   need_jpeg_headers
@@ -56,13 +85,15 @@ setup() {
   fi
   local pip="$VENV/bin/python -m pip --disable-pip-version-check -q"
   # Skip the install when nothing changed since the last successful one.
-  local stamp="$VENV/.chute-installed" want
-  want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+  local stamp="$VENV/.chute-installed" want device
+  device=$(detect_device)
+  want="$device-$(cat pyproject.toml | sha256sum | cut -c1-16)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
-  echo "[chute] installing torch 2.13 (CPU build) and chute[test] into $VENV"
+  echo "[chute] installing $(torch_args "$device") and chute$(chute_extras "$device" | cut -c2-) into $VENV ($device machine)"
   $pip install --upgrade pip >/dev/null
-  $pip install "torch==2.13.0"
-  $pip install -e ".[test]"
+  # shellcheck disable=SC2046  # torch_args holds several words on purpose
+  $pip install $(torch_args "$device")
+  $pip install -e "$(chute_extras "$device")"
   echo "$want" > "$stamp"
 }
 
@@ -81,8 +112,12 @@ case "$cmd" in
   setup)
     setup
     ;;
+  detect)
+    device=$(detect_device)
+    echo "device=$device torch=\"$(torch_args "$device")\" extras=$(chute_extras "$device")"
+    ;;
   *)
-    echo "usage: ./dev.sh demo [chute demo options] | ./dev.sh test [pytest options] | ./dev.sh setup" >&2
+    echo "usage: ./dev.sh demo [chute demo options] | ./dev.sh test [pytest options] | ./dev.sh setup | ./dev.sh detect" >&2
     exit 2
     ;;
 esac

@@ -3,22 +3,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 __all__ = ["gpu_facts", "GpuSampler"]
 
 
 def _nvml():
-    """The initialised pynvml module, or None when it cannot be used here."""
+    """The initialised pynvml module, or None when it cannot be used here. Every successful
+    call must be paired with `_nvml_done` (NVML counts initialisations)."""
     try:
         import pynvml
     except ImportError:
         return None
     try:
-        pynvml.nvmlInit()  # refcounted by NVML: cheap to repeat
+        pynvml.nvmlInit()
     except pynvml.NVMLError:  # NVMLError_LibraryNotFound / DriverNotLoaded without a driver
         return None
     return pynvml
+
+
+def _nvml_done(nvml) -> None:
+    """The nvmlShutdown that pairs one successful `_nvml()`."""
+    if nvml is not None:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
 
 
 def _text(value) -> str:
@@ -37,6 +46,8 @@ def gpu_facts() -> dict:
                  for i in range(count)]
     except nvml.NVMLError:
         return {"driver": None, "gpus": []}
+    finally:
+        _nvml_done(nvml)
     return {"driver": driver, "gpus": names}
 
 
@@ -82,6 +93,7 @@ class GpuSampler:
         try:
             self._handle = _nvml_handle(nvml, self.device)
         except nvml.NVMLError:
+            _nvml_done(nvml)
             return self
         self._nvml = nvml
         self._thread = threading.Thread(target=self._run, name="chute-gpu-sampler", daemon=True)
@@ -100,6 +112,8 @@ class GpuSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        _nvml_done(self._nvml)
+        self._nvml = None
 
     @property
     def mean(self) -> float | None:

@@ -4,7 +4,7 @@ Importing this package never imports CuPy or touches CUDA; only launching a kern
 """
 
 from chute.kernels._launch import kernel_source, resize_normalize, stream_pointer
-from chute.kernels._plan import IMAGENET_MEAN, IMAGENET_STD, kernel_name
+from chute.kernels._plan import IMAGENET_MEAN, IMAGENET_STD, kernel_name, roi_windows
 
 __all__ = [
     "resize_normalize",
@@ -13,4 +13,5 @@ __all__ = [
     "stream_pointer",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "roi_windows",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 
 from chute._device import require_cuda
 from chute.errors import BackendUnavailableError
+from chute.kernels._arg_ring import ArgRing
 from chute.kernels._plan import (
     BLOCK,
     IMAGENET_MEAN,
@@ -24,6 +25,8 @@ __all__ = ["resize_normalize", "kernel_source", "stream_pointer"]
 
 _SOURCE_FILE = "resize_normalize.cu"
 _NVRTC_OPTIONS = ("-std=c++17",)
+# Launches whose argument copies may be in flight per device before the host waits for one.
+_ARG_RING_SLOTS = 8
 
 
 def kernel_source() -> str:
@@ -54,7 +57,7 @@ def _import_cupy():
     except ImportError as exc:
         raise BackendUnavailableError(
             "chute.kernels needs CuPy to launch its CUDA kernels, but `import cupy` failed "
-            f"({exc}). Install the GPU extra: pip install 'chute[gpu]'."
+            f"({exc}). Install it: pip install 'chute[dali]' (or 'chute[gpu]')."
         ) from exc
     return cupy
 
@@ -65,6 +68,18 @@ def _module(device_id: int):
     cupy = _import_cupy()
     with cupy.cuda.Device(device_id):
         return cupy.RawModule(code=kernel_source(), options=_NVRTC_OPTIONS)
+
+
+@functools.cache
+def _arg_ring(device_id: int) -> ArgRing:
+    """The pinned argument ring of one device (shared by every caller on it; thread-safe)."""
+    cupy = _import_cupy()
+    import cupyx
+
+    def alloc(nbytes: int) -> np.ndarray:
+        return cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+
+    return ArgRing(_ARG_RING_SLOTS, alloc, lambda: cupy.cuda.Event(disable_timing=True))
 
 
 def resize_normalize(
@@ -109,9 +124,10 @@ def resize_normalize(
         with launch_stream:  # allocation, copy and launch all go to this stream
             # CuPy's memory pool is stream-ordered per stream, so freeing `args` when this
             # function returns cannot hand its memory to other work before the kernel ran.
-            # The host buffer is pageable: the copy has read it by the time set() returns.
+            # Through a pinned ring: asynchronous, never blocking the producer thread on a
+            # pageable copy (chute/kernels/_arg_ring.py).
             args = cupy.empty(packed.buffer.size, dtype=cupy.uint8)
-            args.set(packed.buffer, stream=launch_stream)
+            _arg_ring(device_id).copy_to_device(packed.buffer, args, launch_stream)
             base = args.data.ptr
             kernel(
                 launch_grid(target),

@@ -26,6 +26,7 @@ __all__ = [
     "kernel_name",
     "launch_grid",
     "pack_args",
+    "roi_windows",
 ]
 
 
@@ -87,7 +88,8 @@ def _interface(obj, what: str) -> dict:
 
 
 def _source_view(iface: dict, ptr: int, shape: Sequence[int], strides, what: str) -> SourceView:
-    if iface["typestr"] != "|u1" or len(shape) != 3 or shape[2] != 3:
+    # Compare dtypes, not strings: DALI reports uint8 as "=B", NumPy/CuPy/torch as "|u1".
+    if np.dtype(iface["typestr"]) != np.uint8 or len(shape) != 3 or shape[2] != 3:
         raise ValueError(
             f"{what} must be an HWC uint8 RGB image (shape (H, W, 3), dtype uint8), got shape "
             f"{tuple(shape)} typestr {iface['typestr']!r}; decode to RGB uint8 first"
@@ -197,3 +199,32 @@ def pack_args(views: list[SourceView], boxes, flips, mean, std) -> PackedArgs:
         chunks.append(raw)
         size += raw.size
     return PackedArgs(buffer=np.concatenate(chunks), **offsets)
+
+
+def roi_windows(boxes, image_sizes, out_size) -> tuple[np.ndarray, np.ndarray]:
+    """The decode windows of a ROI decode that feeds the resample, and the boxes inside them.
+
+    The resample reads up to ceil(support) pixels beyond a box, and a region's edge pixels differ
+    from the full frame's under fancy chroma upsampling, so each window is the box widened by
+    ceil(max(box / out, 1)) + 2 pixels per side, clamped to the image: the CPU decoder's rule
+    (chute/fallbacks/_kernels.py `_span`; docs/design.md, "Resize definition").
+
+    Args:
+        boxes: [B, 4] (top, left, height, width) in full-image pixels.
+        image_sizes: [B, 2] (height, width) of the full images.
+        out_size: (out_h, out_w) of the resample.
+
+    Returns:
+        (windows [B, 4] int32 (top, left, height, width), inner [B, 4] float32 boxes relative to
+        their window).
+    """
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    sizes = np.asarray(image_sizes, dtype=np.int64).reshape(-1, 2)
+    out = np.asarray(out_size, dtype=np.float64).reshape(1, 2)
+    lo, length = boxes[:, :2], boxes[:, 2:]
+    margin = np.ceil(np.maximum(length / out, 1.0)).astype(np.int64) + 2
+    first = np.maximum(np.floor(lo).astype(np.int64) - margin, 0)
+    stop = np.minimum(np.ceil(lo + length).astype(np.int64) + margin, sizes)
+    windows = np.concatenate([first, stop - first], axis=1).astype(np.int32)
+    inner = np.concatenate([lo - first, length], axis=1).astype(np.float32)
+    return windows, inner

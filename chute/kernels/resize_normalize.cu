@@ -11,7 +11,10 @@
 // taps), which equals PIL's horizontal-then-vertical passes without an intermediate image.
 // The value v is never rounded before normalisation:
 //   uint8:  clamp(floor(v + 0.5), 0, 255)
-//   float:  (v - 255 * mean[c]) / (255 * std[c]) in float32, then __float2half_rn for fp16.
+//   float:  (v - 255 * mean[c]) / (255 * std[c]) in float32; fp16 is rounded to nearest even by
+//           `cvt.rn.f16.f32` and stored as its bits in an unsigned short. No cuda_fp16.h: NVRTC
+//           has no built-in copy and recent CuPy does not bundle it, so the kernel compiles with
+//           the launcher's options alone.
 //
 // The kernel uses no shared memory and no synchronisation: every thread is independent, which
 // is what lets the tests run this same file serially on the CPU through a host shim.
@@ -25,9 +28,18 @@
 //   out             contiguous [B, H, W, 3] (NHWC) or [B, 3, H, W] (NCHW)
 // Launch: block (32, 8, 1), grid (ceil(W / 32), ceil(H / 8), B).
 
-#include <cuda_fp16.h>
-
 namespace chute_kernels {
+
+// IEEE binary16 bits of v, rounded to nearest even (the host shim supplies a C++ equivalent).
+__device__ __forceinline__ unsigned short float_to_half_bits(float v) {
+#ifdef CHUTE_HOST_SHIM
+    return chute_shim_float_to_half_bits(v);
+#else
+    unsigned short bits;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(v));
+    return bits;
+#endif
+}
 
 struct Taps {
     int first;          // first source index with a tap
@@ -68,8 +80,9 @@ __device__ __forceinline__ void store(float* out, size_t i, float v, float mean2
     out[i] = (v - mean255) / std255;
 }
 
-__device__ __forceinline__ void store(__half* out, size_t i, float v, float mean255, float std255) {
-    out[i] = __float2half_rn((v - mean255) / std255);
+__device__ __forceinline__ void store(unsigned short* out, size_t i, float v, float mean255,
+                                      float std255) {
+    out[i] = float_to_half_bits((v - mean255) / std255);
 }
 
 template <typename OutT, bool kNCHW>
@@ -134,7 +147,7 @@ __device__ __forceinline__ void resize_normalize(
 
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_u8_nhwc, unsigned char, false)
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_u8_nchw, unsigned char, true)
-CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f16_nhwc, __half, false)
-CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f16_nchw, __half, true)
+CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f16_nhwc, unsigned short, false)
+CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f16_nchw, unsigned short, true)
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f32_nhwc, float, false)
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f32_nchw, float, true)

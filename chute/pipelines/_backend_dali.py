@@ -24,7 +24,7 @@ from chute._device import require_cuda
 from chute.errors import BackendUnavailableError, ChuteError
 from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline, import_dali
 from chute.pipelines._dali_output import KernelWriter, write_native
-from chute.pipelines._dali_source import DaliBatchSource
+from chute.pipelines._dali_source import DaliBatchSource, cupy_import_error, staging_for
 from chute.pipelines._image_producer import ImageProducerBase
 
 __all__ = ["create", "candidates", "DaliBackend", "DaliOptions", "DecodeWarning"]
@@ -42,7 +42,7 @@ class DaliOptions:
     num_threads: DALI CPU threads. py_workers: > 0 runs the external source in that many forked
     worker processes (DALI parallel external source). staging: "pinned" (GPU decode: gather each
     batch into page-locked memory handed to DALI without a copy) or "views" (DALI copies the
-    memory-mapped bytes itself); CPU mode and parallel workers always use "views".
+    memory-mapped bytes itself); CPU mode, parallel workers and machines without CuPy use "views".
     py_start_method: "fork" or "spawn" for the workers; None picks "fork" unless this process
     already holds a CUDA context (forking it would break CUDA in the workers), then "spawn".
     """
@@ -74,10 +74,17 @@ class DaliOptions:
 
 
 def candidates(device: str) -> list:
-    """Autotune candidates of the DALI producers (hw_decoder_load grid)."""
+    """Autotune candidates of the DALI producers (hw_decoder_load grid). `dali` launches chute's
+    kernel through CuPy: without CuPy it is listed as unavailable, saying so; `dali-native`
+    stages through views instead."""
     from chute.pipelines._candidates import dali_candidates
 
-    return dali_candidates(device)
+    found = dali_candidates(device)
+    missing = cupy_import_error()
+    if missing is None:
+        return found
+    return [dataclasses.replace(c, available=False, reason=c.reason or missing)
+            if c.backend == "dali" else c for c in found]
 
 
 def create(spec) -> DaliBackend:
@@ -85,6 +92,11 @@ def create(spec) -> DaliBackend:
     variant = "kernel" if spec.name == "dali" else "native"
     device_id = _device_id(spec.name, spec.device, variant)
     import_dali()
+    if variant == "kernel" and cupy_import_error() is not None:
+        raise BackendUnavailableError(
+            f"backend 'dali' launches chute's CUDA kernel through CuPy: {cupy_import_error()}. "
+            "Install it, or use backend='dali-native' or 'cpu'."
+        )
     options = DaliOptions.from_dict(spec.options)
     return DaliBackend(spec, variant, device_id, options)
 
@@ -146,10 +158,12 @@ class DaliBackend(ImageProducerBase):
 
     def make_source(self, plan, first_iteration: int) -> DaliBatchSource:
         on_gpu = self.device_id is not None and self.options.py_workers == 0
-        staging = self.options.staging if on_gpu else "views"
         return DaliBatchSource(
-            plan, first_iteration, field=self.field, staging=staging,
+            plan, first_iteration, field=self.field,
+            staging=staging_for(self.options.staging, on_gpu),
             ring=max(1, self.spec.prefetch) + 2,
+            margin_for=tuple(self.spec.size) if self.variant == "kernel" else None,
+            size_fields=tuple(self.spec.size_fields),
         )
 
     def fill(self, request, out: dict) -> np.ndarray:
@@ -216,7 +230,7 @@ class DaliEpoch:
             status = self._recover(err, iteration, ids, boxes, flips, out)
         else:
             self._check_ids(outputs[-1], ids, iteration)
-            self._write(outputs, ids, flips, out)
+            self._write(outputs, ids, boxes, flips, out)
         if self.next_iteration >= len(self.plan):
             self.backend.epoch_finished(self)
         return status
@@ -238,11 +252,12 @@ class DaliEpoch:
                 f"but the plan says {np.asarray(ids[:4]).tolist()}...: reader out of step (a bug)"
             )
 
-    def _write(self, outputs, ids, flips, out) -> None:
+    def _write(self, outputs, ids, boxes, flips, out) -> None:
         if self.backend.variant == "native":
             write_native(outputs[0], out)
         else:
-            self.backend._kernel_writer.write(outputs[0], flips, out)
+            _, inner = self.source.windows(ids, boxes)  # the crop inside each decoded window
+            self.backend._kernel_writer.write(outputs[0], inner, flips, out)
 
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:
         """A DALI error kills its pipeline: find the bad samples with the CPU decoder, fill the

@@ -30,7 +30,7 @@ __all__ = [
 
 # Cheapest first: ties are broken towards the CPU (it leaves the GPU to the model), and between
 # the DALI variants towards chute's fused kernel path rather than the reference DALI-native one.
-BACKEND_ORDER = ("cpu", "dali", "dali-native")
+BACKEND_ORDER = ("cpu", "dali", "dali-native", "nvimgcodec")
 
 # DALI's default is 0.65; 0 keeps all decoding on CUDA cores, 0.9 gives most to the hardware
 # JPEG decoder (A100/H100 class GPUs have one).
@@ -158,6 +158,9 @@ def backend_candidates(
         cpu_count: the most cpu threads to try (default: the CPUs this process may use).
         cuda_devices: CUDA devices visible (default: asked of torch).
     """
+    from chute.pipelines._backend_nvimgcodec import nvimgcodec_candidates
+
     candidates = [*cpu_candidates(device, cpu_count=cpu_count),
-                  *dali_candidates(device, cuda_devices=cuda_devices)]
+                  *dali_candidates(device, cuda_devices=cuda_devices),
+                  *nvimgcodec_candidates(device, cuda_devices=cuda_devices)]
     return sorted(candidates, key=lambda c: c.cost)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import dataclasses
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute._output_types import check_layout, output_dtype
 from chute.errors import BackendUnavailableError
+from chute.pipelines._dali_shm import check_shm
 from chute.pipelines._dali_source import SOURCE_OUTPUTS, DaliBatchSource
 
-__all__ = ["DaliGraphConfig", "build_dali_pipeline", "import_dali"]
+__all__ = ["DaliGraphConfig", "build_dali_pipeline", "decode_arguments", "import_dali"]
 
 DALI_PACKAGE = "nvidia-dali-cuda120"
 
@@ -69,10 +71,33 @@ class DaliGraphConfig:
     def __post_init__(self) -> None:
         if self.variant not in ("kernel", "native"):
             raise ValueError(f"variant must be 'kernel' or 'native', not {self.variant!r}")
-        if self.dtype not in ("uint8", "float16", "float32"):
-            raise ValueError(f"dtype must be uint8, float16 or float32, not {self.dtype!r}")
-        if self.layout not in ("NCHW", "NHWC"):
-            raise ValueError(f"layout must be 'NCHW' or 'NHWC', not {self.layout!r}")
+        object.__setattr__(self, "dtype", output_dtype(self.dtype))
+        check_layout(self.layout)
+
+
+def decode_arguments(config: DaliGraphConfig, types) -> dict:
+    """Keyword arguments of `fn.decoders.image_slice` for this graph.
+
+    Both follow the CPU decoder (docs/design.md, "Resize definition"): EXIF orientation is
+    ignored (crop windows come from the stored header size, which a rotation would swap), and
+    the GPU decoder upsamples chroma "fancily" as libjpeg-turbo does (DALI's default is off).
+    """
+    args = dict(axis_names="HW", normalized_anchor=False, normalized_shape=False,
+                output_type=types.RGB, adjust_orientation=False)
+    if config.device_id is None:
+        args.update(device="cpu")
+    else:
+        args.update(device="mixed", hw_decoder_load=config.hw_decoder_load,
+                    jpeg_fancy_upsampling=True)
+    return args
+
+
+def _source_types(types) -> dict:
+    """dtype and ndim of each external_source output, per sample (SOURCE_OUTPUTS' order)."""
+    kinds = {"encoded": (types.UINT8, 1), "anchor": (types.FLOAT, 1), "shape": (types.FLOAT, 1),
+             "flip": (types.INT32, 0), "index": (types.INT64, 0)}
+    return dict(dtype=[kinds[name][0] for name in SOURCE_OUTPUTS],
+                ndim=[kinds[name][1] for name in SOURCE_OUTPUTS])
 
 
 def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkpoint=None):
@@ -80,7 +105,6 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
     ("crops", "flip", "index") for the kernel variant (crops: uint8 HWC, one shape per sample)."""
     dali = import_dali()
     fn, types = dali.fn, dali.types
-    on_gpu = config.device_id is not None
     no_copy = source.staging == "pinned" and not config.parallel
 
     @dali.pipeline_def(
@@ -102,19 +126,11 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
             num_outputs=len(SOURCE_OUTPUTS),
             batch=True,
             batch_info=True,
+            **_source_types(types),
             **source_args,
         )
-        decode_args = dict(
-            axis_names="HW",
-            normalized_anchor=False,
-            normalized_shape=False,
-            output_type=types.RGB,
-        )
-        if on_gpu:
-            decode_args.update(device="mixed", hw_decoder_load=config.hw_decoder_load)
-        else:
-            decode_args.update(device="cpu")
-        crops = fn.decoders.image_slice(encoded, anchor, shape, **decode_args)
+        crops = fn.decoders.image_slice(encoded, anchor, shape,
+                                        **decode_arguments(config, types))
         if config.variant == "kernel":
             # flip is returned (and unused: the kernel takes the plan's flips) so that every
             # source output is consumed, which keeps DALI from warning on each build.
@@ -139,6 +155,8 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
         )
         return images, index
 
+    if config.parallel:
+        check_shm(config)
     kwargs = {} if checkpoint is None else {"checkpoint": checkpoint}
     pipe = graph(**kwargs)
     if config.parallel:

@@ -45,20 +45,17 @@ class KernelWriter:
         self.layout = layout
         self._held = None  # the previous batch's DALI crops, see write()
 
-    def write(self, crops, flips, out) -> None:
+    def write(self, crops, boxes, flips, out) -> None:
+        """crops: DALI's decoded windows; boxes: [B, 4] crop boxes inside each window (the ROI
+        decode adds the resample's margin around the crop: `chute.kernels.roi_windows`)."""
         import torch
 
         from chute.kernels import resize_normalize
 
         samples = [crops[k] for k in range(len(crops))]
-        # The ROI decode produced exactly the crop window: the box is the whole decoded array.
-        boxes = np.zeros((len(samples), 4), dtype=np.float32)
-        for k, sample in enumerate(samples):
-            height, width = sample.shape()[:2]
-            boxes[k, 2:] = (height, width)
         stream = torch.cuda.current_stream(out.device)
         resize_normalize(
-            samples, boxes, np.asarray(flips, dtype=bool), out,
+            samples, np.asarray(boxes, dtype=np.float32), np.asarray(flips, dtype=bool), out,
             layout=self.layout, mean=self.mean, std=self.std, stream=stream,
         )
         # DALI's output buffers are bound to `stream` (pipe.run(cuda_stream=...)), so their

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS"]
+__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "CUPY_INSTALL_HINT", "cupy_import_error",
+           "staging_for"]
+
+CUPY_INSTALL_HINT = "CuPy (cupy-cuda12x) is not installed (pip install chute[dali])"
 
 # The order of the tuple a DaliBatchSource returns (external_source num_outputs=len(...)).
 SOURCE_OUTPUTS = ("encoded", "anchor", "shape", "flip", "index")
@@ -39,6 +42,10 @@ class DaliBatchSource:
         "pinned" gathers the batch into a page-locked contiguous buffer and returns views of it, for
         a GPU decoder fed with `no_copy=True`. Buffers rotate through a ring of `ring` slots so a
         slot is rewritten only after DALI has consumed it (ring > DALI's prefetch_queue_depth).
+    margin_for: (out_h, out_w) to widen each decode window by the resample's margin for that
+        output size (the `dali` kernel variant: `chute.kernels.roi_windows`, the CPU decoder's
+        rule), or None to decode exactly the crop box (`dali-native`).
+    size_fields: the dataset's (height, width) columns of the full images (clamp the windows).
     """
 
     plan: Any
@@ -46,6 +53,8 @@ class DaliBatchSource:
     field: str = "image"
     staging: str = "views"
     ring: int = 4
+    margin_for: tuple[int, int] | None = None
+    size_fields: tuple[str, str] = ("height", "width")
 
     def __post_init__(self) -> None:
         if self.staging not in ("views", "pinned"):
@@ -84,7 +93,7 @@ class DaliBatchSource:
         request = plan.request(iteration)
         ids, boxes, flips = request.ids, request.params["boxes"], request.params["flips"]
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        boxes = np.asarray(boxes, dtype=np.int32)
+        boxes, _ = self.windows(ids, boxes)
         if self.staging == "pinned":
             encoded = self._gather_pinned(ids, iteration)
         else:
@@ -98,6 +107,20 @@ class DaliBatchSource:
             # keeps all of them alive (not only the staged bytes) until the slot comes round.
             self._held[iteration % self.ring] = batch
         return batch
+
+    def windows(self, ids, boxes) -> tuple[np.ndarray, np.ndarray]:
+        """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch."""
+        boxes = np.asarray(boxes, dtype=np.int32).reshape(-1, 4)
+        if self.margin_for is None:
+            inner = np.zeros(boxes.shape, dtype=np.float32)
+            inner[:, 2:] = boxes[:, 2:]
+            return boxes, inner
+        from chute.kernels._plan import roi_windows
+
+        ds = self.dataset()
+        ids = np.asarray(ids, dtype=np.int64)
+        sizes = np.stack([np.asarray(ds.column(name))[ids] for name in self.size_fields], axis=1)
+        return roi_windows(boxes, sizes, self.margin_for)
 
     def dataset(self):
         if self._dataset is None:
@@ -117,6 +140,32 @@ class DaliBatchSource:
         return [data[offsets[k] : offsets[k + 1]] for k in range(len(ids))]
 
 
+def cupy_import_error() -> str | None:
+    """Why CuPy cannot be imported here (None when it can). CuPy allocates the pinned staging
+    memory and launches chute's kernel; importing it touches no GPU."""
+    try:
+        import cupy  # noqa: F401
+        import cupyx  # noqa: F401
+    except ImportError:
+        return CUPY_INSTALL_HINT
+    except Exception as exc:  # a broken install: say what broke rather than hide it
+        return f"cupy failed to import ({type(exc).__name__}: {exc})"
+    return None
+
+
+def staging_for(requested: str, on_gpu: bool) -> str:
+    """The staging a source really uses: "pinned" only for a GPU decoder fed in-process and only
+    where CuPy (the pinned allocator) imports; "views" (DALI copies the bytes) otherwise.
+
+    Args:
+        requested: the backend option, "pinned" or "views".
+        on_gpu: whether DALI decodes on a GPU in this process (no parallel workers).
+    """
+    if requested == "pinned" and on_gpu and cupy_import_error() is None:
+        return "pinned"
+    return "views"
+
+
 def pinned_bytes(nbytes: int) -> np.ndarray:
     """A page-locked uint8 host array (CuPy's pinned allocator), imported only when asked for."""
     try:
@@ -126,6 +175,6 @@ def pinned_bytes(nbytes: int) -> np.ndarray:
 
         raise BackendUnavailableError(
             "pinned staging for the DALI GPU decoder needs CuPy, which is not installed. "
-            "Install it with `pip install chute[gpu]` (cupy-cuda12x)."
+            "Install it with `pip install chute[dali]` (cupy-cuda12x)."
         ) from err
     return cupyx.empty_pinned((max(int(nbytes), 1),), dtype=np.uint8)

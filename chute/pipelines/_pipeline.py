@@ -653,4 +653,6 @@ class _Run:
 
     def close(self) -> None:
         self.prefetcher.close()
+        if self.stream is not None:  # kernels/copies may still write the slots being released
+            self.stream.synchronize()
         self._close_readers()

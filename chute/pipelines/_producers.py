@@ -18,6 +18,7 @@ PRODUCERS: dict[str, str] = {
     "cpu": "chute.pipelines._backend_cpu",
     "dali": "chute.pipelines._backend_dali",
     "dali-native": "chute.pipelines._backend_dali",
+    "nvimgcodec": "chute.pipelines._backend_nvimgcodec",
     "ndarray": "chute.pipelines._producer_ndarray",
     "scalar": "chute.pipelines._producer_scalar",
     "json": "chute.pipelines._producer_list",
@@ -27,7 +28,7 @@ PRODUCERS: dict[str, str] = {
 }
 
 # The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
-IMAGE_BACKENDS = ("cpu", "dali", "dali-native")
+IMAGE_BACKENDS = ("cpu", "dali", "dali-native", "nvimgcodec")
 
 # Field media -> producer, for encoded media other than images (whose producer is the
 # Pipeline's `backend`).

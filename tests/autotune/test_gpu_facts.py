@@ -17,12 +17,20 @@ class NVMLError(Exception):
 def fake_pynvml(fail_init=False):
     m = types.ModuleType("pynvml")
     m.NVMLError = NVMLError
+    m.open_sessions = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
 
     def init():
         if fail_init:
             raise NVMLError("NVML Shared Library Not Found")
+        m.open_sessions += 1
+
+    def shutdown():
+        if m.open_sessions == 0:
+            raise NVMLError("Uninitialized")
+        m.open_sessions -= 1
 
     m.nvmlInit = init
+    m.nvmlShutdown = shutdown
     m.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
     m.nvmlDeviceGetCount = lambda: 2
     m.nvmlDeviceGetHandleByIndex = lambda i: f"h{i}"
@@ -42,6 +50,21 @@ def test_facts_and_sampling_with_nvml(monkeypatch):
     with GpuSampler("cpu", interval=0.005) as cpu_sampler:
         time.sleep(0.02)
     assert cpu_sampler.mean is None
+
+
+def test_every_nvml_init_is_paired_with_a_shutdown(monkeypatch):
+    nvml = fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    gpu_facts()
+    assert nvml.open_sessions == 0
+    with GpuSampler("cuda:1", interval=0.005):
+        assert nvml.open_sessions == 1  # held while sampling
+        time.sleep(0.02)
+    assert nvml.open_sessions == 0
+    nvml.nvmlDeviceGetHandleByIndex = lambda i: (_ for _ in ()).throw(NVMLError("gone"))
+    with GpuSampler("cuda:0", interval=0.005) as sampler:
+        pass
+    assert sampler.mean is None and nvml.open_sessions == 0
 
 
 def test_no_driver_means_unknown(monkeypatch):

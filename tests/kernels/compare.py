@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, kernel_name
+from chute.kernels._plan import BLOCK, launch_grid, output_view, pack_args, source_views
+
 
 class HostAsDevice:
     """A host NumPy array dressed as a CUDA array: the shim dereferences host pointers."""
@@ -34,3 +37,35 @@ def assert_matches_reference(got: np.ndarray, want: np.ndarray) -> None:
         assert (diff == 0).mean() >= 0.95
     else:
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
+def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    """Same host-side path as chute.kernels.resize_normalize, with the shim as the 'device'.
+
+    sources: host NumPy arrays (dressed with HostAsDevice here) or objects that already expose
+    a __cuda_array_interface__ over host memory (e.g. DALI CPU tensors, see CpuAsCuda).
+    """
+    target = output_view(HostAsDevice(out), layout)
+    wrapped = [s if hasattr(s, "__cuda_array_interface__") else HostAsDevice(s) for s in sources]
+    packed = pack_args(source_views(wrapped), boxes, flips, mean, std)
+    base = packed.buffer.ctypes.data
+    grid = np.array(launch_grid(target), dtype=np.uint32)
+    block = np.array(BLOCK, dtype=np.uint32)
+    rc = lib.run_kernel(
+        kernel_name(target.dtype, layout).encode(), grid.ctypes.data, block.ctypes.data,
+        base + packed.srcs, base + packed.shapes, base + packed.boxes, base + packed.flips,
+        base + packed.norm, target.ptr, target.height, target.width,
+    )
+    assert rc == 0
+
+
+class CpuAsCuda:
+    """A host tensor's own __array_interface__ (e.g. DALI's TensorCPU, typestr "=B") presented
+    unchanged as a __cuda_array_interface__, as DALI's TensorGPU presents device memory."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor  # keeps the memory alive
+
+    @property
+    def __cuda_array_interface__(self):
+        return dict(self.tensor.__array_interface__)

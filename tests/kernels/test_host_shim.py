@@ -8,27 +8,11 @@ import pytest
 from PIL import Image
 
 from chute._output_types import image_batch_shape
-from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, kernel_name
-from chute.kernels._plan import BLOCK, launch_grid, output_view, pack_args, source_views
+from chute.kernels import IMAGENET_MEAN, IMAGENET_STD
 from tests._media import smooth_image
 from tests._reference_resize import reference_batch, resample, round_uint8
 from tests.kernels.cases import OUTPUT_SIZES, make_batch
-from tests.kernels.compare import HostAsDevice, assert_matches_reference
-
-
-def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IMAGENET_STD):
-    """Same host-side path as chute.kernels.resize_normalize, with the shim as the 'device'."""
-    target = output_view(HostAsDevice(out), layout)
-    packed = pack_args(source_views([HostAsDevice(s) for s in sources]), boxes, flips, mean, std)
-    base = packed.buffer.ctypes.data
-    grid = np.array(launch_grid(target), dtype=np.uint32)
-    block = np.array(BLOCK, dtype=np.uint32)
-    rc = lib.run_kernel(
-        kernel_name(target.dtype, layout).encode(), grid.ctypes.data, block.ctypes.data,
-        base + packed.srcs, base + packed.shapes, base + packed.boxes, base + packed.flips,
-        base + packed.norm, target.ptr, target.height, target.width,
-    )
-    assert rc == 0
+from tests.kernels.compare import assert_matches_reference, run_shim
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

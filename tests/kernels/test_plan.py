@@ -136,3 +136,35 @@ def test_import_does_not_load_cupy():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_roi_windows_follow_the_cpu_decoders_margin_rule():
+    """The GPU decode windows use the CPU decoder's margin (chute/fallbacks/_kernels.py _span)."""
+    from chute.fallbacks._kernels import _span
+    from chute.kernels import roi_windows
+
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(8, 600, size=(200, 2))
+    lengths = np.maximum(1, (rng.uniform(0.05, 1.0, (200, 2)) * sizes).astype(np.int64))
+    starts = (rng.uniform(0, 1, (200, 2)) * (sizes - lengths)).astype(np.int64)
+    boxes = np.concatenate([starts, lengths], axis=1)
+    out = (int(rng.integers(1, 300)), int(rng.integers(1, 300)))
+    windows, inner = roi_windows(boxes, sizes, out)
+    for b in range(len(boxes)):
+        for axis in range(2):
+            first, stop = _span.py_func(float(starts[b, axis]), float(lengths[b, axis]),
+                                        out[axis], int(sizes[b, axis]))
+            assert (windows[b, axis], windows[b, 2 + axis]) == (first, stop - first)
+    np.testing.assert_array_equal(inner[:, :2], starts - windows[:, :2])
+    np.testing.assert_array_equal(inner[:, 2:], lengths)
+    assert (windows[:, :2] >= 0).all() and (windows[:, :2] + windows[:, 2:] <= sizes).all()
+
+
+def test_source_views_accept_dalis_uint8_typestr():
+    """DALI's TensorGPU reports uint8 as "=B" (not "|u1"): compare dtypes, not strings."""
+    class DaliLike:
+        __cuda_array_interface__ = {"shape": (4, 5, 3), "typestr": "=B", "data": (4096, False),
+                                    "strides": None, "version": 2}
+
+    (view,) = source_views([DaliLike()])
+    assert (view.ptr, view.height, view.width, view.pitch) == (4096, 4, 5, 15)

@@ -174,6 +174,8 @@ def _names() -> list:
             marks.append(pytest.mark.skip(reason="backend 'dali' runs a CUDA kernel: no GPU"))
         if name == "video" and importlib.util.find_spec("av") is None:
             marks.append(pytest.mark.skip(reason="PyAV not installed"))
+        if name == "nvimgcodec" and importlib.util.find_spec("nvidia.nvimgcodec") is None:
+            marks.append(pytest.mark.skip(reason="nvidia-nvimgcodec not installed"))
         if name.startswith("dali") and importlib.util.find_spec("nvidia.dali") is None:
             marks.append(pytest.mark.skip(reason="nvidia-dali not installed"))
         if name == "audio" and not _HAVE_SOUNDFILE:

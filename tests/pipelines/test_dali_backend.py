@@ -191,8 +191,8 @@ def test_unknown_backend_options_are_named(dataset):
         create_backend(make_spec(dataset, (32, 32), options={"hw_decode_load": 0.5}))
 
 
-def test_kernel_writer_hands_the_whole_roi_and_the_plan_flips_to_the_kernel(dataset,
-                                                                           monkeypatch):
+def test_kernel_writer_hands_the_crop_inside_the_roi_and_the_plan_flips_to_the_kernel(
+        dataset, monkeypatch):
     """The `dali` backend's wiring, run on the CPU: the decode-only graph (the GPU graph with
     device="cpu") feeds KernelWriter; a stand-in for chute.kernels.resize_normalize applies the
     shared resize definition with PIL to exactly what the real kernel would receive."""
@@ -212,25 +212,61 @@ def test_kernel_writer_hands_the_whole_roi_and_the_plan_flips_to_the_kernel(data
         for k, src in enumerate(sources):
             y0, x0, h, w = (float(v) for v in boxes[k])
             pixels = np.asarray(src)
-            assert pixels.shape[:2] == (h, w) and (y0, x0) == (0, 0)  # the decoded ROI itself
+            # the crop lies inside the decoded window (which adds the resample's margin)
+            assert 0 <= y0 and 0 <= x0 and y0 + h <= pixels.shape[0] and x0 + w <= pixels.shape[1]
             img = Image.fromarray(pixels).resize((width, height), Image.BILINEAR,
                                                  box=(x0, y0, x0 + w, y0 + h))
             out[k] = np.asarray(img)[:, ::-1] if flips[k] else np.asarray(img)
 
     fake_torch = types.SimpleNamespace(
+        dtype=type("dtype", (), {}),
         cuda=types.SimpleNamespace(current_stream=lambda device: "caller-stream"))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     monkeypatch.setattr(chute.kernels, "resize_normalize", fake_kernel)
     size = (32, 32)
     plan = make_plan(dataset, size)
-    pipe = build_dali_pipeline(DaliBatchSource(plan), DaliGraphConfig("kernel", 6, size))
+    source = DaliBatchSource(plan, margin_for=size)
+    pipe = build_dali_pipeline(source, DaliGraphConfig("kernel", 6, size))
     writer = KernelWriter(MEAN, STD, "NHWC")
     for it in range(len(plan)):
         ids, boxes, flips = image_batch(plan, it)
         crops, _, index = pipe.run()
         np.testing.assert_array_equal(np.asarray(index.as_array()).ravel(), ids)
         out = np.zeros((len(ids), *size, 3), dtype=np.uint8)
-        writer.write(crops, flips, out)
+        writer.write(crops, source.windows(ids, boxes)[1], flips, out)
         want = pil_reference(dataset, ids, boxes, flips, size).astype(float)
         assert np.abs(out - want).mean() <= TOLERANCE
     assert calls and all(call == ("NHWC", MEAN, STD, "caller-stream") for call in calls)
+
+
+@pytest.fixture
+def cupy_hidden(monkeypatch):
+    """`import cupy` fails, as on a machine with DALI but without CuPy."""
+    import sys
+
+    for name in ("cupy", "cupyx"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_without_cupy_the_probe_marks_dali_unavailable_and_native_stages_views(
+        dataset, monkeypatch, cupy_hidden):
+    from chute import _device
+    from chute.pipelines import _backend_dali
+    from chute.pipelines._dali_source import CUPY_INSTALL_HINT, staging_for
+
+    monkeypatch.setattr(_device, "cuda_device_count", lambda: 1)  # a GPU machine, probed
+    found = _backend_dali.candidates("cuda")
+    kernel = [c for c in found if c.backend == "dali"]
+    native = [c for c in found if c.backend == "dali-native"]
+    assert kernel and all(not c.available and "cupy" in c.reason.lower() for c in kernel)
+    assert native and all(c.available for c in native)
+    assert staging_for("pinned", on_gpu=True) == "views"  # no pinned allocator: DALI copies
+    assert "pip install chute[dali]" in CUPY_INSTALL_HINT
+
+
+def test_with_cupy_importable_pinned_staging_is_kept():
+    pytest.importorskip("cupy")
+    from chute.pipelines._dali_source import staging_for
+
+    assert staging_for("pinned", on_gpu=True) == "pinned"
+    assert staging_for("pinned", on_gpu=False) == "views"

@@ -119,5 +119,5 @@ def test_pinned_staging_without_cupy_names_the_extra(dataset, monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_cupy)
     source = DaliBatchSource(make_plan(dataset), staging="pinned")
-    with pytest.raises(BackendUnavailableError, match=r"pip install chute\[gpu\]"):
+    with pytest.raises(BackendUnavailableError, match=r"pip install chute\[dali\]"):
         source(BatchInfo(0, 0))

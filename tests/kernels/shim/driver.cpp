@@ -42,8 +42,8 @@ extern "C" int run_kernel(const char* name, const unsigned* grid, const unsigned
     }
     CHUTE_DISPATCH(chute_resize_normalize_u8_nhwc, unsigned char)
     CHUTE_DISPATCH(chute_resize_normalize_u8_nchw, unsigned char)
-    CHUTE_DISPATCH(chute_resize_normalize_f16_nhwc, __half)
-    CHUTE_DISPATCH(chute_resize_normalize_f16_nchw, __half)
+    CHUTE_DISPATCH(chute_resize_normalize_f16_nhwc, unsigned short)
+    CHUTE_DISPATCH(chute_resize_normalize_f16_nchw, unsigned short)
     CHUTE_DISPATCH(chute_resize_normalize_f32_nhwc, float)
     CHUTE_DISPATCH(chute_resize_normalize_f32_nchw, float)
 #undef CHUTE_DISPATCH
@@ -51,5 +51,5 @@ extern "C" int run_kernel(const char* name, const unsigned* grid, const unsigned
 }
 
 extern "C" void floats_to_half_bits(const float* values, uint16_t* bits, long n) {
-    for (long i = 0; i < n; ++i) bits[i] = __float2half_rn(values[i]).bits;
+    for (long i = 0; i < n; ++i) bits[i] = chute_kernels::float_to_half_bits(values[i]);
 }

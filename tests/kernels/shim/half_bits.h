@@ -1,21 +1,19 @@
-// Stand-in for cuda_fp16.h in the host shim: an IEEE binary16 storage type and a
-// float -> half conversion rounding to nearest, ties to even (what __float2half_rn does).
+// The host shim's stand-in for the kernel's `cvt.rn.f16.f32` (inline PTX): float -> IEEE
+// binary16 bits, rounding to nearest, ties to even.
 #pragma once
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-struct __half {
-    uint16_t bits;
-};
-
-inline __half __float2half_rn(float f) {
+inline unsigned short chute_shim_float_to_half_bits(float f) {
     uint32_t x;
     memcpy(&x, &f, sizeof x);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     const uint32_t ax = x & 0x7fffffffu;
-    __half h;
+    struct {
+        uint16_t bits;
+    } h;
     if (ax > 0x7f800000u) {  // NaN: keep it a quiet NaN
         h.bits = (uint16_t)(sign | 0x7e00u);
     } else if (ax >= 0x477ff000u) {  // >= 65520 (incl. inf) rounds to infinity
@@ -34,5 +32,5 @@ inline __half __float2half_rn(float f) {
         if (rest > 0x1000u || (rest == 0x1000u && (bits & 1u))) ++bits;  // carries into exponent
         h.bits = (uint16_t)(sign | bits);
     }
-    return h;
+    return h.bits;
 }

@@ -1,0 +1,71 @@
+"""The `nvimgcodec` backend's CPU twin (nvImageCodec's CPU-only decoder + the shared resample)
+against the cpu backend, and its candidate on machines that cannot run it on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("nvidia.nvimgcodec")
+
+from chute.readers import open_dataset  # noqa: E402
+from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset  # noqa: E402
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("nvimgcodec") / "ds.chute"
+    return open_dataset(write_jpeg_dataset(path, n=14, corrupt=(5,)))
+
+
+def collect(dataset, backend, **kwargs):
+    import warnings
+
+    from chute import Pipeline
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the corrupt sample's substitution is reported
+        with Pipeline(dataset, 4, backend=backend, device="cpu", seed=8, **kwargs) as pipe:
+            return [{k: v.numpy().copy() for k, v in b.items()} for b in pipe]
+
+
+@pytest.mark.parametrize("kwargs", [dict(image_size=32, dtype="float16", layout="NCHW"),
+                                    dict(image_size=(20, 36), dtype="uint8", layout="NHWC",
+                                         augment="eval")])
+def test_cpu_twin_matches_the_cpu_backend(dataset, kwargs):
+    cpu = collect(dataset, "cpu", **kwargs)
+    twin = collect(dataset, "nvimgcodec", **kwargs)
+    assert len(cpu) == len(twin) > 0
+    for a, b in zip(cpu, twin, strict=True):
+        np.testing.assert_array_equal(a["index"], b["index"])  # the same substitutes too
+        diff = np.abs(to_255_nhwc(a["image"], kwargs["dtype"], kwargs["layout"], MEAN, STD)
+                      - to_255_nhwc(b["image"], kwargs["dtype"], kwargs["layout"], MEAN, STD))
+        assert diff.mean() <= 1.0
+
+
+def test_corrupt_sample_gets_a_status(dataset):
+    from chute.pipelines import ImageSpec, create_producer
+    from tests.pipelines._plans import image_plan
+
+    spec = ImageSpec("nvimgcodec", "image", dataset, 4, "cpu", options={}, size=(16, 16),
+                     dtype="uint8", layout="NHWC", mean=MEAN, std=STD)
+    producer = create_producer(spec)
+    plan = image_plan(dataset, (16, 16), batch_size=14, drop_last=False, mode="eval")
+    request = plan.request(0)
+    out = np.zeros(spec.image_shape(len(request.ids)), dtype=np.uint8)
+    status = producer.fill(request, {"image": out})
+    assert (status != 0).tolist() == [int(i) == 5 for i in request.ids]
+
+
+def test_candidate_is_listed_unavailable_without_a_gpu():
+    from chute._device import cuda_device_count
+    from chute.pipelines._backend_nvimgcodec import candidates
+
+    if cuda_device_count():
+        pytest.skip("this machine has a GPU: the candidate may be available")
+
+    (candidate,) = candidates("cuda")
+    assert candidate.backend == "nvimgcodec"
+    assert not candidate.available and candidate.reason
