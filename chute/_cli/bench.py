@@ -5,6 +5,7 @@ The first epoch is reported separately: it pays for JIT compilation and a cold p
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -34,9 +35,21 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--epochs", type=positive(int), default=3, help="(default: 3)")
     parser.add_argument("--threads", type=positive(int), default=None,
                         help="decoder threads of the cpu backend (default: all cores)")
+    parser.add_argument("--fields", nargs="+", metavar="FIELD", default=None,
+                        help="fields to deliver (default: the Pipeline's default)")
+    parser.add_argument("--lookup", action="append", default=[], metavar="TABLE=INDEX",
+                        type=_lookup, help="deliver table TABLE per sample through index field "
+                        "INDEX (repeatable; e.g. clip_emb=segment_to_video)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_json_flag(parser)
     parser.set_defaults(func=run)
+
+
+def _lookup(text: str) -> tuple[str, str]:
+    table, sep, index = text.partition("=")
+    if not sep or not table or not index:
+        raise argparse.ArgumentTypeError(f"--lookup needs TABLE=INDEX, got {text!r}")
+    return table, index
 
 
 def run(args) -> int:
@@ -49,9 +62,12 @@ def run(args) -> int:
     out = sys.stderr if args.json else sys.stdout
     with Pipeline(args.dataset, args.batch_size, image_size=args.image_size,
                   augment=args.augment, backend=args.backend, device=args.device,
-                  dtype=args.dtype, backend_options=options, rank=0, world_size=1) as pipe:
+                  dtype=args.dtype, backend_options=options, rank=0, world_size=1,
+                  fields=tuple(args.fields) if args.fields else None,
+                  lookups=dict(args.lookup)) as pipe:
         print(f"chute bench: {args.dataset}: {len(pipe.dataset)} samples, backend "
-              f"{pipe.backend.name}, device {pipe.device}, batch {args.batch_size}, "
+              f"{pipe.stats.backend or 'none (no image field)'}, device {pipe.device}, "
+              f"batch {args.batch_size}, "
               f"{args.image_size}px {args.dtype} {args.augment}", file=out)
         rates = []
         for epoch in range(args.epochs):
@@ -60,7 +76,7 @@ def run(args) -> int:
             start = time.perf_counter()
             for batch in tqdm(pipe, total=len(pipe), unit="batch", leave=False,
                               disable=args.no_progress or args.json, desc=f"epoch {epoch}"):
-                images += batch["image"].shape[0]
+                images += batch["index"].shape[0]
             _synchronize(pipe.device)
             seconds = time.perf_counter() - start
             rates.append(images / seconds if seconds > 0 else float("nan"))

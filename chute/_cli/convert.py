@@ -1,4 +1,5 @@
-"""`chute convert imagefolder|csv ...`: build a chute dataset from image files."""
+"""`chute convert imagefolder|csv|video|audio|zarr ...`: build a chute dataset from image files,
+videos, audio or a zarr group."""
 
 from __future__ import annotations
 
@@ -97,7 +98,34 @@ def add_parser(subparsers) -> None:
     _common(hf)
     _add_video(kinds)
     convert_audio.add_parser(kinds, _size)
+    _add_zarr(kinds)
     parser.set_defaults(func=run)
+
+
+def _add_zarr(kinds) -> None:
+    zarr = kinds.add_parser(
+        "zarr", help="zarr group of per-sample arrays and tables -> ndarray fields + tables",
+        description="Arrays of SRC whose first dimension is the sample count become ndarray "
+        "fields (1-D ones scalar columns); the others are tables stored once, delivered "
+        "through an index field: Pipeline(..., lookups={TABLE: INDEX}).")
+    zarr.add_argument("src", metavar="SRC", help="zarr group folder (v2 or v3), e.g. x.zarr")
+    zarr.add_argument("dst", metavar="DST", help="new dataset folder (e.g. latents.chute)")
+    zarr.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
+                      help="payload bytes per shard (default 1GiB)")
+    zarr.add_argument("--compression", choices=("none", "zstd"), default="none",
+                      help="compress each sample of the ndarray fields (default none)")
+    zarr.add_argument("--overwrite", action="store_true",
+                      help="replace DST if it already holds a chute dataset")
+    zarr.set_defaults(func=_run_zarr)
+
+
+def _run_zarr(args) -> int:
+    from chute.readers import convert_zarr
+
+    n = convert_zarr(args.src, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
+                     compression=None if args.compression == "none" else args.compression)
+    print(f"wrote {n} samples to {args.dst}")
+    return 0
 
 
 def _add_video(kinds) -> None:

@@ -23,7 +23,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
-    fields = ", ".join(f"{name} ({kind})" for name, kind in info["fields"].items())
+    fields = ", ".join(f"{name} ({kind})" for name, kind in info["field_types"].items())
     sizes = info["bytes"]
     lines = [
         f"dataset     {info['path']} ({info['format']})",

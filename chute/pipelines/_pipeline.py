@@ -138,6 +138,8 @@ class Pipeline:
             fields are read from its recording). Default: one dataset row.
         max_duration: seconds of audio per batch (batch_size stays the most samples in one):
             batches of similar durations, the same count on every rank, tail dropped.
+        lookups: table field -> per-sample index field: the table's row `index[i]` is
+            delivered for sample i (e.g. {"clip_emb": "segment_to_video"}).
     """
 
     def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
@@ -153,7 +155,7 @@ class Pipeline:
                  crop: CropConfig | None = None,
                  transform: Callable[[dict], dict] | None = None,
                  memory_format: torch.memory_format = torch.contiguous_format,
-                 copy: bool = False):
+                 copy: bool = False, lookups: dict[str, str] | None = None):
         from chute.readers import open_dataset
 
         self._own_dataset = isinstance(path_or_dataset, (str, Path))
@@ -195,6 +197,10 @@ class Pipeline:
         self.transform = transform
         self.copy = bool(copy)
         self._channels_last = memory_format == torch.channels_last
+        self.lookups = dict(lookups or {})
+        if set(self.lookups) - set(self.fields):
+            raise ValueError(f"lookups name fields {sorted(set(self.lookups) - set(self.fields))}"
+                             f" that are not requested; add them to fields= ({self.fields})")
         unknown = sorted(set(self._field_options) - set(self.fields))
         if unknown:
             raise ValueError(f"field_options name fields {unknown} that are not requested "
@@ -281,6 +287,8 @@ class Pipeline:
         if image:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
+        if f in self.lookups:
+            return ProducerSpec(name="lookup", options={"index": self.lookups[f]}, **common)
         name = stored_producer(f, self.dataset.specs[f])
         return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 

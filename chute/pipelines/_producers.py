@@ -25,6 +25,7 @@ PRODUCERS: dict[str, str] = {
     "bytes": "chute.pipelines._producer_list",
     "video": "chute.pipelines._producer_video",
     "audio": "chute.pipelines._producer_audio",
+    "lookup": "chute.pipelines._producer_lookup",
 }
 
 # The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
@@ -43,6 +44,7 @@ KIND_PRODUCERS: dict[str, str] = {
     "scalar": "scalar",
     "json": "json",
     "bytes": "bytes",
+    "table": "lookup",  # needs an index field: Pipeline(lookups={table: index})
 }
 
 # Datasets written before fields declared their media: (field name, kind) -> media.
@@ -50,7 +52,7 @@ MEDIA_OF_LEGACY_FIELDS = {("image", "bytes"): "image"}
 
 
 # Producers whose fields a Pipeline leaves out unless asked for (metadata).
-NOT_BY_DEFAULT = frozenset({"json"})
+NOT_BY_DEFAULT = frozenset({"json", "lookup"})  # metadata; tables need lookups=
 
 
 def stored_producer(name: str, spec: dict) -> str:

@@ -19,6 +19,7 @@ _LAZY = {
     "ConvertReport": "chute.readers._convert",
     "convert_imagefolder": "chute.readers._convert",
     "convert_csv": "chute.readers._convert",
+    "convert_zarr": "chute.readers._convert_zarr",
     "dataset_info": "chute.readers._inspect",
     "verify_dataset": "chute.readers._inspect",
     "MetaUpdate": "chute.readers._meta_update",

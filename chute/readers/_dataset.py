@@ -18,10 +18,11 @@ __all__ = ["Dataset", "open_dataset"]
 
 
 def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset:
-    """Open a chute dataset, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
+    """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
 
     Args:
-        path: a chute dataset folder (or its chute.json), a `file://` URL, or a Megatron pair
+        path: a chute dataset folder (or its chute.json), a zarr group folder (`x.zarr`,
+            read directly: see `chute.readers._zarr`), a `file://` URL, or a Megatron pair
             given as PREFIX, PREFIX.bin or PREFIX.idx.
         bytes_field: the name of a Megatron pair's one bytes field ("data" unless told
             otherwise, e.g. "image" for a pair of encoded images).
@@ -30,8 +31,12 @@ def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset:
         The open Dataset (memory-mapped; cheap to pickle).
     """
     from chute.readers._storage import local_path
+    from chute.readers._zarr import ZarrDataset, is_zarr_group
 
-    return Dataset(local_path(path), bytes_field=bytes_field)
+    local = local_path(path)
+    if is_zarr_group(Path(local)):
+        return ZarrDataset(local)
+    return Dataset(local, bytes_field=bytes_field)
 
 
 def _check_sizes(layout: Layout) -> None:

@@ -72,6 +72,9 @@ def verify_dataset(path, *, progress: bool = False) -> list[str]:
         raise FormatError(f"{root / MANIFEST}: checksum {algo!r} is not supported ({CHECKSUM})")
     files = [(root / shard["name"] / fname, entry)
              for shard in manifest["shards"] for fname, entry in shard["files"].items()]
+    # files stored once per dataset (tables) carry their own entry in their field's spec
+    files += [(root / spec["file"], spec) for spec in manifest["fields"].values()
+              if algo in spec and "file" in spec]
     problems = []
     bar = tqdm(total=sum(e["size"] for _, e in files), unit="B", unit_scale=True,
                disable=not progress, desc="verify")

@@ -10,12 +10,13 @@ from chute.readers._kind_bytes import BYTES
 from chute.readers._kind_json import JSON
 from chute.readers._kind_ndarray import NDARRAY
 from chute.readers._kind_scalar import SCALAR
+from chute.readers._kind_table import TABLE
 
 __all__ = ["KINDS", "get_kind", "declare", "infer_declaration", "field_stem", "field_files"]
 
 # Order matters for inference only: the first kind whose `infer` accepts a value stores it.
 KINDS: dict[str, FieldKind] = {
-    kind.name: kind for kind in (NDARRAY, BYTES, SCALAR, JSON)
+    kind.name: kind for kind in (NDARRAY, BYTES, SCALAR, JSON, TABLE)
 }
 
 

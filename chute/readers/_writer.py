@@ -8,6 +8,7 @@ from pathlib import Path
 from chute.errors import ChuteError
 from chute.readers._files import CHECKSUM, fsync_dir
 from chute.readers._kind import Encoded
+from chute.readers._kind_table import table_array, write_table
 from chute.readers._kinds import declare, field_files, field_stem, get_kind, infer_declaration
 from chute.readers._manifest import FORMAT, MANIFEST, VERSION, write_manifest
 from chute.readers._sizes import parse_size
@@ -98,11 +99,14 @@ class ShardWriter:
         class_names: label names stored in the manifest.
         manifest_extra: more keys for the manifest (may be changed until `close`).
         overwrite: replace an existing chute dataset at `path`.
+        tables: field name -> array stored once for the whole dataset (kind `table`),
+            delivered per sample through an index field (`Pipeline(lookups=...)`).
     """
 
     def __init__(self, path: str | Path, fields: dict[str, str | dict] | None = None, *,
                  shard_size: str | int = "1GiB", class_names: list[str] | None = None,
-                 manifest_extra: dict | None = None, overwrite: bool = False):
+                 manifest_extra: dict | None = None, overwrite: bool = False,
+                 tables: dict | None = None):
         self.path = Path(path)
         self.shard_size = parse_size(shard_size)
         self._declared = None if fields is None else \
@@ -111,6 +115,11 @@ class ShardWriter:
         # keys added to the manifest at close (may be changed until then)
         self.manifest_extra = {"class_names": class_names, **(manifest_extra or {})}
         self._shards: list[dict] = []
+        # checked now: a bad table must fail before anything is written
+        self._tables = {n: table_array(n, v) for n, v in (tables or {}).items()}
+        both = sorted(set(self._tables) & set(self._declared or {}))
+        if both:
+            raise ValueError(f"{both} are both fields and tables; rename one")
         self._current: _Shard | None = None
         self._count = 0
         self._closed = False
@@ -187,6 +196,9 @@ class ShardWriter:
         if self._current is not None:
             self._shards.append(self._current.commit())
             self._current = None
+        fields = dict(self._fields or self._declared or {})
+        for name, values in self._tables.items():
+            fields[name] = write_table(self.path, name, values)
         manifest = {
             "format": FORMAT,
             "version": VERSION,

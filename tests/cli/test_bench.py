@@ -29,3 +29,22 @@ def test_bench_json_and_hxw(tmp_path, capsys):
     assert code == 0 and "first epoch" in captured.err
     assert result["image_size"] == [12, 16] and result["dtype"] == "bfloat16"
     assert len(result["images_per_second"]) == 2 and result["steady_images_per_second"] > 0
+
+
+def test_bench_latents_with_a_lookup(tmp_path, capsys):
+    pytest.importorskip("zarr")
+    from tests.readers._zarr_stores import latents_values, write_store
+
+    store = write_store(tmp_path / "x.zarr", latents_values(30, 4), chunk=4)
+    code = main(["bench", str(store), "--batch-size", "8", "--epochs", "2", "--device", "cpu",
+                 "--augment", "eval", "--fields", "base_frames", "clip_emb",
+                 "--lookup", "clip_emb=segment_to_video", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "backend none (no image field)" in out and "30 images" in out
+
+
+def test_bench_lookup_needs_table_equals_index(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", str(tmp_path), "--lookup", "clip_emb"])
+    assert "TABLE=INDEX" in capsys.readouterr().err

@@ -51,7 +51,20 @@ def datasets(tmp_path_factory):
         found["video"] = open_dataset(write_videos(folder, frames=[6 + i % 5 for i in range(N)]))
     if _HAVE_SOUNDFILE:
         found["audio"] = _audio_dataset(root / "audio")
+    if importlib.util.find_spec("zarr") is not None:
+        from tests.readers._zarr_stores import write_store
+
+        found["zarr"] = open_dataset(write_store(root / "x.zarr", LATENTS, chunk=4))
     return found
+
+
+def _latents():
+    from tests.readers._zarr_stores import latents_values
+
+    return latents_values(N, 5)
+
+
+LATENTS = _latents() if importlib.util.find_spec("zarr") is not None else None
 
 
 def _audio_dataset(path):
@@ -132,6 +145,11 @@ def _case(name: str, datasets) -> Case:
     if name == "bytes":
         return Case(ProducerSpec(name, "image", mixed, **common),
                     lambda ds, r: {"image": [bytes(ds[int(i)]["image"]) for i in r.ids]})
+    if name == "lookup":
+        return Case(ProducerSpec(name, "clip_emb", datasets["zarr"],
+                                 options={"index": "segment_to_video"}, **common),
+                    lambda ds, r: {"clip_emb": LATENTS["clip_emb"][
+                        LATENTS["segment_to_video"][r.ids]]})
     if name == "audio":
         return Case(ProducerSpec(name, "audio", datasets["audio"], **common), _audio_ref)
     raise AssertionError(f"no contract case for producer {name!r}; add one")
@@ -172,6 +190,8 @@ def _names() -> list:
         marks = []
         if name == "dali" and cuda_device_count() == 0:
             marks.append(pytest.mark.skip(reason="backend 'dali' runs a CUDA kernel: no GPU"))
+        if name == "lookup" and importlib.util.find_spec("zarr") is None:
+            marks.append(pytest.mark.skip(reason="zarr not installed (pip install chute[zarr])"))
         if name == "video" and importlib.util.find_spec("av") is None:
             marks.append(pytest.mark.skip(reason="PyAV not installed"))
         if name == "nvimgcodec" and importlib.util.find_spec("nvidia.nvimgcodec") is None:

@@ -1,0 +1,159 @@
+"""Precomputed latents: the usual zarr + DataLoader loader vs chute, side by side in one run.
+
+    python benchmarks/bench_latents.py [--segments 2000] [--videos 400] [--samples 2000]
+
+Writes (outside the repository, in a temporary folder) two zarr stores with
+benchmarks/make_latents.py, chunk 1: zstd and uncompressed; converts the uncompressed one to
+chute datasets (uncompressed and zstd). Then, at batch 1 and 64, on the same cores, over
+--samples random segments, delivering `base_frames` and the looked-up `clip_emb`:
+  (a) a map-style torch Dataset indexing the zarr arrays per segment, DataLoader with one worker
+      per core and pin_memory=True;
+  (b) chute reading the zarr store directly (zstd and uncompressed);
+  (c) chute on the converted datasets (uncompressed and zstd);
+  (d) bounds: memcpy of the same bytes; zstd decompression alone of the same chunks.
+Prints a markdown table: segments/s, GB/s (of base_frames + clip_emb bytes), ratio to (a).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_latents import make_latents  # noqa: E402
+
+from chute.pipelines import Pipeline  # noqa: E402
+from chute.readers import convert_zarr  # noqa: E402
+
+LOOKUPS = {"clip_emb": "segment_to_video"}
+FIELDS = ("base_frames", "clip_emb")
+
+
+class ZarrSegments(torch.utils.data.Dataset):
+    """The usual loader: zarr indexing per segment, opened lazily in each worker."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.arrays = None
+        import zarr
+
+        self.n = zarr.open_group(path, mode="r")["base_frames"].shape[0]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.arrays is None:
+            import zarr
+
+            group = zarr.open_group(self.path, mode="r")
+            self.arrays = (group["base_frames"], group["clip_emb"],
+                           group["segment_to_video"][...])
+        frames, emb, index = self.arrays
+        return torch.from_numpy(frames[i]), torch.from_numpy(emb[int(index[i])])
+
+
+def run_dataloader(path: Path, batch: int, samples: int) -> float:
+    loader = torch.utils.data.DataLoader(
+        ZarrSegments(str(path)), batch_size=batch, shuffle=True, num_workers=os.cpu_count(),
+        pin_memory=True, drop_last=True, persistent_workers=False,
+        generator=torch.Generator().manual_seed(0))
+    it = iter(loader)
+    next(it)  # workers started, stores opened
+    t0, done = time.perf_counter(), 0
+    for frames, _ in it:
+        done += len(frames)
+        if done >= samples:
+            break
+    return done / (time.perf_counter() - t0)
+
+
+def run_chute(path: Path, batch: int, samples: int) -> float:
+    with Pipeline(path, batch, fields=FIELDS, lookups=LOOKUPS, device="cpu") as pipe:
+        it = iter(pipe)
+        next(it)
+        t0, done = time.perf_counter(), 0
+        for b in it:
+            done += len(b["index"])
+            if done >= samples:
+                break
+        return done / (time.perf_counter() - t0)
+
+
+def run_memcpy(sample_bytes: int, batch: int, samples: int) -> float:
+    src = np.random.default_rng(0).integers(0, 255, (256, sample_bytes), np.uint8)
+    dst = np.empty((batch, sample_bytes), np.uint8)
+    t0, done = time.perf_counter(), 0
+    rng = np.random.default_rng(1)
+    while done < samples:
+        np.take(src, rng.integers(0, 256, batch), axis=0, out=dst)
+        done += batch
+    return done / (time.perf_counter() - t0)
+
+
+def run_decompress(path: Path, batch: int, samples: int) -> float:
+    """zstd decompression alone of base_frames chunks (chunk 1: one per segment), single
+    thread, bytes read beforehand."""
+    import zstandard
+
+    chunks = sorted((path / "base_frames" / "c").rglob("*"))
+    raw = [p.read_bytes() for p in chunks if p.is_file()][:256]
+    d = zstandard.ZstdDecompressor()
+    rng = np.random.default_rng(2)
+    t0, done = time.perf_counter(), 0
+    while done < samples:
+        for k in rng.integers(0, len(raw), batch):
+            d.decompress(raw[k])
+        done += batch
+    return done / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--segments", type=int, default=2000)
+    parser.add_argument("--videos", type=int, default=400)
+    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--frames", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="chute-latents-") as tmp:
+        tmp = Path(tmp)
+        zstd = make_latents(tmp / "zstd.zarr", args.segments, args.videos, 1, "zstd",
+                            frames=args.frames)
+        plain = make_latents(tmp / "none.zarr", args.segments, args.videos, 1, "none",
+                             frames=args.frames)
+        convert_zarr(plain, tmp / "none.chute")
+        convert_zarr(plain, tmp / "zstd.chute", compression="zstd")
+        sample_bytes = args.frames * 4 * 32 * 32 * 2 + 512 * 2
+        rows = []
+        for batch in (1, 64):
+            n = args.samples if batch > 1 else args.samples // 4
+            runs = {
+                "(a) zarr + DataLoader (zstd store)": (run_dataloader, zstd),
+                "(b) chute on zarr, zstd": (run_chute, zstd),
+                "(b) chute on zarr, uncompressed": (run_chute, plain),
+                "(c) chute converted, uncompressed": (run_chute, tmp / "none.chute"),
+                "(c) chute converted, zstd": (run_chute, tmp / "zstd.chute"),
+                "(d) memcpy bound": (run_memcpy, sample_bytes),
+                "(d) zstd decompression bound (1 thread)": (run_decompress, zstd),
+            }
+            base = None
+            for name, (fn, source) in runs.items():
+                rate = fn(source, batch, n)
+                base = base or rate
+                rows.append((batch, name, rate, rate * sample_bytes / 1e9, rate / base))
+    print(f"segments {args.segments}, {sample_bytes} B/segment, {os.cpu_count()} cores\n")
+    print("| batch | loader | segments/s | GB/s | x (a) |")
+    print("|---:|---|---:|---:|---:|")
+    for batch, name, rate, gbs, ratio in rows:
+        print(f"| {batch} | {name} | {rate:,.0f} | {gbs:.2f} | {ratio:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Zarr groups read directly (chute/readers/_zarr.py): exact values for v2 and v3 stores, every
+chunking and codec, fork safety, and named errors for corrupt chunks."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+
+import numpy as np
+import pytest
+
+from chute.errors import FormatError
+from chute.readers import SampleIndexError, open_dataset
+from tests.readers._zarr_stores import latents_values, write_store
+
+pytest.importorskip("zarr")
+
+S, V = 150, 20
+VALUES = latents_values(S, V)
+LAYOUTS = [  # (zarr_format, chunk, codec, shard)
+    (2, 1, "zstd", None), (2, 64, "blosc", None), (2, 64, "none", None),
+    (3, 1, "zstd", None), (3, 1, "none", None), (3, 64, "blosc", None), (3, 8, "zstd", 64),
+]
+
+
+@pytest.fixture(scope="module", params=LAYOUTS, ids=lambda p: "v{}-chunk{}-{}-shard{}".format(*p))
+def store(request, tmp_path_factory):
+    fmt, chunk, codec, shard = request.param
+    path = tmp_path_factory.mktemp("zarr") / "x.zarr"
+    return write_store(path, VALUES, zarr_format=fmt, chunk=chunk, codec=codec, shard=shard)
+
+
+def test_fields_and_kinds(store):
+    ds = open_dataset(store)
+    assert len(ds) == S
+    assert ds.fields == {"base_frames": "ndarray", "clip_emb": "table",
+                         "segment_to_video": "scalar"}
+    assert ds.reader("base_frames").sample_shape == VALUES["base_frames"].shape[1:]
+    assert ds.reader("clip_emb").num_rows == V
+
+
+def test_read_values_exact(store):
+    ds = open_dataset(store)
+    ids = np.random.default_rng(1).integers(0, S, 70)  # repeats and many chunks
+    np.testing.assert_array_equal(ds.read("base_frames", ids), VALUES["base_frames"][ids])
+    out = np.empty((len(ids), *VALUES["base_frames"].shape[1:]), np.float16)
+    assert ds.read("base_frames", ids, out) is out
+    np.testing.assert_array_equal(out, VALUES["base_frames"][ids])
+    rows = np.array([V - 1, 0, 3])
+    np.testing.assert_array_equal(ds.read("clip_emb", rows), VALUES["clip_emb"][rows])
+    np.testing.assert_array_equal(ds.column("segment_to_video"), VALUES["segment_to_video"])
+    sample = ds[-1]
+    assert set(sample) == {"base_frames", "segment_to_video"}
+    np.testing.assert_array_equal(sample["base_frames"], VALUES["base_frames"][-1])
+
+
+def test_pickled_copy_reads_the_same(store):
+    ds = open_dataset(store)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.fingerprint == ds.fingerprint and copy.url == ds.url
+    np.testing.assert_array_equal(copy.read("base_frames", [7, 9]), VALUES["base_frames"][[7, 9]])
+
+
+def _child_read(ds, queue):
+    queue.put(ds.read("base_frames", np.arange(S)).tobytes())
+
+
+def test_forked_child_after_parent_read(tmp_path):
+    """The parent has zarr's event loop running; a forked child reads without deadlock."""
+    ds = open_dataset(write_store(tmp_path / "x.zarr", VALUES, chunk=4))
+    ds.read("base_frames", np.arange(10))
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child_read, args=(ds, queue))
+    child.start()
+    got = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert got == VALUES["base_frames"].tobytes()
+
+
+def test_out_of_range_rows_named(tmp_path):
+    ds = open_dataset(write_store(tmp_path / "x.zarr", VALUES))
+    with pytest.raises(SampleIndexError, match="clip_emb"):
+        ds.reader("clip_emb").read(np.array([V]))
+    with pytest.raises(SampleIndexError, match="out of range"):
+        ds.read("base_frames", [S])
+    with pytest.raises(KeyError, match="no array 'nope'"):
+        ds.read("nope", [0])
+    with pytest.raises(KeyError, match="1-D per-sample"):
+        ds.column("base_frames")
+
+
+def test_corrupt_chunk_is_named_or_counted(tmp_path):
+    path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
+    (path / "base_frames" / "c" / "5" / "0" / "0" / "0").write_bytes(b"not zstd at all")
+    ds = open_dataset(path)
+    with pytest.raises(FormatError, match="base_frames"):
+        ds.read("base_frames", [4, 5, 6])
+    status = np.zeros(3, np.uint8)
+    out = ds.reader("base_frames").read(np.array([4, 5, 6]), status=status)
+    assert status.tolist() == [0, 1, 0]
+    np.testing.assert_array_equal(out[[0, 2]], VALUES["base_frames"][[4, 6]])
+
+
+def test_not_a_group_and_empty_group(tmp_path):
+    import zarr
+
+    zarr.open_group(str(tmp_path / "empty.zarr"), mode="w")
+    with pytest.raises(FormatError, match="holds no arrays"):
+        open_dataset(tmp_path / "empty.zarr")
