@@ -9,7 +9,7 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["image_size_of", "dtype_name", "output_dtype", "mean_std_fractions",
+__all__ = ["image_size_of", "dtype_name", "output_dtype", "field_cast", "mean_std_fractions",
            "check_backend_options", "check_ring_memory"]
 
 # dtype the user asks for -> (dtype the producers write, torch dtype cast to on the device or None)
@@ -17,6 +17,9 @@ _DTYPES = {"uint8": ("uint8", None), "float16": ("float16", None),
            "float32": ("float32", None), "bfloat16": ("float32", torch.bfloat16)}
 _TORCH_NAMES = {torch.uint8: "uint8", torch.float16: "float16", torch.float32: "float32",
                 torch.bfloat16: "bfloat16"}
+# What a stored numeric field may be cast to on the device (field_options={f: {"dtype": ...}}).
+_FIELD_CASTS = {"float16": torch.float16, "bfloat16": torch.bfloat16,
+                "float32": torch.float32, "float64": torch.float64}
 _BOOLEAN_WORDS = {"no", "false", "off", "yes", "true", "on", "0", "1", "none", ""}
 
 
@@ -63,6 +66,28 @@ def output_dtype(dtype) -> tuple[str, torch.dtype | None]:
         dtype: "uint8", "float16", "float32", "bfloat16" or the torch dtype.
     """
     return _DTYPES[dtype_name(dtype)]
+
+
+def field_cast(where: str, stored: np.dtype, requested) -> torch.dtype | None:
+    """The torch dtype a stored array field is cast to on the device, or None (as stored).
+
+    Args:
+        where: how errors name the field (e.g. "field 'latent' of /data/x.chute").
+        stored: the field's stored NumPy dtype.
+        requested: the `dtype` field option: None, a name in float16/bfloat16/float32/float64
+            or the torch dtype.
+    """
+    if requested is None:
+        return None
+    name = requested if isinstance(requested, str) else \
+        next((k for k, v in _FIELD_CASTS.items() if v == requested), repr(requested))
+    if name not in _FIELD_CASTS:
+        raise ValueError(f"{where}: dtype {requested!r} is not a cast chute makes on the device; "
+                         f"choose one of {sorted(_FIELD_CASTS)} or leave it out (as stored)")
+    if np.dtype(stored).kind not in "biuf":
+        raise ValueError(f"{where} is stored as {np.dtype(stored)}, which cannot be cast to "
+                         f"{name}; leave its dtype option out")
+    return _FIELD_CASTS[name]
 
 
 def mean_std_fractions(mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -128,7 +128,9 @@ class Pipeline:
         copy: deliver batches the training loop owns (a copy each; slower) instead of views of
             the reused slots.
         field_options: options of other fields' producers, by field name (e.g.
-            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}).
+            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}); an
+            ndarray or table field takes {"dtype": "bfloat16"|"float16"|"float32"|"float64"},
+            a cast made on the device after the copy.
         buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
             batch size)}} (e.g. {"240p": {16: (1.0, 8)}}); every rank's step k comes from one
             bucket, and batch sizes come from the config (`batch_size` is then ignored; pass
@@ -288,7 +290,8 @@ class Pipeline:
             self._check_image_columns(f)
             return ImageSpec(name=backend, options=dict(options), **common, **image_config)
         if f in self.lookups:
-            return ProducerSpec(name="lookup", options={"index": self.lookups[f]}, **common)
+            return ProducerSpec(name="lookup", options={**self._field_options.get(f, {}),
+                                                         "index": self.lookups[f]}, **common)
         name = stored_producer(f, self.dataset.specs[f])
         return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
 
@@ -487,6 +490,9 @@ class Pipeline:
             if self._cast is not None:
                 image = image.to(self._cast, memory_format=torch.preserve_format)
             batch[key] = image
+        for key, output in self._outputs.items():
+            if output.cast is not None:
+                batch[key] = batch[key].to(output.cast)
         if self.transform is not None:
             batch = self.transform(batch)
         if self.copy:

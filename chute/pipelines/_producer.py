@@ -53,11 +53,13 @@ __all__ = [
 @dataclass(frozen=True)
 class Output:
     """One output key: per-sample shape (the largest, for variable shapes) and dtype (None: a
-    list of Python objects). `on_device`: the producer writes the device tensor itself."""
+    list of Python objects). `on_device`: the producer writes the device tensor itself.
+    `cast`: the torch dtype the Pipeline casts the batch to on the device (None: as written)."""
 
     sample_shape: tuple[int, ...]
     dtype: np.dtype | None
     on_device: bool = False
+    cast: Any = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chute.pipelines._options import field_cast
 from chute.pipelines._producer import (
     Output,
     ProducerSpec,
@@ -22,7 +23,7 @@ class LookupProducer(StoredFieldProducer):
     name = "lookup"
 
     def __init__(self, spec: ProducerSpec):
-        check_options(self.name, spec.options, {"index"})
+        check_options(self.name, spec.options, {"index", "dtype"})
         ds, table, index = spec.dataset, spec.field, spec.options.get("index")
         self.field = table
         self.reader = ds.reader(table)
@@ -49,9 +50,12 @@ class LookupProducer(StoredFieldProducer):
                              f"{int(column[s])} at sample {s} ({bad.size} bad samples), outside "
                              f"table {table!r}'s rows 0..{rows - 1}; fix the index column")
         self.index = column.astype(np.int64)
+        self.cast = field_cast(f"table {table!r} of {ds.path}", self.reader.dtype,
+                               spec.options.get("dtype"))
 
     def outputs(self) -> dict[str, Output]:
-        return {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype)}
+        return {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype,
+                                    cast=self.cast)}
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         return {self.field: (len(request.ids), *self.reader.sample_shape)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chute.pipelines._options import field_cast
 from chute.pipelines._producer import (
     Output,
     ProducerSpec,
@@ -24,14 +25,17 @@ class NdarrayProducer(StoredFieldProducer):
     name = "ndarray"
 
     def __init__(self, spec: ProducerSpec):
-        check_options(self.name, spec.options, set())
+        check_options(self.name, spec.options, {"dtype"})
         self.field = spec.field
         self.reader = spec.dataset.reader(spec.field)
         self._lengths_key = f"{spec.field}_lengths"
         self.ragged = self.reader.lengths(np.empty(0, np.int64)) is not None
+        self.cast = field_cast(f"field {spec.field!r} of {spec.dataset.path}",
+                               self.reader.dtype, spec.options.get("dtype"))
 
     def outputs(self) -> dict[str, Output]:
-        outputs = {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype)}
+        outputs = {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype,
+                                    cast=self.cast)}
         if self.ragged:
             outputs[self._lengths_key] = Output((), np.dtype(np.int64))
         return outputs

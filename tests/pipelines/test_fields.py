@@ -107,3 +107,14 @@ def test_a_corrupt_shortest_ragged_sample_gets_a_longer_substitute(tmp_path):
     for i, (seq, length) in rows.items():
         assert length == len(arrays[i]) and torch.equal(seq[0, :length],
                                                          torch.from_numpy(arrays[i]))
+
+
+def test_latents_are_cast_on_the_device_when_asked(tmp_path):
+    path = write_dataset(tmp_path / "lat", n=N, latent_shape=(2, 3), images=False, meta=False)
+    with Pipeline(path, 5, augment="eval", device="cpu", fields=("latent",),
+                  field_options={"latent": {"dtype": "bfloat16"}}) as pipe:
+        for batch in pipe:
+            assert batch["latent"].dtype == torch.bfloat16
+            for k, i in enumerate(batch["index"].tolist()):
+                want = torch.from_numpy(latent_of(i, (2, 3))).to(torch.bfloat16)
+                assert torch.equal(batch["latent"][k], want)

@@ -125,3 +125,28 @@ def test_corrupt_table_chunk_substituted_and_counted(tmp_path):
             assert not bad & set(batch["index"].tolist())
             _check(batch)
         assert pipe.stats.decode_errors == len(bad)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_device_casts_of_per_sample_and_table_fields(tmp_path, dtype):
+    import torch
+
+    store = write_store(tmp_path / "x.zarr", VALUES, chunk=8)
+    options = {"base_frames": {"dtype": dtype}, "clip_emb": {"dtype": getattr(torch, dtype)}}
+    with Pipeline(store, 16, fields=FIELDS, lookups=LOOKUPS, device="cpu", augment="eval",
+                  field_options=options) as pipe:
+        for batch in pipe:
+            ids = batch["index"].numpy()
+            want = torch.from_numpy(VALUES["base_frames"][ids]).to(getattr(torch, dtype))
+            assert batch["base_frames"].dtype == want.dtype
+            assert torch.equal(batch["base_frames"], want)
+            emb = VALUES["clip_emb"][VALUES["segment_to_video"][ids]]
+            assert torch.equal(batch["clip_emb"], torch.from_numpy(emb).to(want.dtype))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float8", "uint8"])
+def test_a_cast_the_device_cannot_take_names_the_array(tmp_path, dtype):
+    store = write_store(tmp_path / "x.zarr", VALUES, chunk=8)
+    with pytest.raises(ValueError, match=rf"field 'base_frames' of .*x\.zarr.*{dtype}"):
+        Pipeline(store, 16, fields=FIELDS, lookups=LOOKUPS, device="cpu",
+                 field_options={"base_frames": {"dtype": dtype}})
