@@ -109,3 +109,42 @@ def test_not_a_group_and_empty_group(tmp_path):
     zarr.open_group(str(tmp_path / "empty.zarr"), mode="w")
     with pytest.raises(FormatError, match="holds no arrays"):
         open_dataset(tmp_path / "empty.zarr")
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("delta", [-2, 2], ids=["short", "long"])
+def test_a_valid_zstd_frame_of_the_wrong_size_is_named(tmp_path, fmt, delta):
+    import zstandard
+
+    path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt, chunk=1, codec="zstd")
+    chunk = (path / "base_frames" / "c" / "5" / "0" / "0" / "0") if fmt == 3 else \
+        (path / "base_frames" / "5.0.0.0")
+    size = VALUES["base_frames"][0].nbytes + delta
+    chunk.write_bytes(zstandard.ZstdCompressor().compress(bytes(size)))
+    ds = open_dataset(path)
+    status = np.zeros(3, np.uint8)
+    out = ds.reader("base_frames").read(np.array([4, 5, 6]), status=status)
+    assert status.tolist() == [0, 1, 0]
+    np.testing.assert_array_equal(out[[0, 2]], VALUES["base_frames"][[4, 6]])
+    with pytest.raises(FormatError, match="base_frames"):
+        ds.read("base_frames", [5])
+
+
+def test_opening_does_not_walk_chunk_folders(tmp_path, monkeypatch):
+    import os
+
+    from chute.readers import _zarr
+
+    path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
+    before = open_dataset(path).fingerprint
+    seen = []
+    real_walk = os.walk
+
+    def walk(top, *args, **kwargs):
+        for folder, dirs, files in real_walk(top, *args, **kwargs):
+            seen.append(os.path.relpath(folder, path))
+            yield folder, dirs, files
+
+    monkeypatch.setattr(_zarr.os, "walk", walk)
+    assert open_dataset(path).fingerprint == before
+    assert seen and not [f for f in seen if f.split(os.sep)[-1] == "c" or "/c/" in f]
