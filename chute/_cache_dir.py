@@ -10,6 +10,8 @@ __all__ = ["cache_dir"]
 
 
 def cache_dir() -> Path:
+    """chute's cache folder: $CHUTE_CACHE_DIR, else $XDG_CACHE_HOME/chute, else
+    ~/.cache/chute (autotune decisions, compiled kernels)."""
     if os.environ.get("CHUTE_CACHE_DIR"):
         return Path(os.environ["CHUTE_CACHE_DIR"])
     if os.environ.get("XDG_CACHE_HOME"):

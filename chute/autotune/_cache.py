@@ -21,6 +21,11 @@ RECORD_SCHEMA = 1
 
 
 def decision_path(key: str) -> Path:
+    """Where the autotune decision for `key` is stored (under `cache_dir()`).
+
+    Args:
+        key: the decision key (machine, dataset and settings digest).
+    """
     return cache_dir() / "autotune" / f"{key}.json"
 
 

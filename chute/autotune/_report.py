@@ -55,6 +55,12 @@ def candidate_json(trial: Trial) -> dict:
 
 
 def decision_json(decision: Decision, key: str) -> dict:
+    """A decision as the JSON object `chute autotune --json` prints and the cache stores.
+
+    Args:
+        decision: what `select` decided.
+        key: the decision key.
+    """
     return {
         "choice": decision.choice.backend,
         "backend_options": dict(decision.choice.params),

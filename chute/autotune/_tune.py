@@ -19,8 +19,8 @@ from chute.autotune._select import TIE_TOLERANCE, Decision, Trial, select
 
 __all__ = ["tune", "Runner"]
 
-# Opens a batch source running `candidate` (e.g. a Pipeline with its backend and options).
 Runner = Callable[[CandidateLike], BatchSourceLike]
+"""Opens a batch source running a candidate (e.g. a Pipeline with its backend and options)."""
 
 
 def _window_for(remaining: float, left: int, window: float, min_window: float) -> float:

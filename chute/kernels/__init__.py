@@ -1,4 +1,4 @@
-"""CUDA kernels (CUDA C in *.cu, compiled with NVRTC and launched through CuPy at first use).
+"""CUDA kernels (CUDA C in ``*.cu``, compiled with NVRTC and launched through CuPy at first use).
 
 Importing this package never imports CuPy or touches CUDA; only launching a kernel does.
 """

@@ -95,14 +95,19 @@ def resize_normalize(
 ) -> None:
     """Crop + antialiased bilinear resize + flip + normalize a batch on the GPU, into `out`.
 
-    sources: B decoded HWC uint8 RGB images in device memory (a DALI TensorListGPU, a list of
-        CuPy arrays / torch CUDA tensors / DALI TensorGPU, or one dense [B, H, W, 3] array).
-    boxes: [B, 4] (y0, x0, height, width) floats in each source's pixel units.
-    flips: [B] bools, True mirrors the sample horizontally.
-    out: preallocated contiguous CUDA tensor (torch or CuPy), uint8/float16/float32, shaped
-        [B, 3, H, W] (layout "NCHW") or [B, H, W, 3] ("NHWC"). uint8 output ignores mean/std.
-    stream: where to launch (None = CuPy's current stream). The call only enqueues work: the
-        sources must stay alive and unchanged until the stream reaches the kernel.
+    Args:
+        sources: B decoded HWC uint8 RGB images in device memory (a DALI TensorListGPU, a list
+            of CuPy arrays / torch CUDA tensors / DALI TensorGPU, or one dense [B, H, W, 3]
+            array).
+        boxes: [B, 4] (y0, x0, height, width) floats in each source's pixel units.
+        flips: [B] bools, True mirrors the sample horizontally.
+        out: preallocated contiguous CUDA tensor (torch or CuPy), uint8/float16/float32, shaped
+            [B, 3, H, W] (layout "NCHW") or [B, H, W, 3] ("NHWC"). uint8 output ignores
+            mean/std.
+        layout: "NCHW" or "NHWC".
+        mean, std: per-channel normalisation, fractions of 255.
+        stream: where to launch (None = CuPy's current stream). The call only enqueues work:
+            the sources must stay alive and unchanged until the stream reaches the kernel.
     """
     require_cuda("chute.kernels.resize_normalize")
     cupy = _import_cupy()

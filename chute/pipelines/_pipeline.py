@@ -89,7 +89,7 @@ class Pipeline:
     `batch["image"].clone()` or pass `copy=True` (`list(pipe)` without it holds stale data).
 
     Each batch holds "index" (int64 global sample ids) and one entry per requested field:
-    images decoded and augmented ([B,3,H,W] or [B,H,W,3]), ndarray fields as [B, *shape]
+    images decoded and augmented ([B,3,H,W] or [B,H,W,3]), ndarray fields as ``[B, *shape]``
     (ragged ones zero-padded, with "<field>_lengths"), scalar fields as [B] tensors, JSON and
     other bytes fields as lists. `len(pipe)` is this rank's batches per full epoch.
 

@@ -30,6 +30,11 @@ def parse_size(text: str | int) -> int:
 
 
 def format_size(n: int) -> str:
+    """A byte count for people: "512 B", "1.50 KiB", ... "3.20 GiB".
+
+    Args:
+        n: bytes.
+    """
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":

@@ -76,12 +76,13 @@ class _Shard:
 
 
 class ShardWriter:
-    """Write a chute v1 dataset.
+    """Write a chute v1 dataset::
 
-    with ShardWriter("train.chute", {"image": "bytes", "label": "int64", "latent": "ndarray",
-                                     "height": "int32", "width": "int32", "meta": "json"}) as w:
-        w.write({"image": jpeg_bytes, "label": 3, "latent": z, "height": 375, "width": 500,
-                 "meta": {"key": "n01440764/x.JPEG"}})
+        with ShardWriter("train.chute", {"image": "bytes", "label": "int64",
+                                         "latent": "ndarray", "height": "int32",
+                                         "width": "int32", "meta": "json"}) as w:
+            w.write({"image": jpeg_bytes, "label": 3, "latent": z, "height": 375,
+                     "width": 500, "meta": {"key": "n01440764/x.JPEG"}})
 
     Every file is written under a temporary name, fsynced and renamed; the manifest comes last,
     so an interrupted write leaves no dataset.
