@@ -1,10 +1,7 @@
 """The region-of-interest JPEG decoder (`_native/roi_jpeg.c`): built on first use, then loaded.
 
 The shim is compiled once per machine with the system C compiler against libjpeg-turbo's
-libjpeg API (`cc -shared ... -ljpeg`) into the `native/` folder of chute's cache directory
-(CHUTE_CACHE_DIR, else XDG_CACHE_HOME/chute, else ~/.cache/chute), under a name keyed by its
-source and flags, so DDP ranks and workers that race to build it all end up with the same file
-(written to a temporary name, then renamed).
+libjpeg API (`cc -shared ... -ljpeg`) by `_native_build.py`, into chute's cache directory.
 
 Jitted code calls chute_roi_decode through a Numba `ExternalFunction` resolved by symbol
 name, which keeps `cache=True` working. The symbol is registered with LLVM before any kernel
@@ -16,11 +13,6 @@ Decoders are created and destroyed from Python through ctypes.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +20,8 @@ from pathlib import Path
 import numpy as np
 from numba import types
 
-from chute._cache_dir import cache_dir
 from chute.errors import BackendUnavailableError
+from chute.fallbacks._native_build import build_library
 
 __all__ = [
     "RoiDecoderStatus",
@@ -50,7 +42,6 @@ ROI_FLAG_FASTDCT = 1
 GEOMETRY_FIELDS = 3  # left, width, channels of the decoded region
 
 _SOURCE = Path(__file__).parent / "_native" / "roi_jpeg.c"
-_CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=default")
 _LIBS = ("-ljpeg",)
 
 _i32, _i64, _u64 = types.int32, types.int64, types.uint64
@@ -78,59 +69,11 @@ _lib: ctypes.CDLL | None = None  # the loaded shim, when available
 _keep: list = []  # ctypes objects whose addresses LLVM holds
 
 
-def _compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return name
-    return None
-
-
-def _build(target: Path, compiler: str) -> None:
-    """Compile the shim to `target` atomically; raise BackendUnavailableError with cc's words."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        command = [compiler, *_CFLAGS, "-o", temporary, str(_SOURCE), *_LIBS]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        if result.returncode != 0:
-            words = (result.stderr or result.stdout).strip().splitlines()[-6:]
-            raise BackendUnavailableError(
-                f"building chute's ROI JPEG decoder failed (`{' '.join(command)}`):\n  "
-                + "\n  ".join(words)
-                + "\ninstall a C compiler and libjpeg-turbo's headers (Debian/Ubuntu: "
-                "`apt-get install gcc libjpeg-dev`), or pass roi_decode=False"
-            )
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-
-
 def _library_path() -> Path:
     """The built shim, building it if this machine has not yet."""
-    compiler = _compiler()
-    if compiler is None:
-        raise BackendUnavailableError(
-            "chute's ROI JPEG decoder needs a C compiler to be built once (none of $CC, cc, "
-            "gcc, clang is on PATH); install one and libjpeg-turbo's headers (Debian/Ubuntu: "
-            "`apt-get install gcc libjpeg-dev`), or pass roi_decode=False"
-        )
-    key = hashlib.sha256(_SOURCE.read_bytes() + repr((_CFLAGS, _LIBS)).encode()).hexdigest()
-    target = cache_dir() / "native" / f"roi_jpeg-{key[:16]}.so"
-    if not target.is_file():
-        try:
-            _build(target, compiler)
-        except subprocess.SubprocessError as exc:  # the compiler hung
-            raise BackendUnavailableError(
-                f"building chute's ROI JPEG decoder failed ({exc}); pass roi_decode=False"
-            ) from exc
-        except OSError as exc:
-            raise BackendUnavailableError(
-                f"cannot write chute's ROI JPEG decoder to {target.parent} ({exc}); set "
-                f"CHUTE_CACHE_DIR to a writable directory, or pass roi_decode=False"
-            ) from exc
-    return target
+    return build_library(_SOURCE, _LIBS, "chute's ROI JPEG decoder",
+                         "install libjpeg-turbo's headers (Debian/Ubuntu: `apt-get install "
+                         "gcc libjpeg-dev`), or pass roi_decode=False")
 
 
 def _register(lib: ctypes.CDLL | None) -> None:

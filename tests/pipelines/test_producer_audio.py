@@ -1,5 +1,7 @@
 """The audio producer: chute/pipelines/_producer_audio.py. Every delivered segment must equal
-soundfile's own read of the source file (exactly for FLAC and WAV)."""
+soundfile's own read of the source file (exactly for FLAC and WAV), through both decode paths:
+the native one-call decoder (chute/fallbacks/_audio_segment.py) and soundfile's file objects
+(where the shim cannot be built)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,21 @@ from tests._audio import RECORDINGS, convert_recordings, segments_of
 sf = pytest.importorskip("soundfile")
 soxr = pytest.importorskip("soxr")
 NAMES = list(RECORDINGS)
+
+
+@pytest.fixture(autouse=True, params=["native", "soundfile"])
+def decode_path(request, monkeypatch):
+    from chute.fallbacks import _audio_segment
+    from chute.pipelines import _producer_audio
+
+    if request.param == "native":
+        status = _audio_segment.segment_decoder_status()
+        if not status.available:
+            pytest.skip(f"native segment decoder unavailable: {status.reason}")
+    else:
+        monkeypatch.setattr(_producer_audio, "segment_decoder_status",
+                            lambda: _audio_segment.SegmentDecoderStatus(False, None, "test"))
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +120,8 @@ def test_corrupt_frame_and_rate_mismatch_fail_the_sample_only(tmp_path):
     producer.rates[0] = 8000
     _, _, status = _batch(producer, [0])
     assert status.tolist() == [1]
+    producer.rates[0] = 16000
+    producer.file_channels = producer.file_channels.copy()
+    producer.file_channels[0] = 2  # a channel column that disagrees with the bytes
+    _, _, status = _batch(producer, [0, 1])
+    assert status.tolist() == ([1, 1] if producer.native.available else [0, 0])
