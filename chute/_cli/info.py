@@ -19,7 +19,7 @@ def run(args) -> int:
     from chute.readers import dataset_info, format_size, open_dataset
 
     info = dataset_info(args.dst)
-    info["class_names"] = list(open_dataset(args.dst).class_names or [])
+    info["class_names"] = list(getattr(open_dataset(args.dst), "class_names", None) or [])
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
@@ -38,6 +38,9 @@ def run(args) -> int:
         f"overhead    {info['overhead_pct']:.3f}% of payload (index + columns)",
         f"fingerprint {info['fingerprint']}",
     ]
+    for name, array in info.get("arrays", {}).items():  # zarr groups
+        lines.append(f"array       {name}: {format_size(array['stored_bytes'])} stored, "
+                     f"{format_size(array['decoded_bytes'])} decoded")
     print("\n".join(lines))
     return 0
 

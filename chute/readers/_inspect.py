@@ -10,8 +10,10 @@ from tqdm import tqdm
 from chute.errors import FormatError
 from chute.readers._dataset import open_dataset
 from chute.readers._files import CHECKSUM, file_checksum
+from chute.readers._inspect_zarr import verify_zarr, zarr_info
 from chute.readers._kinds import KINDS, field_files
 from chute.readers._manifest import MANIFEST, load_manifest
+from chute.readers._zarr import ZarrDataset, is_zarr_group
 
 __all__ = ["dataset_info", "verify_dataset"]
 
@@ -28,6 +30,8 @@ def dataset_info(path) -> dict:
     """Samples, fields (kind, and each kind's description in `field_types`), shards and bytes
     by role. overhead_pct = (index + columns) / payload."""
     ds = open_dataset(path)
+    if isinstance(ds, ZarrDataset):
+        return zarr_info(ds)
     manifest = ds.manifest
     totals = {"payload": 0, "index": 0, "columns": 0, "metadata": 0}
     if manifest["format"] == "chute":
@@ -63,6 +67,8 @@ def verify_dataset(path, *, progress: bool = False) -> list[str]:
     root = Path(path)
     if root.name == MANIFEST:
         root = root.parent
+    if is_zarr_group(root):
+        return verify_zarr(ZarrDataset(root), progress=progress)
     if not (root / MANIFEST).exists() and not root.is_dir():
         open_dataset(path)  # a Megatron pair has no checksums: structural checks only
         return []
