@@ -145,7 +145,9 @@ def decode_batch(
     Args:
         data: uint8 [N], the B payloads back to back (what Dataset.gather returns).
         offsets: int [B + 1]; payload k is data[offsets[k]:offsets[k + 1]].
-        boxes: int [B, 4], each crop's (top, left, height, width) in full-image pixels.
+        boxes: [B, 4], each crop's (top, left, height, width) in full-image pixels; floats
+            are fractional boxes (PIL's `resize(box=...)` convention: pixel j covers
+            [j, j + 1)). A box must have a positive size and lie inside its image.
         flips: bool [B]; True mirrors that sample horizontally.
         out: preallocated, C-contiguous, writeable uint8, float16 or float32 array,
             [B, 3, H, W] for "NCHW" or [B, H, W, 3] for "NHWC".
@@ -169,7 +171,7 @@ def decode_batch(
     """
     data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    boxes = np.ascontiguousarray(boxes, dtype=np.int64)
+    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
     flips = np.ascontiguousarray(flips, dtype=np.bool_)
     kind = _check_arguments(data, offsets, boxes, flips, out, layout)
     mean255, std255 = scaled_mean_std(mean, std)
