@@ -26,6 +26,7 @@ __all__ = [
     "dali_candidates",
     "dali_unavailable_reason",
     "backend_candidates",
+    "for_augment",
 ]
 
 # Cheapest first: ties are broken towards the CPU (it leaves the GPU to the model), and between
@@ -164,3 +165,17 @@ def backend_candidates(
                   *dali_candidates(device, cuda_devices=cuda_devices),
                   *nvimgcodec_candidates(device, cuda_devices=cuda_devices)]
     return sorted(candidates, key=lambda c: c.cost)
+
+
+def for_augment(candidates, augment: str) -> list:
+    """The candidates the autotuner may choose from for `augment`: in eval, none that scales in
+    the DCT domain (a cheaper decode with larger error: evaluation numbers must match the exact
+    transform; see the README's fidelity table), so a tune never switches it on in eval.
+
+    Args:
+        candidates: every backend's candidates.
+        augment: "train" or "eval".
+    """
+    if augment != "eval":
+        return list(candidates)
+    return [c for c in candidates if not c.params.get("dct_scaling", False)]

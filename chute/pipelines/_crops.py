@@ -15,7 +15,7 @@ import numpy as np
 
 from chute.pipelines._keyed_random import derive_key, uniform
 
-__all__ = ["CropConfig", "crop_boxes", "EVAL_CROPS"]
+__all__ = ["CropConfig", "crop_boxes", "resized_size", "EVAL_CROPS"]
 
 # How eval crops are made (CropConfig.eval_crop); the first is the default.
 EVAL_CROPS = ("torchvision", "crop-resize")

@@ -129,3 +129,40 @@ def test_invalid_inputs_raise_clear_errors():
 def test_scalar_size_is_square():
     assert CropConfig(96).size == (96, 96)
     assert math.isclose(CropConfig((1, 2)).ratio[1], 4 / 3)
+
+
+def _torchvision_box(h, w, s, fraction=0.875):
+    """torchvision's Resize(round(s / fraction)) + CenterCrop(s) as a box of the source."""
+    r = round(s / fraction)
+    if w <= h:
+        new_w, new_h = r, int(r * h / w)
+    else:
+        new_h, new_w = r, int(r * w / h)
+    top, left = int(round((new_h - s) / 2.0)), int(round((new_w - s) / 2.0))
+    return top * h / new_h, left * w / new_w, s * h / new_h, s * w / new_w
+
+
+@pytest.mark.parametrize("s", [224, 160, 64, 1])
+def test_torchvision_eval_boxes_are_resize_then_center_crop(s):
+    h, w = _sizes(400, seed=s)
+    h = np.concatenate([h, [1, 1, 7, 500, 375, 2000]])
+    w = np.concatenate([w, [1, 9, 1, 375, 500, 3]])
+    boxes, flips = crop_boxes(0, 0, np.arange(len(h)), h, w, CropConfig(s, mode="eval"))
+    assert boxes.dtype == np.float64 and not flips.any()
+    want = np.array([_torchvision_box(int(a), int(b), s) for a, b in zip(h, w, strict=True)])
+    np.testing.assert_allclose(boxes, want, rtol=1e-12, atol=1e-9)
+    assert (boxes[:, :2] >= 0).all() and (boxes[:, 2:] > 0).all()
+    assert (boxes[:, 0] + boxes[:, 2] <= h).all() and (boxes[:, 1] + boxes[:, 3] <= w).all()
+
+
+def test_torchvision_eval_boxes_of_a_non_square_size():
+    # (100, 200) at 0.875 covers (114, 229): a 300x300 image resizes to 229x229, crop at
+    # (round(64.5), round(14.5)) = (64, 14) (half to even, as Python's round)
+    (box,), _ = crop_boxes(0, 0, [0], [300], [300], CropConfig((100, 200), mode="eval"))
+    k = 300 / 229
+    np.testing.assert_allclose(box, [64 * k, 14 * k, 100 * k, 200 * k], rtol=1e-12)
+    # a wide image: the height decides (114), the width is truncated like torchvision's
+    (box,), _ = crop_boxes(0, 0, [0], [300], [900], CropConfig((100, 200), mode="eval"))
+    new_w = int(114 * 900 / 300)
+    np.testing.assert_allclose(box, [7 * 300 / 114, round((new_w - 200) / 2) * 900 / new_w,
+                                     100 * 300 / 114, 200 * 900 / new_w], rtol=1e-12)
