@@ -49,8 +49,12 @@ def _renew_handle(handles, t):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header, plan):
-    """Read each JPEG header; choose the DCT scale; check the box fits the image."""
+def plan_batch(data, offsets, boxes, out_h, out_w, dct_headroom, handles, header, plan):
+    """Read each JPEG header; choose the DCT scale; check the box fits the image.
+
+    dct_headroom: the largest DCT scale s (8, 4, 2) with box >= dct_headroom * s * out on both
+    axes is used; 0 decodes at full size.
+    """
     base = data.ctypes.data
     hptr = header.ctypes.data
     for i in prange(boxes.shape[0]):
@@ -80,9 +84,9 @@ def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header,
             plan[i, P_STATUS] = BOX_OUTSIDE
             continue
         scale = 1
-        if dct_scaling:
+        if dct_headroom > 0:
             for s in _DCT_SCALES:
-                if box_h >= s * out_h and box_w >= s * out_w:
+                if box_h >= dct_headroom * s * out_h and box_w >= dct_headroom * s * out_w:
                     scale = s
                     break
         plan[i, P_SCALE] = scale
