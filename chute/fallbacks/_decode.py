@@ -36,7 +36,8 @@ __all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 # DCT-domain downscaling by s is used when the crop is at least DCT_HEADROOM * s times the
 # output. libjpeg's scaled IDCT filters unlike the antialiased bilinear resize, so a larger
-# headroom is closer to the exact result and slower (README, "Fidelity": both measured).
+# headroom is closer to the exact result and slower (docs/design.md, "Resize definition";
+# benchmarks/bench_fidelity.py measures the error).
 DCT_HEADROOM = 1.0
 
 # The resample kernel's output kind of each output dtype name.

@@ -4,8 +4,8 @@ chute.fallbacks.
 Options (`backend_options`): "threads" (decoder threads, default: OMP_NUM_THREADS, else the
 cores divided among this machine's ranks; see `default_threads`),
 "dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows; default: on
-in train, off in eval, where outputs must match the exact transform: its error is in the README's
-fidelity table)
+in train, off in eval, where outputs must match the exact transform; docs/design.md, "Resize
+definition")
 and "roi_decode" (decode only each crop's region: None = when available, the default; True =
 required; False = full frames).
 """

@@ -43,7 +43,7 @@ DALI_HW_DECODER_LOADS = (0.65, 0.0, 0.9)
 DALI_INSTALL_HINT = "nvidia-dali-cuda120 not installed (pip install chute[dali])"
 
 # What the autotune table says of each candidate's pixels (docs/design.md, "Resize definition";
-# the README's fidelity table has the measured errors).
+# benchmarks/bench_fidelity.py measures the errors).
 FIDELITY_EXACT = "exact"
 FIDELITY_DCT = "approx.: DCT-domain downscaling"
 FIDELITY_DALI_NATIVE = "DALI resize; crop borders differ"
@@ -181,7 +181,7 @@ def backend_candidates(
 def for_augment(candidates, augment: str) -> list:
     """The candidates the autotuner may choose from for `augment`: in eval, none that scales in
     the DCT domain (a cheaper decode with larger error: evaluation numbers must match the exact
-    transform; see the README's fidelity table), so a tune never switches it on in eval.
+    transform; docs/design.md, "Autotune"), so a tune never switches it on in eval.
 
     Args:
         candidates: every backend's candidates.
