@@ -3,6 +3,9 @@
     .venv/bin/python benchmarks/bench_fidelity.py [--images DIR] [--sizes 224 128 64]
         [--limit N] [--threads N] [--batch 64] [--no-dali] [--json]
 
+Backends: cpu (every option), dali-native in DALI's CPU mode (when DALI imports) and the CPU
+twin of nvimgcodec (when nvImageCodec imports); the GPU paths need a GPU and are not run here.
+
 The JPEGs of DIR (any depth; default ../shared/data/imagenet-sample/images) are stored as they
 are in a temporary chute dataset. Each configuration (backend x augment x eval_crop x
 dct_scaling x roi_decode) is one epoch of a `Pipeline(..., dtype="uint8", layout="NHWC")`, and
@@ -62,7 +65,7 @@ class Config:
         return f"{self.backend} {self.augment}{crop}{opts}"
 
 
-def configurations(dali: bool) -> list[Config]:
+def configurations(dali: bool, nvimgcodec: bool) -> list[Config]:
     """Every backend and option this machine can run; defaults first."""
     configs = [
         Config("cpu", "eval"),  # the default eval: torchvision crop, no DCT scaling, ROI decode
@@ -77,12 +80,22 @@ def configurations(dali: bool) -> list[Config]:
     if dali:
         configs += [Config("dali-native", "eval"), Config("dali-native", "eval", "crop-resize"),
                     Config("dali-native", "train")]
+    if nvimgcodec:  # its CPU twin: nvImageCodec's CPU decoder + the CPU resample
+        configs += [Config("nvimgcodec", "eval"), Config("nvimgcodec", "train")]
     return configs
 
 
 def dali_available() -> bool:
     try:
         import nvidia.dali  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def nvimgcodec_available() -> bool:
+    try:
+        from nvidia import nvimgcodec  # noqa: F401
     except ImportError:
         return False
     return True
@@ -145,6 +158,8 @@ def measure(config: Config, ds, images: list[Image.Image], size: int, batch: int
         options.setdefault("threads", threads)
     elif config.backend == "dali-native":
         options.setdefault("num_threads", threads)
+    elif config.backend == "nvimgcodec":
+        options.setdefault("num_cpu_threads", threads)
     heights, widths = np.asarray(ds.column("height")), np.asarray(ds.column("width"))
     same, tv = Errors(), Errors()
     with Pipeline(ds, batch, image_size=size, augment=config.augment,
@@ -201,7 +216,8 @@ def main() -> int:
     args = parser.parse_args()
 
     files = jpeg_files(args.images)[:args.limit]
-    configs = configurations(dali=not args.no_dali and dali_available())
+    configs = configurations(dali=not args.no_dali and dali_available(),
+                             nvimgcodec=nvimgcodec_available())
     with tempfile.TemporaryDirectory() as tmp:
         ds = open_dataset(write_jpeg_dataset(files, Path(tmp) / "fidelity.chute"))
         images = [pil_rgb(ds[i]["image"].tobytes()) for i in range(len(ds))]
