@@ -7,7 +7,8 @@ Configurations (all on the same images, the same number of threads):
   (a) bound: libjpeg-turbo full-size decode only, through the same jitted TurboJPEG calls;
   (b) chute train RandomResizedCrop 224 -> float16 NCHW normalized, decoding only each crop's
   region (the default), and for comparison decoding full frames; (c) the same at 128 and 64;
-  (d) chute eval 224; (e) PIL + torchvision-style RandomResizedCrop in a torch DataLoader
+  (d) chute eval 224 (torchvision's Resize + CenterCrop box, no DCT scaling); (e) PIL +
+  torchvision-style RandomResizedCrop in a torch DataLoader
   with one worker per thread; (f) DALI CPU-only (device_id=None) image_random_crop + resize
   (antialias) + crop_mirror_normalize to float16; (g) FFCV 1.0.2 (run by --ffcv-python, a
   separate environment) on q90 re-encodes of the images, next to the bound and chute on the
@@ -113,8 +114,9 @@ def chute_runner(images: Images, batch: int, size: int, mode: str, roi_decode=No
             boxes, flips = crop_boxes(0, epoch[0], ids, images.heights[start:stop],
                                       images.widths[start:stop], config)
             data, offsets = images.batch(start, stop)
+            # DCT-domain scaling as the Pipeline defaults it: on in train, off in eval.
             status = decode_batch(data, offsets, boxes, flips, out[:stop - start],
-                                  roi_decode=roi_decode)
+                                  roi_decode=roi_decode, dct_scaling=mode == "train")
             if status.any():
                 raise RuntimeError(f"chute failed on {int((status != 0).sum())} images")
     return run

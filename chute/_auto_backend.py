@@ -15,6 +15,7 @@ import logging
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, stored_decision
 from chute.errors import BackendUnavailableError
+from chute.pipelines._candidates import for_augment
 from chute.pipelines._producers import image_candidates
 from chute.pipelines._resolve import (
     AutoResolver,
@@ -63,7 +64,8 @@ def tune_dataset(
         budget: total seconds for all measurements.
         use_cache: store the decision for backend="auto".
         progress: show a progress bar on stderr.
-        candidates: what to compare (default: every backend's candidates for params.device).
+        candidates: what to compare (default: every backend's candidates for params.device;
+            in eval none with DCT-domain scaling).
         **tune_kw: passed to chute.autotune.tune (window, tie_tolerance, ...).
 
     Returns:
@@ -71,7 +73,7 @@ def tune_dataset(
     """
     ds = _open(dataset)
     if candidates is None:
-        candidates = image_candidates(params.device)
+        candidates = for_augment(image_candidates(params.device), params.augment)
     runner = pipeline_runner(ds, batch_size=params.batch_size, image_size=params.image_size,
                              augment=params.augment, dtype=params.dtype, device=params.device)
     return autotune(ds, params, candidates=candidates, runner=runner, budget=budget,
@@ -106,7 +108,9 @@ def resolve_auto_backend(
     ds = _open(dataset)
     params = TuneParams(batch_size, image_size, augment, dtype, device)
     if use_cache:
-        record = stored_decision(ds, params, image_candidates(params.device))
+        # A stored decision that is not on offer (e.g. DCT scaling in eval) is not used.
+        record = stored_decision(ds, params,
+                                 for_augment(image_candidates(params.device), params.augment))
         if record is not None:
             return (record["choice"], dict(record["backend_options"]),
                     f"autotune decision {record['key']} of {record.get('created', '?')}: "

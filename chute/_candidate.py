@@ -22,6 +22,8 @@ class Candidate:
         cost: orders candidates from cheapest to dearest; ties in speed go to the cheaper one.
         priority: measurement order (lower first), so a short budget measures the likeliest
             winner of each backend first.
+        fidelity: how exactly its pixels follow the shared resize definition ("exact", or
+            what differs), shown next to its speed (benchmarks/bench_fidelity.py measures it).
     """
 
     name: str
@@ -31,3 +33,4 @@ class Candidate:
     reason: str = ""
     cost: tuple = ()
     priority: int = 0
+    fidelity: str = ""

@@ -193,3 +193,50 @@ def test_named_backend_is_reported(image_dataset):
     with Pipeline(image_dataset, 8, image_size=32, backend="cpu", device="cpu") as pipe:
         assert pipe.stats.backend == "cpu"
         assert "requested" in pipe.stats.backend_reason
+
+
+def _cpu_cands():
+    from chute._candidate import Candidate
+
+    return [Candidate(name=f"cpu threads=2 dct={'on' if d else 'off'}", backend="cpu",
+                      params={"threads": 2, "dct_scaling": d}, cost=(0, 2, 0 if d else 1))
+            for d in (True, False)]
+
+
+@pytest.mark.parametrize("augment", ["train", "eval"])
+def test_eval_never_switches_dct_scaling_on(monkeypatch, gpu_machine, augment):
+    """DCT-domain scaling (faster, less exact) wins a tune in train; in eval it is not offered,
+    and a decision stored with it on (before this rule) is not used."""
+    cands = _cpu_cands()
+    monkeypatch.setattr(auto, "image_candidates", lambda device: cands)
+    params = TuneParams(8, 64, augment, "float16", "cuda:0")
+    clock = FakeClock()
+    rates = {"cpu threads=2 dct=on": 400.0, "cpu threads=2 dct=off": 200.0}
+    autotune(DS, params, candidates=cands, budget=60.0, clock=clock, window=0.5,
+             runner=FakeRunner(clock, rates))  # stores dct=on as the decision
+    measured = []
+
+    def fake_tune(ds, p, *, budget, use_cache, progress):
+        measured.append(p)
+        return {"choice": "cpu", "backend_options": {"threads": 2, "dct_scaling": False},
+                "key": "k1", "reason": "retuned"}
+
+    monkeypatch.setattr(auto, "tune_dataset", fake_tune)
+    name, options, _ = auto.resolve_auto_backend(DS, batch_size=8, image_size=64,
+                                                 augment=augment, device="cuda")
+    assert options["dct_scaling"] is (augment == "train")
+    assert len(measured) == (augment == "eval")  # the stored dct=on decision was not used
+    offered = {c.name for c in auto.for_augment(cands, augment)}
+    assert ("cpu threads=2 dct=on" in offered) is (augment == "train")
+
+
+@pytest.mark.parametrize("augment", ["train", "eval"])
+def test_tune_dataset_offers_dct_scaling_only_in_train(monkeypatch, augment):
+    monkeypatch.setattr(auto, "image_candidates", lambda device: _cpu_cands())
+    monkeypatch.setattr(auto, "pipeline_runner", lambda *a, **k: None)
+    seen = []
+    monkeypatch.setattr(auto, "autotune",
+                        lambda ds, params, *, candidates, **kw: seen.append(candidates))
+    tune_dataset(DS, TuneParams(8, 64, augment))
+    dct = [c.params["dct_scaling"] for c in seen[0]]
+    assert dct == ([True, False] if augment == "train" else [False])

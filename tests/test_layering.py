@@ -35,6 +35,7 @@ LAYER_OF = {
     "chute._device": "base",
     "chute._normalization": "base",
     "chute._output_types": "base",  # image layouts and output dtypes (numpy only)
+    "chute._resize_box": "base",  # crop box geometry every image backend shares (numpy only)
     "chute._candidate": "base",  # the candidate value type producers and autotune share
     "chute._sample_images": "base",  # synthetic JPEGs (numpy + PIL only), for demo and tests
     "chute.readers": "readers",

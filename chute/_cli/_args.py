@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["positive", "image_size", "default_device"]
+__all__ = ["positive", "image_size", "default_device", "EVAL_CROPS"]
+
+# chute.pipelines._crops.EVAL_CROPS, spelt out so that building the parsers imports no torch
+# (tests/cli/test_args.py checks they agree).
+EVAL_CROPS = ("torchvision", "crop-resize")
 
 
 def positive(kind: type = int) -> Callable[[str], int | float]:

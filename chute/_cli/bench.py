@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 
-from chute._cli._args import image_size, positive
+from chute._cli._args import EVAL_CROPS, image_size, positive
 from chute._cli._output import add_json_flag, print_json
 
 
@@ -26,6 +26,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--augment", choices=("train", "eval"), default="train",
                         help="train: random-resized-crop + flip; eval: center crop "
                         "(default: train)")
+    parser.add_argument("--eval-crop", choices=EVAL_CROPS, default=EVAL_CROPS[0],
+                        help="how eval crops are made (default: torchvision, Resize + "
+                        "CenterCrop; crop-resize: FFCV's)")
     parser.add_argument("--backend", default="auto",
                         help="auto, cpu, dali or dali-native (default: auto)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: auto)")
@@ -61,7 +64,8 @@ def run(args) -> int:
     # with --json, the human-readable lines go to stderr and stdout holds one JSON object
     out = sys.stderr if args.json else sys.stdout
     with Pipeline(args.dataset, args.batch_size, image_size=args.image_size,
-                  augment=args.augment, backend=args.backend, device=args.device,
+                  augment=args.augment, eval_crop=args.eval_crop, backend=args.backend,
+                  device=args.device,
                   dtype=args.dtype, backend_options=options, rank=0, world_size=1,
                   fields=tuple(args.fields) if args.fields else None,
                   lookups=dict(args.lookup)) as pipe:

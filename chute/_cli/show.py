@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from chute._cli._args import image_size, positive
+from chute._cli._args import EVAL_CROPS, image_size, positive
 
 __all__ = ["add_parser", "run", "CAPTION_HEIGHT"]
 
@@ -24,6 +24,9 @@ def add_parser(subparsers) -> None:
                         help="tile size, S or HxW (default 128)")
     parser.add_argument("--augment", choices=("train", "eval"), default="eval",
                         help="train: the random crops and flips of training (default: eval)")
+    parser.add_argument("--eval-crop", choices=EVAL_CROPS, default=EVAL_CROPS[0],
+                        help="how eval crops are made (default: torchvision, Resize + "
+                        "CenterCrop; crop-resize: FFCV's)")
     parser.add_argument("--epoch", type=int, default=0, help="epoch of the crops (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="the Pipeline seed (default 0)")
     parser.add_argument("--field", default="image", help="image field (default image)")
@@ -40,7 +43,8 @@ def run(args) -> int:
     ds = open_dataset(args.dataset)
     count = min(args.count, len(ds))
     fields = (args.field, "label") if "label" in ds.fields else (args.field,)
-    with Pipeline(ds, count, image_size=args.image_size, augment=args.augment, backend="cpu",
+    with Pipeline(ds, count, image_size=args.image_size, augment=args.augment,
+                  eval_crop=args.eval_crop, backend="cpu",
                   device="cpu", dtype="uint8", layout="NHWC", seed=args.seed, fields=fields,
                   rank=0, world_size=1, drop_last=False) as pipe:
         pipe.set_epoch(args.epoch)

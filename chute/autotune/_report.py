@@ -16,7 +16,8 @@ The JSON object (also the body of a cached decision) is::
          "reason": null,                    # why not measured / unavailable / failed, else null
          "img_per_s": 812.4,                # null unless measured
          "cpu_percent": 99.1,               # process CPU time / wall time x 100 (200 = 2 cores)
-         "gpu_percent": null}, ...]         # NVML utilisation; null without a CUDA device/pynvml
+         "gpu_percent": null,               # NVML utilisation; null without a CUDA device/pynvml
+         "fidelity": "exact"}, ...]         # how exactly its pixels follow the resize definition
     }
 """
 
@@ -28,7 +29,7 @@ __all__ = ["decision_json", "candidate_json", "format_table", "JSON_KEYS", "CAND
 
 JSON_KEYS = ("choice", "backend_options", "reason", "key", "candidates")
 CANDIDATE_KEYS = ("name", "backend", "params", "available", "status", "reason",
-                  "img_per_s", "cpu_percent", "gpu_percent")
+                  "img_per_s", "cpu_percent", "gpu_percent", "fidelity")
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
@@ -51,6 +52,8 @@ def candidate_json(trial: Trial) -> dict:
         "img_per_s": _round(m.img_per_s) if m else None,
         "cpu_percent": _round(m.cpu_percent) if m else None,
         "gpu_percent": _round(m.gpu_percent) if m else None,
+        # optional in CandidateLike: candidates of other callers may not say
+        "fidelity": getattr(c, "fidelity", "") or None,
     }
 
 
@@ -76,19 +79,19 @@ def _cell(value: float | None, fmt: str) -> str:
 
 def format_table(result: dict) -> str:
     """The table of a decision_json() object, then the decision line."""
-    header = ("candidate", "img/s", "CPU %", "GPU %", "note")
+    header = ("candidate", "img/s", "CPU %", "GPU %", "fidelity", "note")
     rows = []
     for c in result["candidates"]:
         chosen = c["backend"] == result["choice"] and c["params"] == result["backend_options"]
         note = "<- chosen" if chosen else (c["reason"] or "")
         rows.append((c["name"], _cell(c["img_per_s"], ".0f"), _cell(c["cpu_percent"], ".0f"),
-                     _cell(c["gpu_percent"], ".0f"), note))
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+                     _cell(c["gpu_percent"], ".0f"), c.get("fidelity") or "-", note))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
     lines = []
     for r in [header, *rows]:
         lines.append(
             f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  "
-            f"{r[3]:>{widths[3]}}  {r[4]}".rstrip()
+            f"{r[3]:>{widths[3]}}  {r[4]:<{widths[4]}}  {r[5]}".rstrip()
         )
     lines.insert(1, "-" * len(lines[0]))
     lines.append("")

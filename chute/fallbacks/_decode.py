@@ -34,6 +34,12 @@ from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
 
 __all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
+# DCT-domain downscaling by s is used when the crop is at least DCT_HEADROOM * s times the
+# output. libjpeg's scaled IDCT filters unlike the antialiased bilinear resize, so a larger
+# headroom is closer to the exact result and slower (docs/design.md, "Resize definition";
+# benchmarks/bench_fidelity.py measures the error).
+DCT_HEADROOM = 1.0
+
 # The resample kernel's output kind of each output dtype name.
 _KINDS = {"uint8": KIND_UINT8, "float16": KIND_FLOAT16, "float32": KIND_FLOAT32}
 
@@ -145,7 +151,9 @@ def decode_batch(
     Args:
         data: uint8 [N], the B payloads back to back (what Dataset.gather returns).
         offsets: int [B + 1]; payload k is data[offsets[k]:offsets[k + 1]].
-        boxes: int [B, 4], each crop's (top, left, height, width) in full-image pixels.
+        boxes: [B, 4], each crop's (top, left, height, width) in full-image pixels; floats
+            are fractional boxes (PIL's `resize(box=...)` convention: pixel j covers
+            [j, j + 1)). A box must have a positive size and lie inside its image.
         flips: bool [B]; True mirrors that sample horizontally.
         out: preallocated, C-contiguous, writeable uint8, float16 or float32 array,
             [B, 3, H, W] for "NCHW" or [B, H, W, 3] for "NHWC".
@@ -169,7 +177,7 @@ def decode_batch(
     """
     data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    boxes = np.ascontiguousarray(boxes, dtype=np.int64)
+    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
     flips = np.ascontiguousarray(flips, dtype=np.bool_)
     kind = _check_arguments(data, offsets, boxes, flips, out, layout)
     mean255, std255 = scaled_mean_std(mean, std)
@@ -189,7 +197,8 @@ def decode_batch(
                 numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
             res = _acquire(0, 0)
             roi_handles = _roi_handles(res, roi_decode)
-            plan_batch(data, offsets, boxes, out_h, out_w, bool(dct_scaling), res.handles,
+            plan_batch(data, offsets, boxes, out_h, out_w,
+                       DCT_HEADROOM if dct_scaling else 0.0, res.handles,
                        header, plan)
             fast = plan[:, 0] == OK
             pixels = plan[fast, 2] * plan[fast, 3]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_thread_id, njit, prange
 
+from chute._resize_box import BOX_SLACK, decode_span
 from chute.fallbacks._resample import resample_into
 from chute.fallbacks._roi_library import ROI_OK, ROI_WARNING, roi_decode
 from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, JPEG_WARNING, NEEDS_PIL, OK
@@ -48,8 +49,12 @@ def _renew_handle(handles, t):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header, plan):
-    """Read each JPEG header; choose the DCT scale; check the box fits the image."""
+def plan_batch(data, offsets, boxes, out_h, out_w, dct_headroom, handles, header, plan):
+    """Read each JPEG header; choose the DCT scale; check the box fits the image.
+
+    dct_headroom: the largest DCT scale s (8, 4, 2) with box >= dct_headroom * s * out on both
+    axes is used; 0 decodes at full size.
+    """
     base = data.ctypes.data
     hptr = header.ctypes.data
     for i in prange(boxes.shape[0]):
@@ -73,14 +78,15 @@ def plan_batch(data, offsets, boxes, out_h, out_w, dct_scaling, handles, header,
             _renew_handle(handles, t)
             continue
         top, left, box_h, box_w = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
-        if (top < 0 or left < 0 or box_h < 1 or box_w < 1 or top + box_h > height
-                or left + box_w > width):
+        # Written so that NaN fails too (chute._resize_box.boxes_outside's rule).
+        if not (top >= -BOX_SLACK and left >= -BOX_SLACK and box_h > 0 and box_w > 0
+                and top + box_h <= height + BOX_SLACK and left + box_w <= width + BOX_SLACK):
             plan[i, P_STATUS] = BOX_OUTSIDE
             continue
         scale = 1
-        if dct_scaling:
+        if dct_headroom > 0:
             for s in _DCT_SCALES:
-                if box_h >= s * out_h and box_w >= s * out_w:
+                if box_h >= dct_headroom * s * out_h and box_w >= dct_headroom * s * out_w:
                     scale = s
                     break
         plan[i, P_SCALE] = scale
@@ -112,11 +118,8 @@ def _ends_with_eoi(data, start, stop):
     return stop - start >= 4 and data[stop - 2] == 0xFF and data[stop - 1] == 0xD9
 
 
-@njit(inline="always", nogil=True)
-def _span(lo, length, out_size, size):
-    """[first, stop) of the scaled pixels one axis of the resample reads, with margin, clamped."""
-    margin = int(np.ceil(max(length / out_size, 1.0))) + 2
-    return max(int(np.floor(lo)) - margin, 0), min(int(np.ceil(lo + length)) + margin, size)
+# The shared box geometry's span (docs/design.md, "Resize definition"), jitted here.
+_span = njit(inline="always", nogil=True)(decode_span)
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 from numba import njit
 
+from chute._resize_box import BOX_SLACK
 from chute.fallbacks import _turbojpeg
 from chute.fallbacks._resample import resample_into
 from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, OK, UNREADABLE
@@ -77,8 +78,8 @@ def decode_with_pil(payload: np.ndarray) -> tuple[int, np.ndarray | None]:
 def _resample_pixels(pixels, box, flip, out, b, kind, nchw, mean255, std255):
     height, width = pixels.shape[0], pixels.shape[1]
     top, left, box_h, box_w = box[0], box[1], box[2], box[3]
-    if top < 0 or left < 0 or box_h < 1 or box_w < 1 or top + box_h > height or \
-            left + box_w > width:
+    if not (top >= -BOX_SLACK and left >= -BOX_SLACK and box_h > 0 and box_w > 0
+            and top + box_h <= height + BOX_SLACK and left + box_w <= width + BOX_SLACK):
         out[b] = 0
         return BOX_OUTSIDE
     row = np.empty(width * 3, dtype=np.float32)

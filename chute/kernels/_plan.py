@@ -13,6 +13,7 @@ import numpy as np
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
 from chute._output_types import check_layout, image_size_of, output_dtype
+from chute._resize_box import BOX_SLACK, boxes_outside, decode_windows
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -36,7 +37,6 @@ BLOCK = (32, 8, 1)
 _MAX_GRID_Z = 65535
 # The suffix of the kernel entry point of each output dtype name.
 _KERNEL_DTYPES = {"uint8": "u8", "float16": "f16", "float32": "f32"}
-_BOX_SLACK = 1e-3  # source pixels a box may overhang (float rounding of rescaled boxes)
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,7 @@ def _checked_boxes(boxes, views: list[SourceView]) -> np.ndarray:
     if boxes.shape != (len(views), 4):
         raise ValueError(f"boxes must have shape ({len(views)}, 4), got {boxes.shape}")
     limits = np.array([[v.height, v.width] for v in views], dtype=np.float64).reshape(-1, 2)
-    bad = ~np.isfinite(boxes).all(axis=1)
-    bad |= (boxes[:, 2:] <= 0).any(axis=1)
-    bad |= (boxes[:, :2] < -_BOX_SLACK).any(axis=1)
-    bad |= (boxes[:, :2] + boxes[:, 2:] > limits + _BOX_SLACK).any(axis=1)
+    bad = boxes_outside(boxes, limits, BOX_SLACK)
     if bad.any():
         b = int(np.flatnonzero(bad)[0])
         raise ValueError(
@@ -204,13 +201,12 @@ def pack_args(views: list[SourceView], boxes, flips, mean, std) -> PackedArgs:
 def roi_windows(boxes, image_sizes, out_size) -> tuple[np.ndarray, np.ndarray]:
     """The decode windows of a ROI decode that feeds the resample, and the boxes inside them.
 
-    The resample reads up to ceil(support) pixels beyond a box, and a region's edge pixels differ
-    from the full frame's under fancy chroma upsampling, so each window is the box widened by
-    ceil(max(box / out, 1)) + 2 pixels per side, clamped to the image: the CPU decoder's rule
-    (chute/fallbacks/_kernels.py `_span`; docs/design.md, "Resize definition").
+    The shared box geometry (`chute._resize_box.decode_windows`, the CPU decoder's rule): each
+    window is the box widened by ceil(max(box / out, 1)) + 2 pixels per side, clamped to the
+    image (docs/design.md, "Resize definition").
 
     Args:
-        boxes: [B, 4] (top, left, height, width) in full-image pixels.
+        boxes: [B, 4] (top, left, height, width) in full-image pixels, fractions allowed.
         image_sizes: [B, 2] (height, width) of the full images.
         out_size: (out_h, out_w) of the resample.
 
@@ -218,13 +214,4 @@ def roi_windows(boxes, image_sizes, out_size) -> tuple[np.ndarray, np.ndarray]:
         (windows [B, 4] int32 (top, left, height, width), inner [B, 4] float32 boxes relative to
         their window).
     """
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    sizes = np.asarray(image_sizes, dtype=np.int64).reshape(-1, 2)
-    out = np.asarray(out_size, dtype=np.float64).reshape(1, 2)
-    lo, length = boxes[:, :2], boxes[:, 2:]
-    margin = np.ceil(np.maximum(length / out, 1.0)).astype(np.int64) + 2
-    first = np.maximum(np.floor(lo).astype(np.int64) - margin, 0)
-    stop = np.minimum(np.ceil(lo + length).astype(np.int64) + margin, sizes)
-    windows = np.concatenate([first, stop - first], axis=1).astype(np.int32)
-    inner = np.concatenate([lo - first, length], axis=1).astype(np.float32)
-    return windows, inner
+    return decode_windows(boxes, image_sizes, out_size)

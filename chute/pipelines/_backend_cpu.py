@@ -3,7 +3,9 @@ chute.fallbacks.
 
 Options (`backend_options`): "threads" (decoder threads, default: OMP_NUM_THREADS, else the
 cores divided among this machine's ranks; see `default_threads`),
-"dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows, default True)
+"dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows; default: on
+in train, off in eval, where outputs must match the exact transform; docs/design.md, "Resize
+definition")
 and "roi_decode" (decode only each crop's region: None = when available, the default; True =
 required; False = full frames).
 """
@@ -38,7 +40,8 @@ class CpuBackend(ImageProducerBase):
         self.threads_reason = "backend_options['threads']"
         if self.threads is None:
             self.threads, self.threads_reason = default_threads()
-        self.dct_scaling = bool(spec.options.get("dct_scaling", True))
+        dct = spec.options.get("dct_scaling")
+        self.dct_scaling = spec.augment == "train" if dct is None else bool(dct)
         roi = spec.options.get("roi_decode")
         self.roi_decode = None if roi is None else bool(roi)
         self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)

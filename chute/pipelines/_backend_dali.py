@@ -164,6 +164,7 @@ class DaliBackend(ImageProducerBase):
             ring=max(1, self.spec.prefetch) + 2,
             margin_for=tuple(self.spec.size) if self.variant == "kernel" else None,
             size_fields=tuple(self.spec.size_fields),
+            with_roi=self.variant == "native",
         )
 
     def fill(self, request, out: dict) -> np.ndarray:

@@ -170,7 +170,11 @@ def nvimgcodec_candidates(device: str, *, cuda_devices: int | None = None) -> li
         cuda_devices: CUDA devices visible (default: asked of torch).
     """
     from chute._candidate import Candidate
-    from chute.pipelines._candidates import BACKEND_ORDER, dali_unavailable_reason
+    from chute.pipelines._candidates import (
+        BACKEND_ORDER,
+        FIDELITY_EXACT,
+        dali_unavailable_reason,
+    )
     from chute.pipelines._dali_source import cupy_import_error
 
     reason = dali_unavailable_reason(device, cuda_devices)
@@ -183,4 +187,5 @@ def nvimgcodec_candidates(device: str, *, cuda_devices: int | None = None) -> li
             reason = str(err)
     return [Candidate(name="nvimgcodec", backend="nvimgcodec", params={},
                       available=reason is None, reason=reason or "",
-                      cost=(BACKEND_ORDER.index("nvimgcodec"), 0, 0), priority=1)]
+                      cost=(BACKEND_ORDER.index("nvimgcodec"), 0, 0), priority=1,
+                      fidelity=FIDELITY_EXACT)]

@@ -26,6 +26,10 @@ __all__ = [
     "dali_candidates",
     "dali_unavailable_reason",
     "backend_candidates",
+    "for_augment",
+    "FIDELITY_EXACT",
+    "FIDELITY_DCT",
+    "FIDELITY_DALI_NATIVE",
 ]
 
 # Cheapest first: ties are broken towards the CPU (it leaves the GPU to the model), and between
@@ -37,6 +41,12 @@ BACKEND_ORDER = ("cpu", "dali", "dali-native", "nvimgcodec")
 DALI_HW_DECODER_LOADS = (0.65, 0.0, 0.9)
 
 DALI_INSTALL_HINT = "nvidia-dali-cuda120 not installed (pip install chute[dali])"
+
+# What the autotune table says of each candidate's pixels (docs/design.md, "Resize definition";
+# benchmarks/bench_fidelity.py measures the errors).
+FIDELITY_EXACT = "exact"
+FIDELITY_DCT = "approx.: DCT-domain downscaling"
+FIDELITY_DALI_NATIVE = "DALI resize; crop borders differ"
 
 
 # Kept under its old name for readers of this module; one definition in the bottom layer.
@@ -92,6 +102,7 @@ def cpu_candidates(device: str, *, cpu_count: int | None = None) -> list[Produce
                 cost=(BACKEND_ORDER.index("cpu"), t, 0 if dct else 1),
                 # all threads with DCT scaling is the likeliest CPU winner: measure it first
                 priority=0 if (t == cpu_count and dct) else 2,
+                fidelity=FIDELITY_DCT if dct else FIDELITY_EXACT,
             ))
     return candidates
 
@@ -144,6 +155,7 @@ def dali_candidates(device: str, *, cuda_devices: int | None = None) -> list[Pro
                 reason=reason or "",
                 cost=(BACKEND_ORDER.index(backend), i, 0),
                 priority=(0 if backend == "dali" else 1) if i == 0 else 2,
+                fidelity=FIDELITY_EXACT if backend == "dali" else FIDELITY_DALI_NATIVE,
             ))
     return candidates
 
@@ -164,3 +176,17 @@ def backend_candidates(
                   *dali_candidates(device, cuda_devices=cuda_devices),
                   *nvimgcodec_candidates(device, cuda_devices=cuda_devices)]
     return sorted(candidates, key=lambda c: c.cost)
+
+
+def for_augment(candidates, augment: str) -> list:
+    """The candidates the autotuner may choose from for `augment`: in eval, none that scales in
+    the DCT domain (a cheaper decode with larger error: evaluation numbers must match the exact
+    transform; docs/design.md, "Autotune"), so a tune never switches it on in eval.
+
+    Args:
+        candidates: every backend's candidates.
+        augment: "train" or "eval".
+    """
+    if augment != "eval":
+        return list(candidates)
+    return [c for c in candidates if not c.params.get("dct_scaling", False)]

@@ -15,7 +15,10 @@ import numpy as np
 
 from chute.pipelines._keyed_random import derive_key, uniform
 
-__all__ = ["CropConfig", "crop_boxes"]
+__all__ = ["CropConfig", "crop_boxes", "resized_size", "EVAL_CROPS"]
+
+# How eval crops are made (CropConfig.eval_crop); the first is the default.
+EVAL_CROPS = ("torchvision", "crop-resize")
 
 # Streams of the keyed generator: attempt k draws area from 2k and ratio from 2k + 1.
 _STREAM_TOP = 1_000_001
@@ -30,9 +33,16 @@ class CropConfig:
     train: torchvision RandomResizedCrop (area fraction uniform in `scale`, aspect ratio
     log-uniform in `ratio`, `attempts` tries, then the central-crop fallback) + horizontal flip
     with probability `flip_p`.
-    eval: the central box of the output's aspect ratio covering `crop_fraction` of the largest
-    such box that fits the image (for a square output: resize the shorter side to
-    size / crop_fraction, then center crop `size`); no flip.
+    eval, `eval_crop="torchvision"` (the default): torchvision's evaluation transform,
+    `Resize(round(S / crop_fraction))` (shorter side, bilinear, antialiased) then
+    `CenterCrop(S)`, as the equivalent fractional box of the source (the resize's long side is
+    truncated as torchvision truncates it, the crop offset rounded as CenterCrop rounds it). An
+    (H, W) size resizes the image, keeping its aspect ratio, to the smallest size covering
+    (round(H / crop_fraction), round(W / crop_fraction)) (for H == W exactly the shorter-side
+    resize), then center crops (H, W).
+    eval, `eval_crop="crop-resize"`: the central box of whole pixels of the output's aspect ratio
+    covering `crop_fraction` of the largest such box that fits the image, resized to the
+    output (FFCV's definition). No flip in eval.
     """
 
     size: tuple[int, int] | None = None  # None: the Pipeline's image_size
@@ -42,6 +52,7 @@ class CropConfig:
     attempts: int = 10
     flip_p: float = 0.5
     crop_fraction: float = 0.875
+    eval_crop: str = "torchvision"
 
     def __post_init__(self) -> None:
         self._check_ranges()
@@ -55,6 +66,9 @@ class CropConfig:
     def _check_ranges(self) -> None:
         if self.mode not in ("train", "eval"):
             raise ValueError(f"CropConfig.mode must be 'train' or 'eval', got {self.mode!r}")
+        if self.eval_crop not in EVAL_CROPS:
+            raise ValueError(f"CropConfig.eval_crop must be one of {EVAL_CROPS}, got "
+                             f"{self.eval_crop!r}")
         lo, hi = self.scale
         if not 0 < lo <= hi <= 1:
             raise ValueError(f"CropConfig.scale must satisfy 0 < lo <= hi <= 1, got {self.scale}")
@@ -79,7 +93,9 @@ def crop_boxes(
     widths: np.ndarray,
     config: CropConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes int32 [B, 4] as (top, left, height, width) in full-image pixels, and flips bool [B].
+    """Boxes float64 [B, 4] as (top, left, height, width) in full-image pixels, and flips bool
+    [B]. Train and "crop-resize" boxes are whole pixels; "torchvision" eval boxes are fractional
+    (docs/design.md, "Resize definition").
 
     `heights` / `widths` are the full image sizes of the samples `ids` (same length).
     """
@@ -133,7 +149,7 @@ def _train_boxes(key, counters, heights, widths, config: CropConfig) -> np.ndarr
     rand_left = np.floor(uniform(key, counters, _STREAM_LEFT) * span_w).astype(np.int64)
     top = np.where(found, rand_top, (heights - box_h) // 2)
     left = np.where(found, rand_left, (widths - box_w) // 2)
-    return np.stack([top, left, box_h, box_w], axis=1).astype(np.int32)
+    return np.stack([top, left, box_h, box_w], axis=1).astype(np.float64)
 
 
 def _center_fallback(heights, widths, ratio) -> tuple[np.ndarray, np.ndarray]:
@@ -150,6 +166,8 @@ def _center_fallback(heights, widths, ratio) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _eval_boxes(heights, widths, config: CropConfig) -> np.ndarray:
+    if config.eval_crop == "torchvision":
+        return _torchvision_boxes(heights, widths, config)
     out_h, out_w = config.size
     # Largest box of the output's aspect ratio inside the image, then crop_fraction of it.
     fit = np.minimum(heights / out_h, widths / out_w) * config.crop_fraction
@@ -157,4 +175,48 @@ def _eval_boxes(heights, widths, config: CropConfig) -> np.ndarray:
     box_w = np.clip(np.round(out_w * fit).astype(np.int64), 1, widths)
     top = np.round((heights - box_h) / 2.0).astype(np.int64)
     left = np.round((widths - box_w) / 2.0).astype(np.int64)
-    return np.stack([top, left, box_h, box_w], axis=1).astype(np.int32)
+    return np.stack([top, left, box_h, box_w], axis=1).astype(np.float64)
+
+
+def resized_size(heights, widths, size, crop_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """The (height, width) torchvision's eval transform resizes each image to before its center
+    crop: `Resize(round(S / crop_fraction))` on the shorter side for a square size S (the long
+    side truncated: int(R * long / short)); for (H, W) the aspect-preserving size covering
+    (round(H / crop_fraction), round(W / crop_fraction)), the other side truncated alike.
+
+    Args:
+        heights, widths: int [B] image sizes.
+        size: the output (H, W).
+        crop_fraction: the center crop's share of the resized image.
+    """
+    heights = np.asarray(heights, dtype=np.int64)
+    widths = np.asarray(widths, dtype=np.int64)
+    # Python's round (half to even), as in round(224 / 0.875).
+    target_h, target_w = (int(round(s / crop_fraction)) for s in size)
+    # The side needing the larger scale gets its target exactly: for a square target the
+    # shorter side (a square image gives the same size either way).
+    by_height = target_h * widths >= target_w * heights
+    # torchvision computes int(requested * long / short) in floating point, in that order.
+    new_w = np.where(by_height, np.floor(target_h * widths / heights), target_w)
+    new_h = np.where(by_height, target_h, np.floor(target_w * heights / widths))
+    # The truncated side may fall one short of its own target only through float rounding.
+    new_h = np.maximum(new_h, target_h).astype(np.int64)
+    new_w = np.maximum(new_w, target_w).astype(np.int64)
+    return new_h, new_w
+
+
+def _torchvision_boxes(heights, widths, config: CropConfig) -> np.ndarray:
+    out_h, out_w = config.size
+    new_h, new_w = resized_size(heights, widths, config.size, config.crop_fraction)
+    # CenterCrop: int(round((resized - crop) / 2.0)), in the resized image's pixels.
+    crop_top = np.round((new_h - out_h) / 2.0)
+    crop_left = np.round((new_w - out_w) / 2.0)
+    # Output pixel o of the crop is resized pixel crop_top + o, whose centre maps to source
+    # (crop_top + o + 0.5) * H / new_h: the box below has exactly those centres and the
+    # resize's scale, so resampling it equals resizing then cropping.
+    sy = heights / new_h
+    sx = widths / new_w
+    top, left = crop_top * sy, crop_left * sx
+    box_h = np.minimum(out_h * sy, heights - top)
+    box_w = np.minimum(out_w * sx, widths - left)
+    return np.stack([top, left, box_h, box_w], axis=1).astype(np.float64)

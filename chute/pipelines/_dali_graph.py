@@ -5,8 +5,10 @@ exactly each sample's crop window (`fn.decoders.image_slice`, on the GPU with de
 the CPU with device="cpu"). Then:
 - "kernel" (backend `dali`): the decoded crops are the output; chute's fused CUDA kernel resizes,
   flips, normalizes and lays them out afterwards.
-- "native" (backend `dali-native`): `fn.resize(antialias=True, linear)` to float (unrounded, as the
-  shared resize definition asks) + `fn.crop_mirror_normalize` (mirror, mean/std, dtype, layout).
+- "native" (backend `dali-native`): `fn.resize(antialias=True, linear)` of the box inside the
+  decoded window (its region of interest: a fractional box decodes the whole pixels holding it)
+  to float (unrounded, as the shared resize definition asks) + `fn.crop_mirror_normalize`
+  (mirror, mean/std, dtype, layout).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute._output_types import check_layout, output_dtype
 from chute.errors import BackendUnavailableError
 from chute.pipelines._dali_shm import check_shm
-from chute.pipelines._dali_source import SOURCE_OUTPUTS, DaliBatchSource
+from chute.pipelines._dali_source import DaliBatchSource
 
 __all__ = ["DaliGraphConfig", "build_dali_pipeline", "decode_arguments", "import_dali"]
 
@@ -92,12 +94,13 @@ def decode_arguments(config: DaliGraphConfig, types) -> dict:
     return args
 
 
-def _source_types(types) -> dict:
-    """dtype and ndim of each external_source output, per sample (SOURCE_OUTPUTS' order)."""
+def _source_types(types, names) -> dict:
+    """dtype and ndim of each external_source output `names`, per sample."""
     kinds = {"encoded": (types.UINT8, 1), "anchor": (types.FLOAT, 1), "shape": (types.FLOAT, 1),
+             "roi_start": (types.FLOAT, 1), "roi_end": (types.FLOAT, 1),
              "flip": (types.INT32, 0), "index": (types.INT64, 0)}
-    return dict(dtype=[kinds[name][0] for name in SOURCE_OUTPUTS],
-                ndim=[kinds[name][1] for name in SOURCE_OUTPUTS])
+    return dict(dtype=[kinds[name][0] for name in names],
+                ndim=[kinds[name][1] for name in names])
 
 
 def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkpoint=None):
@@ -106,6 +109,9 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
     dali = import_dali()
     fn, types = dali.fn, dali.types
     no_copy = source.staging == "pinned" and not config.parallel
+    if source.with_roi != (config.variant == "native"):
+        raise ValueError("the dali-native graph needs a source with_roi=True, the kernel graph "
+                         "one without (a bug in the backend)")
 
     @dali.pipeline_def(
         batch_size=config.batch_size,
@@ -121,14 +127,16 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
         source_args = dict(parallel=True) if config.parallel else dict(no_copy=no_copy)
         if config.parallel:
             source_args["bytes_per_sample_hint"] = config.bytes_per_sample_hint
-        encoded, anchor, shape, flip, index = fn.external_source(
+        outputs = dict(zip(source.outputs, fn.external_source(
             source=source,
-            num_outputs=len(SOURCE_OUTPUTS),
+            num_outputs=len(source.outputs),
             batch=True,
             batch_info=True,
-            **_source_types(types),
+            **_source_types(types, source.outputs),
             **source_args,
-        )
+        ), strict=True))
+        encoded, anchor, shape = outputs["encoded"], outputs["anchor"], outputs["shape"]
+        flip, index = outputs["flip"], outputs["index"]
         crops = fn.decoders.image_slice(encoded, anchor, shape,
                                         **decode_arguments(config, types))
         if config.variant == "kernel":
@@ -140,6 +148,9 @@ def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkp
             crops,
             resize_x=float(width),
             resize_y=float(height),
+            roi_start=outputs["roi_start"],
+            roi_end=outputs["roi_end"],
+            roi_relative=False,
             antialias=True,
             interp_type=types.INTERP_LINEAR,
             dtype=types.FLOAT,

@@ -73,7 +73,7 @@ def decode_batch_on_cpu(ids, boxes, flips, out, spec) -> np.ndarray:
     # The cpu backend with its defaults (DALI's options mean nothing to it).
     cpu = CpuBackend(dataclasses.replace(spec, name="cpu", options={}))
     host = np.empty(tuple(out.shape), dtype=spec.numpy_dtype)
-    status = cpu.decode(np.asarray(ids, dtype=np.int64), np.asarray(boxes, dtype=np.int32),
+    status = cpu.decode(np.asarray(ids, dtype=np.int64), np.asarray(boxes, dtype=np.float64),
                         np.asarray(flips, dtype=bool), host)
     if isinstance(out, np.ndarray):
         np.copyto(out, host)

@@ -19,13 +19,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "CUPY_INSTALL_HINT", "cupy_import_error",
-           "staging_for"]
+__all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "ROI_SOURCE_OUTPUTS", "CUPY_INSTALL_HINT",
+           "cupy_import_error", "staging_for"]
 
 CUPY_INSTALL_HINT = "CuPy (cupy-cuda12x) is not installed (pip install chute[dali])"
 
 # The order of the tuple a DaliBatchSource returns (external_source num_outputs=len(...)).
 SOURCE_OUTPUTS = ("encoded", "anchor", "shape", "flip", "index")
+# With `with_roi`: also the box inside each decoded window, as fn.resize's roi_start/roi_end.
+ROI_SOURCE_OUTPUTS = ("encoded", "anchor", "shape", "roi_start", "roi_end", "flip", "index")
 
 
 @dataclasses.dataclass
@@ -43,9 +45,12 @@ class DaliBatchSource:
         a GPU decoder fed with `no_copy=True`. Buffers rotate through a ring of `ring` slots so a
         slot is rewritten only after DALI has consumed it (ring > DALI's prefetch_queue_depth).
     margin_for: (out_h, out_w) to widen each decode window by the resample's margin for that
-        output size (the `dali` kernel variant: `chute.kernels.roi_windows`, the CPU decoder's
-        rule), or None to decode exactly the crop box (`dali-native`).
+        output size (the `dali` kernel variant: `chute._resize_box.decode_windows`, the CPU
+        decoder's rule), or None to decode the smallest window of whole pixels holding the
+        crop box (`dali-native`; an integer box is its own window).
     size_fields: the dataset's (height, width) columns of the full images (clamp the windows).
+    with_roi: also return each box inside its window as (roi_start, roi_end) (y, x) float32
+        pairs, for `fn.resize`'s region of interest (the `dali-native` graph).
     """
 
     plan: Any
@@ -55,6 +60,12 @@ class DaliBatchSource:
     ring: int = 4
     margin_for: tuple[int, int] | None = None
     size_fields: tuple[str, str] = ("height", "width")
+    with_roi: bool = False
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The names of the returned tuple's items, in order."""
+        return ROI_SOURCE_OUTPUTS if self.with_roi else SOURCE_OUTPUTS
 
     def __post_init__(self) -> None:
         if self.staging not in ("views", "pinned"):
@@ -93,7 +104,7 @@ class DaliBatchSource:
         request = plan.request(iteration)
         ids, boxes, flips = request.ids, request.params["boxes"], request.params["flips"]
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        boxes, _ = self.windows(ids, boxes)
+        boxes, inner = self.windows(ids, boxes)
         if self.staging == "pinned":
             encoded = self._gather_pinned(ids, iteration)
         else:
@@ -101,7 +112,12 @@ class DaliBatchSource:
         anchor = np.ascontiguousarray(boxes[:, 0:2], dtype=np.float32)  # (top, left)
         shape = np.ascontiguousarray(boxes[:, 2:4], dtype=np.float32)  # (height, width)
         flip = np.ascontiguousarray(flips, dtype=np.int32)
-        batch = (encoded, anchor, shape, flip, ids)
+        if self.with_roi:
+            roi_start = np.ascontiguousarray(inner[:, 0:2], dtype=np.float32)
+            roi_end = np.ascontiguousarray(inner[:, 0:2] + inner[:, 2:4], dtype=np.float32)
+            batch = (encoded, anchor, shape, roi_start, roi_end, flip, ids)
+        else:
+            batch = (encoded, anchor, shape, flip, ids)
         if self.staging == "pinned":
             # Fed with no_copy=True: DALI reads every output array in place later, so the ring
             # keeps all of them alive (not only the staged bytes) until the slot comes round.
@@ -110,17 +126,12 @@ class DaliBatchSource:
 
     def windows(self, ids, boxes) -> tuple[np.ndarray, np.ndarray]:
         """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch."""
-        boxes = np.asarray(boxes, dtype=np.int32).reshape(-1, 4)
-        if self.margin_for is None:
-            inner = np.zeros(boxes.shape, dtype=np.float32)
-            inner[:, 2:] = boxes[:, 2:]
-            return boxes, inner
-        from chute.kernels._plan import roi_windows
+        from chute._resize_box import decode_windows
 
         ds = self.dataset()
         ids = np.asarray(ids, dtype=np.int64)
         sizes = np.stack([np.asarray(ds.column(name))[ids] for name in self.size_fields], axis=1)
-        return roi_windows(boxes, sizes, self.margin_for)
+        return decode_windows(boxes, sizes, self.margin_for)
 
     def dataset(self):
         if self._dataset is None:

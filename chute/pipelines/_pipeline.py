@@ -101,6 +101,10 @@ class Pipeline:
             the size of `crop`).
         augment: "train" (random resized crop + flip, drops the tail) or "eval" (center crop,
             every sample once).
+        eval_crop: the eval crop: "torchvision" (default: Resize(round(S / 0.875)) shorter
+            side, bilinear antialiased, then CenterCrop(S), as torchvision/timm validate) or
+            "crop-resize" (a center box of whole pixels resized to S, FFCV's definition);
+            None keeps `crop`'s (see `CropConfig`).
         backend: image decoder: "cpu", "dali", "dali-native" or "auto" (measured; see
             `chute autotune`). Ignored when no image field is requested.
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
@@ -154,7 +158,7 @@ class Pipeline:
                  on_error: str = "skip", backend_options: dict | None = None,
                  field_options: dict[str, dict] | None = None, buckets: dict | None = None,
                  unit: str | None = None, max_duration: float | None = None,
-                 crop: CropConfig | None = None,
+                 crop: CropConfig | None = None, eval_crop: str | None = None,
                  transform: Callable[[dict], dict] | None = None,
                  memory_format: torch.memory_format = torch.contiguous_format,
                  copy: bool = False, lookups: dict[str, str] | None = None):
@@ -189,6 +193,8 @@ class Pipeline:
                              f"{prefetch}")
         self.batch_size = int(batch_size)
         self.crop = self._crop_config(crop, image_size, augment)
+        if eval_crop is not None:
+            self.crop = replace(self.crop, eval_crop=eval_crop)
         self.augment = augment
         self.seed = int(seed)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)

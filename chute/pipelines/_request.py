@@ -21,7 +21,7 @@ class BatchRequest:
     Attributes:
         iteration: the plan iteration this batch is (-1 for a substitute request).
         ids: int64 [B] global sample ids.
-        params: per-sample parameters, each an array with B rows (e.g. "boxes" int32 [B, 4]
+        params: per-sample parameters, each an array with B rows (e.g. "boxes" float64 [B, 4]
             as top/left/height/width, "flips" bool [B]).
         shapes: output key -> full shape of this batch's array (leading B); filled by the
             Pipeline from the producers (they may differ from batch to batch).

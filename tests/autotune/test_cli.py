@@ -67,8 +67,12 @@ def test_table_and_no_cache(jpeg_dataset, cache, capsys):
                "eval", "--budget", BUDGET, "--no-cache")
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
-    assert lines[header].split() == ["candidate", "img/s", "CPU", "%", "GPU", "%", "note"]
+    assert lines[header].split() == ["candidate", "img/s", "CPU", "%", "GPU", "%", "fidelity",
+                                     "note"]
     assert sum("<- chosen" in line for line in lines) == 1
+    # eval: only exact cpu candidates are offered (DCT-domain scaling never in eval)
+    cpu_rows = [line for line in lines if line.startswith("cpu threads=")]
+    assert cpu_rows and all("dct=off" in row and row.split()[6] == "exact" for row in cpu_rows)
     # dali and dali-native x 3 hw_decoder_load values, and nvimgcodec
     assert sum(line.endswith("no CUDA device available") for line in lines) == 7
     assert any(line.startswith("decision: cpu threads=") for line in lines)

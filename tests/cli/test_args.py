@@ -35,3 +35,10 @@ def test_every_command_rejects_non_positive_counts(argv, capsys):
         main(argv)
     assert exc.value.code == 2
     assert "must be positive" in capsys.readouterr().err
+
+
+def test_eval_crop_choices_are_the_pipelines():
+    from chute._cli._args import EVAL_CROPS
+    from chute.pipelines._crops import EVAL_CROPS as PIPELINE_EVAL_CROPS
+
+    assert EVAL_CROPS == PIPELINE_EVAL_CROPS

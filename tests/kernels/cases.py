@@ -14,6 +14,9 @@ SOURCES = [
     (9, 13, (1.25, 2.5, 5.5, 7.75), 0),  # upscale with a fractional box
     (64, 80, (10.3, 7.7, 40.6, 55.1), 5),  # fractional box, row pitch wider than the row
     (21, 18, (0.0, 11.0, 21.0, 7.0), 2),  # box touching the right and bottom edges
+    (50, 41, (49.6, 0.3, 0.4, 40.7), 0),  # thin fractional box ending at the bottom/right edges
+    (15, 17, (3.2, 4.9, 0.05, 0.7), 1),  # sub-pixel box
+    (257, 341, (16.0625, 0.0, 224.875, 340.999), 0),  # torchvision eval: Resize + CenterCrop
 ]
 
 # Output sizes: 1x1, odd, a typical small one, and one larger than some sources.

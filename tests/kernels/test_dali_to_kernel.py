@@ -33,9 +33,9 @@ def full_frames(dataset, ids) -> list[np.ndarray]:
             for i in ids]
 
 
-def run_batches(dataset, kernel_shim, size, margin_for):
+def run_batches(dataset, kernel_shim, size, margin_for, mode="train"):
     """Yields (kernel output, reference) float32 NHWC per batch of an epoch."""
-    plan = image_plan(dataset, size, seed=5, batch_size=6)
+    plan = image_plan(dataset, size, seed=5, batch_size=6, mode=mode)
     source = DaliBatchSource(plan, margin_for=margin_for)
     pipe = build_dali_pipeline(source, DaliGraphConfig("kernel", 6, size, dtype="float32",
                                                        layout="NHWC"))
@@ -58,10 +58,13 @@ def edge_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(max(diff[:, [0, -1]].max(), diff[:, :, [0, -1]].max()))
 
 
-@pytest.mark.parametrize("size", [(32, 32), (20, 28)])
-def test_dali_cpu_tensors_through_the_shim_match_the_reference(dataset, kernel_shim, size):
+@pytest.mark.parametrize("size, mode", [((32, 32), "train"), ((20, 28), "train"),
+                                        ((32, 32), "eval"), ((20, 28), "eval")])
+def test_dali_cpu_tensors_through_the_shim_match_the_reference(dataset, kernel_shim, size,
+                                                               mode):
+    """eval: torchvision's fractional boxes, their windows and margins from the shared rule."""
     batches = 0
-    for got, want in run_batches(dataset, kernel_shim, size, margin_for=size):
+    for got, want in run_batches(dataset, kernel_shim, size, margin_for=size, mode=mode):
         assert_matches_reference(got, want)  # border pixels included: the ROI has the margin
         batches += 1
     assert batches > 0

@@ -15,7 +15,8 @@ def test_train_boxes_inside_image():
     h, w = _sizes(5000)
     boxes, flips = crop_boxes(1, 0, np.arange(5000), h, w, CropConfig((224, 224)))
     top, left, bh, bw = boxes.T
-    assert boxes.dtype == np.int32 and boxes.shape == (5000, 4)
+    assert boxes.dtype == np.float64 and boxes.shape == (5000, 4)
+    assert (boxes == np.round(boxes)).all()  # train boxes are whole pixels
     assert flips.dtype == bool and flips.shape == (5000,)
     assert (top >= 0).all() and (left >= 0).all() and (bh >= 1).all() and (bw >= 1).all()
     assert (top + bh <= h).all() and (left + bw <= w).all()
@@ -62,15 +63,15 @@ def test_extreme_aspect_falls_back_to_center_crop():
     assert (tall[:, 3] == 10).all() and (tall[:, 2] == round(10 / (3 / 4))).all()
 
 
-def test_eval_box_math():
-    cfg = CropConfig((224, 224), mode="eval")
+def test_crop_resize_eval_box_math():
+    cfg = CropConfig((224, 224), mode="eval", eval_crop="crop-resize")
     boxes, flips = crop_boxes(0, 0, np.arange(3), [375, 500, 224], [500, 375, 224], cfg)
     assert not flips.any()
     side = round(375 * 0.875)  # shorter side resized to 256, centre 224 -> 0.875 of it
     assert boxes[0].tolist() == [round((375 - side) / 2), round((500 - side) / 2), side, side]
     assert boxes[1].tolist() == [round((500 - side) / 2), round((375 - side) / 2), side, side]
     assert boxes[2].tolist() == [14, 14, 196, 196]
-    rect = CropConfig((100, 200), mode="eval", crop_fraction=1.0)
+    rect = CropConfig((100, 200), mode="eval", crop_fraction=1.0, eval_crop="crop-resize")
     (box,), _ = crop_boxes(0, 0, [0], [300], [300], rect)
     assert box.tolist() == [75, 0, 150, 300]
 
@@ -104,13 +105,19 @@ def test_tiny_images():
     assert (boxes[:, 2] >= 1).all() and (boxes[:, 3] >= 1).all()
     assert (boxes[:, 0] + boxes[:, 2] <= [1, 1, 2, 7]).all()
     assert (boxes[:, 1] + boxes[:, 3] <= [1, 5, 1, 5]).all()
-    ev, _ = crop_boxes(0, 0, [0], [1], [1], CropConfig((224, 224), mode="eval"))
+    ev, _ = crop_boxes(0, 0, [0], [1], [1], CropConfig((224, 224), mode="eval",
+                                                        eval_crop="crop-resize"))
     assert ev[0].tolist() == [0, 0, 1, 1]
+    # torchvision: 1x1 -> 256x256, centre 224: the box [16/256, 240/256) of the one pixel
+    tv, _ = crop_boxes(0, 0, [0], [1], [1], CropConfig((224, 224), mode="eval"))
+    np.testing.assert_allclose(tv[0], [16 / 256, 16 / 256, 224 / 256, 224 / 256])
 
 
 def test_invalid_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="mode"):
         CropConfig((224, 224), mode="test")
+    with pytest.raises(ValueError, match="eval_crop"):
+        CropConfig((224, 224), mode="eval", eval_crop="center")
     with pytest.raises(ValueError, match="scale"):
         CropConfig((224, 224), scale=(0.5, 0.1))
     with pytest.raises(ValueError, match="sample 1"):
@@ -122,3 +129,40 @@ def test_invalid_inputs_raise_clear_errors():
 def test_scalar_size_is_square():
     assert CropConfig(96).size == (96, 96)
     assert math.isclose(CropConfig((1, 2)).ratio[1], 4 / 3)
+
+
+def _torchvision_box(h, w, s, fraction=0.875):
+    """torchvision's Resize(round(s / fraction)) + CenterCrop(s) as a box of the source."""
+    r = round(s / fraction)
+    if w <= h:
+        new_w, new_h = r, int(r * h / w)
+    else:
+        new_h, new_w = r, int(r * w / h)
+    top, left = int(round((new_h - s) / 2.0)), int(round((new_w - s) / 2.0))
+    return top * h / new_h, left * w / new_w, s * h / new_h, s * w / new_w
+
+
+@pytest.mark.parametrize("s", [224, 160, 64, 1])
+def test_torchvision_eval_boxes_are_resize_then_center_crop(s):
+    h, w = _sizes(400, seed=s)
+    h = np.concatenate([h, [1, 1, 7, 500, 375, 2000]])
+    w = np.concatenate([w, [1, 9, 1, 375, 500, 3]])
+    boxes, flips = crop_boxes(0, 0, np.arange(len(h)), h, w, CropConfig(s, mode="eval"))
+    assert boxes.dtype == np.float64 and not flips.any()
+    want = np.array([_torchvision_box(int(a), int(b), s) for a, b in zip(h, w, strict=True)])
+    np.testing.assert_allclose(boxes, want, rtol=1e-12, atol=1e-9)
+    assert (boxes[:, :2] >= 0).all() and (boxes[:, 2:] > 0).all()
+    assert (boxes[:, 0] + boxes[:, 2] <= h).all() and (boxes[:, 1] + boxes[:, 3] <= w).all()
+
+
+def test_torchvision_eval_boxes_of_a_non_square_size():
+    # (100, 200) at 0.875 covers (114, 229): a 300x300 image resizes to 229x229, crop at
+    # (round(64.5), round(14.5)) = (64, 14) (half to even, as Python's round)
+    (box,), _ = crop_boxes(0, 0, [0], [300], [300], CropConfig((100, 200), mode="eval"))
+    k = 300 / 229
+    np.testing.assert_allclose(box, [64 * k, 14 * k, 100 * k, 200 * k], rtol=1e-12)
+    # a wide image: the height decides (114), the width is truncated like torchvision's
+    (box,), _ = crop_boxes(0, 0, [0], [300], [900], CropConfig((100, 200), mode="eval"))
+    new_w = int(114 * 900 / 300)
+    np.testing.assert_allclose(box, [7 * 300 / 114, round((new_w - 200) / 2) * 900 / new_w,
+                                     100 * 300 / 114, 200 * 900 / new_w], rtol=1e-12)

@@ -144,11 +144,12 @@ def test_dali_checkpoint_restores_the_external_source_position(dataset):
     size = (16, 16)
     plan = make_plan(dataset, size)
     config = DaliGraphConfig("native", 6, size, enable_checkpointing=True)
-    pipe = build_dali_pipeline(DaliBatchSource(plan), config)
+    pipe = build_dali_pipeline(DaliBatchSource(plan, with_roi=True), config)
     pipe.run()
     checkpoint = pipe.checkpoint()
     del pipe
-    restored = build_dali_pipeline(DaliBatchSource(plan), config, checkpoint=checkpoint)
+    restored = build_dali_pipeline(DaliBatchSource(plan, with_roi=True), config,
+                                   checkpoint=checkpoint)
     images, index = restored.run()
     np.testing.assert_array_equal(np.asarray(index.as_array()).ravel(), image_batch(plan, 1)[0])
 

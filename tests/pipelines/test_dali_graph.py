@@ -86,21 +86,29 @@ def test_config_uses_the_shared_dtype_and_layout_checks():
         DaliGraphConfig("native", 4, (8, 8), dtype="int16")
 
 
-def test_external_source_declares_what_the_source_returns(rotated_dataset):
+@pytest.mark.parametrize("with_roi", [False, True])
+def test_external_source_declares_what_the_source_returns(rotated_dataset, with_roi):
     """dtype/ndim are declared per output and match the arrays DaliBatchSource hands DALI."""
     from nvidia.dali import types
 
     from chute.pipelines._dali_graph import _source_types
-    from chute.pipelines._dali_source import SOURCE_OUTPUTS, DaliBatchSource
+    from chute.pipelines._dali_source import (
+        ROI_SOURCE_OUTPUTS,
+        SOURCE_OUTPUTS,
+        DaliBatchSource,
+    )
     from tests.pipelines._plans import image_plan
 
-    declared = _source_types(types)
+    names = ROI_SOURCE_OUTPUTS if with_roi else SOURCE_OUTPUTS
+    declared = _source_types(types, names)
     numpy_of = {types.UINT8: np.uint8, types.FLOAT: np.float32, types.INT32: np.int32,
                 types.INT64: np.int64}
     plan = image_plan(rotated_dataset, (16, 16), batch_size=4)
-    batch = DaliBatchSource(plan)(type("BatchInfo", (), {"iteration": 0, "epoch_idx": 0})())
-    assert len(batch) == len(SOURCE_OUTPUTS) == len(declared["dtype"]) == len(declared["ndim"])
-    for name, output, dtype, ndim in zip(SOURCE_OUTPUTS, batch, declared["dtype"],
+    source = DaliBatchSource(plan, with_roi=with_roi)
+    assert source.outputs == names
+    batch = source(type("BatchInfo", (), {"iteration": 0, "epoch_idx": 0})())
+    assert len(batch) == len(names) == len(declared["dtype"]) == len(declared["ndim"])
+    for name, output, dtype, ndim in zip(names, batch, declared["dtype"],
                                          declared["ndim"], strict=True):
         samples = list(output)  # a list of samples or a [B, ...] array
         assert all(np.asarray(s).dtype == numpy_of[dtype] for s in samples), name
