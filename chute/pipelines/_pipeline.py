@@ -240,7 +240,14 @@ class Pipeline:
         self._images = tuple(images)
         self._outputs: dict[str, Output] = {}
         for producer in self._producers:
-            self._outputs.update(producer.outputs())
+            outputs = producer.outputs()
+            clash = sorted(set(outputs) & set(self._outputs))
+            if clash:  # e.g. a stored field named like another field's extra output ("ar")
+                self._close_producers()
+                raise ValueError(f"fields {self.fields} give the output key(s) {clash} twice "
+                                 "(a field named like another field's extra output); leave "
+                                 "one of them out of fields=")
+            self._outputs.update(outputs)
         check_ring_memory(self.prefetch + 2, self.batch_size, self._outputs, self.dataset.path)
         units = () if self._unit is None else (self._unit,)
         self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])

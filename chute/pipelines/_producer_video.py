@@ -7,6 +7,10 @@ Options (`field_options={"video": {...}}`): num_frames (16), frame_interval (1),
 None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
 "float32"/"float16" scaled to [-1, 1]), layout ("CTHW" -> [B, 3, T, H, W] | "TCHW" ->
 [B, T, 3, H, W]), threads (decoding threads, default: CPU count).
+
+Besides the clips it delivers `ar` (float32 [B]): the aspect ratio H / W of each delivered clip
+under buckets (the bucket's output size), else the sample's stored height / width -- the
+conditioning input text-to-video models take next to num_frames, height, width and fps.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ __all__ = ["VideoProducer", "create", "candidates"]
 _OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets"}
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("CTHW", "TCHW")
+AR_KEY = "ar"
 
 
 def _size(value) -> tuple[int, int] | None:
@@ -102,7 +107,8 @@ class VideoProducer(StoredFieldProducer):
             t = self.num_frames
             h, w = self.size or (int(self._heights.max(initial=1)),
                                  int(self._widths.max(initial=1)))
-        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype))}
+        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype)),
+                AR_KEY: Output((), np.dtype(np.float32))}
 
     def param_sources(self) -> tuple:
         if self.buckets is not None:
@@ -110,7 +116,16 @@ class VideoProducer(StoredFieldProducer):
         return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),)
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
-        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request))}
+        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request)),
+                AR_KEY: (len(request.ids),)}
+
+    def _aspect_ratios(self, request) -> np.ndarray:
+        """H / W of each sample: its bucket's output size, else its stored size."""
+        if "clip_size" in request.params:
+            size = np.asarray(request.params["clip_size"], np.float64).reshape(-1, 2)
+            return (size[:, 0] / size[:, 1]).astype(np.float32)
+        ids = request.ids
+        return (self._heights[ids] / np.maximum(self._widths[ids], 1)).astype(np.float32)
 
     def fill(self, request, out: dict) -> np.ndarray:
         ids = request.ids
@@ -120,6 +135,7 @@ class VideoProducer(StoredFieldProducer):
         pts = self.dataset.reader("pts").read(ids)
         jobs = [(views[k], pts[k], int(ids[k]), int(request.params["clip_start"][k]), t,
                  (h, w)) for k in range(len(ids))]
+        out[AR_KEY][:] = self._aspect_ratios(request)
         status = np.zeros(len(ids), np.uint8)
         for k, clip in enumerate(self._pool.map(self._clip, jobs)):
             if clip is None:
