@@ -12,15 +12,17 @@ def level(k: int) -> int:
     return (17 + 23 * k) % 200 + 20
 
 
-def frame_image(k: int, height: int, width: int) -> np.ndarray:
+def frame_image(k: int, height: int, width: int, texture: bool = False) -> np.ndarray:
     img = np.full((height, width, 3), level(k), np.uint8)
     img[: max(1, height // 8), :, 0] = 255  # a red top band: shows orientation
+    if texture:  # a blue ramp across: shows where a crop was taken
+        img[:, :, 2] = (np.arange(width) * 255 // max(width - 1, 1)).astype(np.uint8)
     return img
 
 
 def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "libx264",
                container: str = "mp4", fps: int = 25, gop: int = 10, bframes: int = 2,
-               rotation: int = 0) -> bytes:
+               rotation: int = 0, texture: bool = False) -> bytes:
     import av
 
     out = io.BytesIO()
@@ -35,7 +37,8 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
         if rotation:
             stream.set_display_rotation(rotation)
         for k in range(n):
-            frame = av.VideoFrame.from_ndarray(frame_image(k, height, width), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(frame_image(k, height, width, texture),
+                                             format="rgb24")
             for packet in stream.encode(frame):
                 c.mux(packet)
         for packet in stream.encode():

@@ -31,7 +31,15 @@ def _fill_dims(height: int, width: int, rotation: int, size) -> tuple[int, int]:
     return (sw, sh) if turned else (sh, sw)
 
 
-def _display(frame, rotation: int, size) -> np.ndarray:
+def _offset(room: int, fraction: float | None) -> int:
+    """First row (or column) of a crop with `room` spare pixels: centred when `fraction` is
+    None, else floor(fraction * (room + 1)) (every offset equally likely)."""
+    if fraction is None:
+        return room // 2
+    return min(int(fraction * (room + 1)), room)
+
+
+def _display(frame, rotation: int, size, crop) -> np.ndarray:
     if size is None:
         rgb = frame.to_ndarray(format="rgb24")
     else:
@@ -43,13 +51,16 @@ def _display(frame, rotation: int, size) -> np.ndarray:
     if rotation:
         rgb = np.rot90(rgb, k=rotation // 90)
     if size is not None:
-        top, left = (rgb.shape[0] - size[0]) // 2, (rgb.shape[1] - size[1]) // 2
+        fy, fx = crop if crop is not None else (None, None)
+        top = _offset(rgb.shape[0] - size[0], fy)
+        left = _offset(rgb.shape[1] - size[1], fx)
         rgb = rgb[top:top + size[0], left:left + size[1]]
     return rgb
 
 
 def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: int = 0,
-                  size: tuple[int, int] | None = None) -> np.ndarray:
+                  size: tuple[int, int] | None = None,
+                  crop: tuple[float, float] | None = None) -> np.ndarray:
     """Frames `indices` (frame numbers in presentation order; repeats allowed) of a video.
 
     Args:
@@ -60,6 +71,8 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
         rotation: degrees counter-clockwise that display applies (0, 90, 180, 270).
         size: (H, W) to resize to fill (aspect ratio kept) and centre-crop to; None keeps the
             decoded size.
+        crop: (vertical, horizontal) fractions in [0, 1) placing the crop at
+            floor(fraction * (spare + 1)) pixels; None centres it.
 
     Returns:
         uint8 [len(indices), H, W, 3] RGB frames at display orientation.
@@ -83,7 +96,7 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
                 if frame.pts is None:
                     continue
                 if frame.pts in targets:
-                    found[frame.pts] = _display(frame, rotation, size)
+                    found[frame.pts] = _display(frame, rotation, size, crop)
                     if len(found) == len(targets):
                         break
                 if frame.pts > last:

@@ -10,6 +10,12 @@ The schedule of an epoch is a pure function of (seed, epoch, world size): each b
 in a keyed order, cut into global batches of world_size x batch_size; each step draws one bucket
 in proportion to its remaining samples with a keyed draw, so every rank computes the same
 bucket for every step and takes its own disjoint slice of that step's global batch.
+
+Elastic resume: each bucket's keyed order does not depend on the world size, and steps consume
+each bucket's order from its front, so what an interrupted epoch has delivered is the first
+`start[b]` samples of every bucket b. The schedule after a resume point re-cuts each bucket's
+rest into global batches of the new world size: nothing delivered comes again, nothing is
+skipped beyond the usual dropped leftovers.
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ import numpy as np
 
 from chute.pipelines._keyed_random import derive_key, uniform
 
-__all__ = ["Bucket", "BucketTable", "Schedule", "parse_buckets", "schedule", "RESOLUTIONS",
-           "ASPECT_RATIOS"]
+__all__ = ["Bucket", "BucketTable", "Schedule", "parse_buckets", "schedule", "bucket_orders",
+           "RESOLUTIONS", "ASPECT_RATIOS"]
 
 # Pixel budgets of the usual resolution names (height x width at 16:9, or square).
 RESOLUTIONS = {"144p": 144 * 256, "240p": 240 * 426, "256": 256 * 256, "360p": 360 * 640,
@@ -141,7 +147,8 @@ def parse_buckets(config: dict, frame_interval: int = 1) -> BucketTable:
 
 @dataclass(frozen=True)
 class Schedule:
-    """One epoch's global steps: bucket, first offset into the bucket's order, and count."""
+    """One epoch's global steps from a resume point: bucket, first offset into the bucket's
+    order, and count."""
 
     order: dict  # bucket -> sample ids in keyed order
     steps: np.ndarray  # int64 [S, 3]: bucket, offset, global count
@@ -151,49 +158,79 @@ _SCHEDULES: dict = {}  # a few epochs' schedules per process (cheap to rebuild)
 
 
 def schedule(table: BucketTable, seed: int, epoch: int, world_size: int, drop_last: bool,
-             identity: str, heights: np.ndarray, widths: np.ndarray,
-             frames: np.ndarray) -> Schedule:
-    """The epoch's steps; `identity` (the dataset fingerprint) keys the per-process cache."""
-    key = (identity, table, seed, epoch, world_size, drop_last)
+             identity: str, heights: np.ndarray, widths: np.ndarray, frames: np.ndarray,
+             start: tuple[int, ...] = ()) -> Schedule:
+    """The epoch's steps after `start` (samples of each bucket already delivered, () at the
+    epoch's start); `identity` (the dataset fingerprint) keys the per-process cache."""
+    start = tuple(int(c) for c in start)
+    key = (identity, table, seed, epoch, world_size, drop_last, start)
     found = _SCHEDULES.get(key)
     if found is None:
         if len(_SCHEDULES) >= 4:
             _SCHEDULES.pop(next(iter(_SCHEDULES)))
         found = _SCHEDULES[key] = _schedule(table, seed, epoch, world_size, drop_last,
                                             np.asarray(heights), np.asarray(widths),
-                                            np.asarray(frames))
+                                            np.asarray(frames), start)
     return found
 
 
-def _schedule(table, seed, epoch, world_size, drop_last, h, w, f) -> Schedule:
-    chosen = table.assign(seed, epoch, h, w, f)
+def bucket_orders(table: BucketTable, seed: int, epoch: int, heights: np.ndarray,
+                  widths: np.ndarray, frames: np.ndarray) -> dict:
+    """Each bucket's samples this epoch in their keyed order (bucket index -> ids); a pure
+    function of (seed, epoch), so the samples a resume point has delivered -- the first
+    `start[b]` of bucket b -- are the same whatever the world size."""
+    chosen = table.assign(seed, epoch, heights, widths, frames)
     key = derive_key(seed, epoch, "bucket-order")
-    order, batches, short = {}, [], []
+    order = {}
     for b in np.unique(chosen[chosen >= 0]).tolist():
         members = np.flatnonzero(chosen == b)
-        members = members[np.argsort(uniform(key, members.astype(np.uint64), b))]
-        order[b] = members
+        order[b] = members[np.argsort(uniform(key, members.astype(np.uint64), b))]
+    return order
+
+
+def _schedule(table, seed, epoch, world_size, drop_last, h, w, f, start) -> Schedule:
+    order = bucket_orders(table, seed, epoch, h, w, f)
+    done = np.zeros(len(table.buckets), np.int64)
+    if start:
+        if len(start) != len(table.buckets):
+            raise ValueError(f"a bucket resume state has {len(start)} counts but the bucket "
+                             f"config has {len(table.buckets)} buckets; resume with the "
+                             "buckets= the state was saved with")
+        done[:] = start
+    sizes = np.array([len(order.get(b, ())) for b in range(len(table.buckets))])
+    if (done < 0).any() or (done > sizes).any():
+        raise ValueError(f"a bucket resume state counts {done.tolist()} delivered samples "
+                         f"per bucket, but the buckets of epoch {epoch} hold "
+                         f"{sizes.tolist()}; resume with the seed, dataset and buckets= the "
+                         "state was saved with")
+    batches, short = [], []
+    for b, members in order.items():
+        first = int(done[b])
         step = table.buckets[b].batch_size * world_size
-        full = len(members) // step
-        batches += [(b, k * step, step) for k in range(full)]
-        rest = len(members) - full * step
+        full = (len(members) - first) // step
+        batches += [(b, first + k * step, step) for k in range(full)]
+        rest = len(members) - first - full * step
         if rest and not drop_last:
-            short.append((b, full * step, rest))
+            short.append((b, first + full * step, rest))
     # Draw the step order: each step picks a bucket in proportion to its remaining samples.
+    # The draw is keyed by the samples delivered before the step, so a schedule rebuilt at a
+    # resume point with the same world size continues the interrupted one exactly.
     remaining: dict[int, list] = {}
     for b, offset, count in batches:
         remaining.setdefault(b, []).append((offset, count))
     left = {b: sum(c for _, c in v) for b, v in remaining.items()}
     draw_key = derive_key(seed, epoch, "bucket-steps")
+    delivered = int(done.sum())
     steps = []
-    for s in range(len(batches)):
+    for _ in range(len(batches)):
         names = sorted(b for b in left if left[b] > 0)
         weights = np.array([left[b] for b in names], dtype=np.float64)
-        u = float(uniform(draw_key, np.array([s], np.uint64), 0)[0]) * weights.sum()
+        u = float(uniform(draw_key, np.array([delivered], np.uint64), 0)[0]) * weights.sum()
         b = names[min(int(np.searchsorted(np.cumsum(weights), u, side="right")),
                       len(names) - 1)]
         offset, count = remaining[b].pop(0)
         left[b] -= count
+        delivered += count
         steps.append((b, offset, count))
     # Evaluation's short leftovers come last, largest first: a rank whose share of a short
     # step would be empty skips it, and with this order the steps it skips are the last ones,

@@ -221,6 +221,7 @@ class Pipeline:
         self._durations = None if max_duration is None else \
             sample_durations(self.dataset, self._unit)
         self._epoch, self._position, self._params = 0, 0, ()
+        self._bucket_offsets: tuple = ()  # buckets: samples of each delivered this epoch
         self._check_not_empty()
         images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
         name, options, reason = "", {}, "no image field requested: nothing to decode"
@@ -246,7 +247,14 @@ class Pipeline:
         self._images = tuple(images)
         self._outputs: dict[str, Output] = {}
         for producer in self._producers:
-            self._outputs.update(producer.outputs())
+            outputs = producer.outputs()
+            clash = sorted(set(outputs) & set(self._outputs))
+            if clash:  # e.g. a stored field named like another field's extra output ("ar")
+                self._close_producers()
+                raise ValueError(f"fields {self.fields} give the output key(s) {clash} twice "
+                                 "(a field named like another field's extra output); leave "
+                                 "one of them out of fields=")
+            self._outputs.update(outputs)
         check_ring_memory(self.prefetch + 2, self.batch_size, self._outputs, self.dataset.path)
         units = () if self._unit is None else (self._unit,)
         self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
@@ -321,6 +329,7 @@ class Pipeline:
         if self._resume_pending and int(epoch) == self._epoch:
             return
         self._epoch, self._position, self._resume_pending = int(epoch), 0, False
+        self._bucket_offsets = ()
 
     def state_dict(self) -> dict:
         """{seed, epoch, position, fingerprint}: position = samples of this epoch handed to the
@@ -329,21 +338,29 @@ class Pipeline:
         (epoch + 1, position 0), so resuming never replays an empty epoch. Prefetched batches
         are not counted. Ranks run in lockstep under DDP, so any rank's state is the job's
         state. `fingerprint` names the dataset, which `load_state_dict` checks."""
-        epoch, position = self._epoch, self._position
+        epoch, position, offsets = self._epoch, self._position, self._bucket_offsets
         if position >= self._n:
-            epoch, position = epoch + 1, 0
-        return {"seed": self.seed, "epoch": epoch, "position": position,
-                "fingerprint": self.dataset.fingerprint}
+            epoch, position, offsets = epoch + 1, 0, ()
+        state = {"seed": self.seed, "epoch": epoch, "position": position,
+                 "fingerprint": self.dataset.fingerprint}
+        if self.buckets is not None:  # what each bucket delivered: resume with any world size
+            state["bucket_offsets"] = list(offsets)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Continue exactly at `state` -- in O(1), with any world size: the positions
         [position, N) of that epoch are re-partitioned across the current ranks. A state
         saved at the end of an epoch continues with the next epoch."""
         seed, epoch, position = self._checked_state(state)
+        from chute.pipelines._bucket_plan import state_offsets
+
+        offsets = state_offsets(state, position, self._n, self.buckets,
+                                f"Pipeline.load_state_dict on dataset {self.dataset.path}")
         self._stop_run()
         if position >= self._n:
-            epoch, position = epoch + 1, 0
+            epoch, position, offsets = epoch + 1, 0, ()
         self.seed, self._epoch, self._position = seed, epoch, position
+        self._bucket_offsets = offsets
         self._resume_pending = True
 
     def _checked_state(self, state) -> tuple[int, int, int]:
@@ -388,6 +405,7 @@ class Pipeline:
         from chute.readers import DatasetRef
 
         start = self._position if start_position is None else start_position
+        offsets = self._bucket_offsets if start_position is None else ()
         if self.buckets is not None:
             from chute.pipelines._bucket_plan import BucketPlan
 
@@ -396,7 +414,7 @@ class Pipeline:
                 DatasetRef.of(ds), len(ds), self.seed, self._epoch, self.rank, self.world_size,
                 self.drop_last, start, self.buckets, self.augment,
                 np.asarray(ds.column("height")), np.asarray(ds.column("width")),
-                np.asarray(ds.column("num_frames")), self._params)
+                np.asarray(ds.column("num_frames")), self._params, offsets)
         if self.max_duration is not None:
             return DurationPlan(
                 dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
@@ -446,6 +464,7 @@ class Pipeline:
             self._stop_run()
             if self._position >= self._n:
                 self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
+                self._bucket_offsets = ()
             self._resume_pending = False
             plan = self.plan()
             run = _Run(self, plan)
@@ -478,6 +497,8 @@ class Pipeline:
                 # the epoch ends with its last batch (a dropped tail counts as done)
                 last = k + 1 == len(plan)
                 self._position = self._n if last else plan.position_after(k + 1)
+                if self.buckets is not None and not last:
+                    self._bucket_offsets = plan.offsets_after(k + 1)
                 self.stats.samples += n
                 self.stats.batches += 1
                 yield self._finish(batch)

@@ -6,7 +6,13 @@ samples (docs/design.md, "Video clips").
 Options (`field_options={"video": {...}}`): num_frames (16), frame_interval (1), size ((H, W);
 None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
 "float32"/"float16" scaled to [-1, 1]), layout ("CTHW" -> [B, 3, T, H, W] | "TCHW" ->
-[B, T, 3, H, W]), threads (decoding threads, default: CPU count).
+[B, T, 3, H, W]), threads (decoding threads, default: CPU count), crop ("center", or
+"random": in training the crop's position is keyed by (seed, epoch, sample id); evaluation
+always centres).
+
+Besides the clips it delivers `ar` (float32 [B]): the aspect ratio H / W of each delivered clip
+under buckets (the bucket's output size), else the sample's stored height / width -- the
+conditioning input text-to-video models take next to num_frames, height, width and fps.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ from chute.pipelines._producer import (
     check_options,
     no_candidates,
 )
+from chute.pipelines._video_crop import CROPS, VideoCropParams
 
 __all__ = ["VideoProducer", "create", "candidates"]
 
-_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets"}
+_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets",
+            "crop"}
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("CTHW", "TCHW")
+AR_KEY = "ar"
 
 
 def _size(value) -> tuple[int, int] | None:
@@ -63,12 +72,17 @@ class VideoProducer(StoredFieldProducer):
         if self.dtype not in _DTYPES or self.layout not in _LAYOUTS:
             raise ValueError(f"video options: dtype must be one of {_DTYPES} and layout one of "
                              f"{_LAYOUTS}, got {self.dtype!r}, {self.layout!r}")
+        crop = options.get("crop", "center")
+        if crop not in CROPS:
+            raise ValueError(f"video option crop must be one of {CROPS}, got {crop!r}")
+        self.mode = spec.augment
+        # Evaluation is deterministic and centred whatever the option says.
+        self.random_crop = crop == "random" and self.mode == "train"
         needed = [c for c in ("num_frames", "height", "width", "pts", "rotation")
                   if c not in spec.dataset.fields]
         if needed:
             raise ValueError(f"field {spec.field!r} of {spec.dataset.path} holds video but the "
                              f"dataset lacks {needed}; convert it with `chute convert video`")
-        self.mode = spec.augment
         self._frames = np.asarray(spec.dataset.column("num_frames"))
         self._rotation = np.asarray(spec.dataset.column("rotation"))
         self._heights = np.asarray(spec.dataset.column("height"))
@@ -102,15 +116,27 @@ class VideoProducer(StoredFieldProducer):
             t = self.num_frames
             h, w = self.size or (int(self._heights.max(initial=1)),
                                  int(self._widths.max(initial=1)))
-        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype))}
+        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype)),
+                AR_KEY: Output((), np.dtype(np.float32))}
 
     def param_sources(self) -> tuple:
-        if self.buckets is not None:
-            return ()
-        return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),)
+        crops = (VideoCropParams(),) if self.random_crop else ()
+        if self.buckets is not None:  # the BucketPlan gives clip params per bucket
+            return crops
+        return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),
+                *crops)
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
-        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request))}
+        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request)),
+                AR_KEY: (len(request.ids),)}
+
+    def _aspect_ratios(self, request) -> np.ndarray:
+        """H / W of each sample: its bucket's output size, else its stored size."""
+        if "clip_size" in request.params:
+            size = np.asarray(request.params["clip_size"], np.float64).reshape(-1, 2)
+            return (size[:, 0] / size[:, 1]).astype(np.float32)
+        ids = request.ids
+        return (self._heights[ids] / np.maximum(self._widths[ids], 1)).astype(np.float32)
 
     def fill(self, request, out: dict) -> np.ndarray:
         ids = request.ids
@@ -118,8 +144,12 @@ class VideoProducer(StoredFieldProducer):
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
         pts = self.dataset.reader("pts").read(ids)
-        jobs = [(views[k], pts[k], int(ids[k]), int(request.params["clip_start"][k]), t,
-                 (h, w)) for k in range(len(ids))]
+        params = request.params
+        crops = ([(float(params["crop_y"][k]), float(params["crop_x"][k]))
+                  for k in range(len(ids))] if self.random_crop else [None] * len(ids))
+        jobs = [(views[k], pts[k], int(ids[k]), int(params["clip_start"][k]), t, (h, w),
+                 crops[k]) for k in range(len(ids))]
+        out[AR_KEY][:] = self._aspect_ratios(request)
         status = np.zeros(len(ids), np.uint8)
         for k, clip in enumerate(self._pool.map(self._clip, jobs)):
             if clip is None:
@@ -134,11 +164,11 @@ class VideoProducer(StoredFieldProducer):
         from chute.fallbacks import decode_frames
         from chute.pipelines._clip_output import to_output
 
-        data, pts, i, start, t, size = job
+        data, pts, i, start, t, size, crop = job
         frames = int(self._frames[i])
         indices = clip_indices(start, t, self.frame_interval, frames)
         try:
-            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]), size)
+            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]), size, crop)
         except DecodeError:
             return None
         return to_output(rgb, self.dtype)

@@ -90,6 +90,14 @@ def test_train_clips_are_a_pure_function_of_seed_epoch_and_id(videos):
     assert any(not torch.equal(a[i], c[i]) for i in a.keys() & c.keys())
 
 
+def test_ar_is_the_stored_ratio_without_buckets(videos):
+    with Pipeline(videos, 3, augment="eval", device="cpu", fields=("video", "height"),
+                  field_options={"video": {**OPTS, "size": (16, 16)}}) as pipe:
+        batch = next(iter(pipe))
+    assert batch["ar"].dtype == torch.float32 and batch["ar"].shape == (3,)
+    assert torch.allclose(batch["ar"], torch.full((3,), 32 / 48))  # stored 32x48, not 16x16
+
+
 def test_resized_float_clips_in_minus_one_to_one(videos):
     opts = {**OPTS, "size": (16, 16), "dtype": "float32", "layout": "TCHW"}
     with Pipeline(videos, 4, augment="eval", device="cpu", fields=("video",),
@@ -152,6 +160,8 @@ def test_bucketed_batches_match_their_bucket_on_both_ranks_and_resume(videos):
         assert set(a["index"].tolist()).isdisjoint(b["index"].tolist())
         t, h, w = a["video"].shape[2:]
         assert any((bk.num_frames, *bk.size) == (t, h, w) for bk in table.buckets)
+        for batch in (a, b):  # ar: H / W of the delivered clips
+            assert torch.equal(batch["ar"], torch.full((len(batch["index"]),), h / w))
     resumed = pipes()
     for p, q in zip(ranks, resumed, strict=True):
         q.load_state_dict({**p.state_dict(), "epoch": 0, "position": 0})
