@@ -161,6 +161,22 @@ class InferServer:
                     return False
                 self._done.wait(_POLL if left is None else min(left, _POLL))
 
+    def set_batching(self, stage: str, max_batch: int, max_wait_ms: float | None = None) -> None:
+        """Change a stage's dynamic batching while it runs (the replicas keep running).
+
+        Args:
+            stage: the stage's name.
+            max_batch: the most requests per call from now on.
+            max_wait_ms: the new wait for more requests (None keeps it).
+        """
+        import dataclasses
+
+        (target,) = [s for s in self.stages if s.name == stage]
+        changes = {"max_batch": max_batch}
+        if max_wait_ms is not None:
+            changes["max_wait_ms"] = max_wait_ms
+        target.config = dataclasses.replace(target.config, **changes)
+
     @property
     def failed(self) -> int:
         """Requests that finished with an error."""
