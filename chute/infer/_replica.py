@@ -92,3 +92,7 @@ def replica_main(conn, spec, options, base, device, dataset, threads) -> None:
             conn.send(("done", outputs, started, finished))
         except (BrokenPipeError, OSError):
             return
+        except Exception as exc:  # an output that cannot be pickled fails its batch, not us
+            conn.send(("done", [Failure(f"its output cannot be sent to the next stage "
+                                        f"({type(exc).__name__}: {exc})")] * len(outputs),
+                       started, finished))

@@ -58,3 +58,12 @@ def test_replace_changes_one_stage():
     changed = config.replace("b", replicas=2, max_batch=8)
     assert (changed.stage("b").replicas, changed.stage("b").max_batch) == (2, 8)
     assert changed.stage("a") == config.stage("a") and config.stage("b").replicas == 1
+
+
+def test_the_example_config_names_callables_that_exist():
+    from tests.infer.conftest import EXAMPLES
+
+    config = load_config(EXAMPLES / "infer_video.json")
+    assert [s.name for s in config.stages] == ["decode", "model"]
+    for stage in config.stages:
+        assert callable(resolve(stage.fn, config.base))

@@ -147,3 +147,11 @@ def test_a_stage_that_cannot_be_built_names_itself(leak_check):
     with pytest.raises(StartupError, match="broken.*no_such_thing"):
         InferServer(config)
     leak_check()
+
+
+def test_an_output_that_cannot_be_sent_fails_its_batch_not_the_replica():
+    config = InferConfig([StageConfig("bad", "tests.infer._stages:unpicklable")])
+    with InferServer(config) as server:
+        run = run_bulk(server, [1, 0], timeout=60)
+        assert server.stages[0].restarts == 0
+    assert "cannot be sent" in run.requests[0].error and run.requests[1].ok
