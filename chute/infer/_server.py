@@ -23,8 +23,12 @@ def _own_memory(output: Any) -> Any:
     """A final output that no longer maps a replica's shared memory (so closing frees it)."""
     import torch
 
-    if isinstance(output, torch.Tensor) and output.is_shared():
-        return output.clone()
+    if isinstance(output, torch.Tensor):
+        return output.clone() if output.is_shared() else output
+    if isinstance(output, (list, tuple)):
+        return type(output)(_own_memory(x) for x in output)
+    if isinstance(output, dict):
+        return {k: _own_memory(v) for k, v in output.items()}
     return output
 
 

@@ -42,3 +42,8 @@ def make_scaler(factor: float, device: str = "cpu"):
 def unpicklable(items: list) -> list:
     """Outputs that cannot cross a process boundary (a lambda), except for input 0."""
     return [torch.tensor([0.0]) if int(x) == 0 else (lambda: None) for x in items]
+
+
+def nested(items: list) -> list:
+    """Each output is a dict holding a list of tensors."""
+    return [{"x": [torch.full((4,), float(x)), torch.zeros(2)]} for x in items]

@@ -155,3 +155,12 @@ def test_an_output_that_cannot_be_sent_fails_its_batch_not_the_replica():
         run = run_bulk(server, [1, 0], timeout=60)
         assert server.stages[0].restarts == 0
     assert "cannot be sent" in run.requests[0].error and run.requests[1].ok
+
+
+def test_nested_outputs_leave_no_shared_memory_behind(leak_check):
+    config = InferConfig([StageConfig("nested", "tests.infer._stages:nested", max_batch=2)])
+    with InferServer(config) as server:
+        run = run_bulk(server, [1, 2, 3], timeout=60)
+        pids = server.pids
+    assert [float(r.output["x"][0][0]) for r in run.requests] == [1.0, 2.0, 3.0]
+    leak_check(pids)  # while the outputs are still held
