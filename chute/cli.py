@@ -13,7 +13,7 @@ __all__ = ["main", "build_parser"]
 
 # Module names under chute/_cli/, in the order `chute --help` lists them.
 _COMMANDS = ("convert", "info", "verify", "meta", "show", "bench", "autotune", "warmup",
-             "demo")
+             "demo", "infer_bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

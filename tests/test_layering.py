@@ -10,6 +10,7 @@ Layers (what each may import besides itself; a layer may always import its own m
     kernels     GPU kernels: base (likewise)
     autotune    measure/select/cache library: base (candidates and runner are injected)
     pipelines   the Pipeline: base, readers, fallbacks, kernels (never autotune)
+    infer       inference pipelines: base, readers, fallbacks, kernels, pipelines
     app         the facade and commands (chute/__init__.py, chute.cli, chute._cli,
                 chute._auto_backend, chute._pipeline_entry): anything
 """
@@ -43,6 +44,7 @@ LAYER_OF = {
     "chute.kernels": "kernels",
     "chute.autotune": "autotune",
     "chute.pipelines": "pipelines",
+    "chute.infer": "infer",
     "chute.cli": "app",
     "chute._cli": "app",
     "chute._auto_backend": "app",
@@ -56,7 +58,8 @@ MAY_IMPORT = {
     "kernels": {"base"},
     "autotune": {"base"},
     "pipelines": {"base", "readers", "fallbacks", "kernels"},
-    "app": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines"},
+    "infer": {"base", "readers", "fallbacks", "kernels", "pipelines"},
+    "app": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines", "infer"},
 }
 
 

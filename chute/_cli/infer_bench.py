@@ -1,0 +1,106 @@
+"""`chute infer-bench CONFIG DATASET`: run an inference pipeline under Poisson load and report
+throughput, latency percentiles and where the time went; `--search` first picks replicas and
+batch sizes from measurement (docs/design.md, "Inference pipelines")."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from chute._cli._args import positive
+from chute._cli._output import add_json_flag, print_json
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "infer-bench", help="load-test an inference pipeline (chute.infer) on a dataset",
+        description="Start the pipeline of CONFIG (JSON, or YAML with PyYAML) on DATASET, offer "
+        "REQUESTS requests (sample ids 0, 1, ... of DATASET, repeated) as a Poisson process "
+        "of RATE requests/s, and print throughput, latency p50/p95/p99, per-stage busy "
+        "fraction, batch sizes, queue waits, dropped and failed requests.")
+    parser.add_argument("config", metavar="CONFIG", type=Path, help="inference config file")
+    parser.add_argument("dataset", metavar="DATASET", help="dataset handed to the stages "
+                        "(e.g. one made by `chute convert video`)")
+    parser.add_argument("--rate", type=positive(float), default=None,
+                        help="offered requests/s (default: bulk, as fast as it goes)")
+    parser.add_argument("--requests", type=positive(int), default=100, help="(default: 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the arrival times")
+    parser.add_argument("--search", action="store_true",
+                        help="first measure a small grid of (replicas, batch size) per stage and "
+                        "run with the configuration that sustains the highest rate with p95 "
+                        "under --slo-ms")
+    parser.add_argument("--slo-ms", type=positive(float), default=1000.0,
+                        help="p95 latency bound of --search (default: 1000)")
+    parser.add_argument("--budget-s", type=positive(float), default=300.0,
+                        help="seconds --search may take (default: 300)")
+    parser.add_argument("--search-requests", type=positive(int), default=None,
+                        help="requests per --search measurement (default: min(REQUESTS, 30))")
+    parser.add_argument("--save-config", type=Path, default=None, metavar="PATH",
+                        help="write the configuration that ran (the one --search picked) here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _save(config, path: Path) -> None:
+    data = config.to_dict()
+    data.pop("base")
+    data.pop("dataset")
+    if config.base:
+        # specs relative to the original config's folder stay valid next to the new file
+        for stage in data["stages"]:
+            where, sep, attr = stage["fn"].rpartition(":")
+            if where.endswith(".py") and not Path(where).is_absolute():
+                stage["fn"] = f"{Path(config.base) / where}{sep}{attr}"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from chute.infer import InferServer, load_config, run_bulk, run_poisson, summarize
+    from chute.infer._report import format_report
+    from chute.infer._search import format_trials, search
+    from chute.readers import open_dataset
+
+    out = sys.stderr if args.json else sys.stdout
+    config = load_config(args.config)
+    config.dataset = str(args.dataset)
+    n = len(open_dataset(args.dataset))
+    inputs = [k % n for k in range(args.requests)]
+    result = {}
+    if args.search:
+        probe = inputs[:args.search_requests or min(args.requests, 30)]
+        print(f"chute infer-bench: searching (p95 <= {args.slo_ms:g} ms, budget "
+              f"{args.budget_s:g} s, {len(probe)} requests per measurement)", file=out)
+        found = search(config, probe, slo_ms=args.slo_ms, budget_s=args.budget_s,
+                       seed=args.seed, log=lambda line: print(line, file=sys.stderr))
+        table = format_trials(found.trials)
+        print(table, file=out)
+        picked = {s.name: {"replicas": s.replicas, "max_batch": s.max_batch}
+                  for s in found.best.stages}
+        print(f"picked ({found.best_rate:.2f} req/s sustained, {found.seconds:.0f} s of "
+              f"search): {json.dumps(picked)}", file=out)
+        config = found.best
+        result["search"] = {"slo_ms": args.slo_ms, "sustained_rate": found.best_rate,
+                            "picked": picked, "seconds": found.seconds, "table": table}
+    if args.save_config:
+        _save(config, args.save_config)
+    with InferServer(config) as server:
+        warm = sum(s.replicas * s.max_batch for s in config.stages)
+        run_bulk(server, inputs[:warm], timeout=300)  # first calls pay for lazy setup
+        with tqdm(total=len(inputs), unit="req", file=sys.stderr, disable=args.no_progress,
+                  desc="infer-bench") as bar:
+            if args.rate is None:
+                measured = run_bulk(server, inputs, progress=bar)
+            else:
+                measured = run_poisson(server, inputs, args.rate, seed=args.seed, progress=bar)
+        report = summarize(measured, server)
+        events = list(server.events)
+    print(format_report(report), file=out)
+    for event in events:
+        print(f"event: {event}", file=out)
+    if args.json:
+        print_json({**report, **result, "events": events})
+    return 0

@@ -1,0 +1,175 @@
+"""What an inference pipeline is made of: stages in order, each with its callable, replicas,
+devices, dynamic batching and input queue (docs/design.md, "Inference pipelines"); loadable
+from JSON (or YAML when PyYAML is installed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chute.errors import FormatError
+
+__all__ = ["StageConfig", "InferConfig", "load_config"]
+
+
+@dataclass
+class StageConfig:
+    """One stage of an inference pipeline.
+
+    Attributes:
+        name: the stage's name in reports.
+        fn: "module:attr" or "file.py:attr" (a path relative to the config file's folder), or
+            the object itself (picklable: it is sent to every replica). Without `options` the
+            object is the stage: a `torch.nn.Module` (its forward runs on the stacked batch) or
+            a callable taking a list of inputs and returning a list (or a tensor with a leading
+            batch dimension) of outputs, where an item may be an Exception to fail only that
+            request. With `options` it is a factory, called once in each replica as
+            `fn(**options)` (plus `device=` and `dataset=` when it takes them), that returns the
+            stage.
+        options: keyword arguments of the factory, or None when `fn` is the stage itself.
+        replicas: processes running this stage.
+        devices: device per replica ("cpu", "cuda:N"), cycled when shorter than `replicas`.
+        max_batch: the most requests one call takes.
+        max_wait_ms: how long a replica that has one request waits for more before it runs a
+            smaller batch.
+        queue_size: bound of the stage's input queue (back-pressure; for the first stage, a
+            request arriving when it is full is dropped).
+        threads: torch intra-op threads in each replica (None: torch's default).
+    """
+
+    name: str
+    fn: Any
+    options: dict | None = None
+    replicas: int = 1
+    devices: list[str] = field(default_factory=lambda: ["cpu"])
+    max_batch: int = 1
+    max_wait_ms: float = 0.0
+    queue_size: int = 16
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.devices, str):
+            self.devices = [self.devices]
+        problems = []
+        if not self.name:
+            problems.append("a name")
+        if self.replicas < 1:
+            problems.append(f"replicas >= 1 (got {self.replicas})")
+        if self.max_batch < 1:
+            problems.append(f"max_batch >= 1 (got {self.max_batch})")
+        if self.max_wait_ms < 0:
+            problems.append(f"max_wait_ms >= 0 (got {self.max_wait_ms})")
+        if self.queue_size < 1:
+            problems.append(f"queue_size >= 1 (got {self.queue_size})")
+        if not self.devices:
+            problems.append("at least one device")
+        if self.threads is not None and self.threads < 1:
+            problems.append(f"threads >= 1 or null (got {self.threads})")
+        if isinstance(self.fn, str) and ":" not in self.fn:
+            problems.append(f"fn as 'module:attr' or 'file.py:attr' (got {self.fn!r})")
+        if problems:
+            raise FormatError(f"inference stage {self.name!r} needs " + ", ".join(problems))
+
+    def device(self, replica: int) -> str:
+        """The device of replica `replica`."""
+        return self.devices[replica % len(self.devices)]
+
+
+@dataclass
+class InferConfig:
+    """An inference pipeline: stages in order (the output of one is the input of the next).
+
+    Attributes:
+        stages: the stages, first to last.
+        dataset: the dataset path handed to factories that take `dataset=` (`chute
+            infer-bench` sets it from its DATASET argument).
+        base: folder that "file.py:attr" specs are relative to (the config file's folder).
+    """
+
+    stages: list[StageConfig]
+    dataset: str | None = None
+    base: str | None = None
+
+    def __post_init__(self) -> None:
+        self.stages = [s if isinstance(s, StageConfig) else StageConfig(**s)
+                       for s in self.stages]
+        if not self.stages:
+            raise FormatError("an inference config needs at least one stage")
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            raise FormatError(f"inference stage names must be unique, got {names}")
+
+    def stage(self, name: str) -> StageConfig:
+        """The stage called `name`."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r} (stages: {[s.name for s in self.stages]})")
+
+    def replace(self, name: str, **changes) -> InferConfig:
+        """A copy with stage `name` changed (e.g. `replicas=2, max_batch=4`)."""
+        stages = [dataclasses.replace(s, **changes) if s.name == name else s
+                  for s in self.stages]
+        return dataclasses.replace(self, stages=stages)
+
+    def to_dict(self) -> dict:
+        """The config as JSON-ready data (callables given as objects appear as their repr)."""
+        out = dataclasses.asdict(self)
+        for stage in out["stages"]:
+            if not isinstance(stage["fn"], str):
+                stage["fn"] = repr(stage["fn"])
+        return out
+
+
+def _unknown(where: str, data: dict, known: set[str]) -> None:
+    extra = sorted(set(data) - known)
+    if extra:
+        raise FormatError(f"{where}: unknown keys {extra} (known: {sorted(known)})")
+
+
+def load_config(path: str | Path) -> InferConfig:
+    """Read an inference config from a JSON file (or YAML, `.yaml`/`.yml`, with PyYAML).
+
+    Args:
+        path: the file: `{"stages": [{"name": ..., "fn": ..., ...}, ...], "dataset": ...}`.
+
+    Returns:
+        The config, with `base` set to the file's folder.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the inference config ({exc.strerror})") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise FormatError(f"{path}: reading YAML needs PyYAML (pip install pyyaml), or "
+                              "write the config as JSON") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise FormatError(f"{path}: not valid YAML ({exc})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+        raise FormatError(f"{path}: an inference config is an object with a `stages` list")
+    _unknown(str(path), data, {"stages", "dataset"})
+    known = {f.name for f in dataclasses.fields(StageConfig)}
+    stages = []
+    for k, stage in enumerate(data["stages"]):
+        if not isinstance(stage, dict):
+            raise FormatError(f"{path}: stage {k} is not an object")
+        _unknown(f"{path}: stage {k}", stage, known)
+        try:
+            stages.append(StageConfig(**stage))
+        except TypeError as exc:
+            raise FormatError(f"{path}: stage {k}: {exc}") from None
+    return InferConfig(stages, dataset=data.get("dataset"), base=str(path.parent.resolve()))

@@ -1,0 +1,98 @@
+"""The body of a replica process: build the stage once, then run the batches its parent sends
+over a pipe until told to stop or the parent goes away (docs/design.md, "Inference
+pipelines")."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+
+__all__ = ["Failure", "replica_main", "run_batch"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One request failed in a stage: `message` says how (the exception's type and text)."""
+
+    message: str
+
+
+def _failure(exc: BaseException) -> Failure:
+    return Failure(f"{type(exc).__name__}: {exc}")
+
+
+def _items(out, n: int) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        items = list(out.unbind(0)) if out.dim() else []
+    else:
+        items = list(out)
+    if len(items) != n:
+        raise ValueError(f"the stage returned {len(items)} outputs for {n} inputs")
+    return items
+
+
+def run_batch(fn, payloads: list) -> list:
+    """Outputs of `fn` on `payloads`, one per input; a Failure for an input that failed.
+
+    When the whole call raises, each input is run alone, so only the requests that fail by
+    themselves are failed.
+    """
+    try:
+        items = _items(fn(payloads), len(payloads))
+    except Exception as exc:
+        if len(payloads) == 1:
+            return [_failure(exc)]
+        return [run_batch(fn, [p])[0] for p in payloads]
+    return [_failure(x) if isinstance(x, BaseException) else x for x in items]
+
+
+def replica_main(conn, spec, options, base, device, dataset, threads) -> None:
+    """Entry point of a replica process (spawned).
+
+    Args:
+        conn: this end of the pipe to the parent.
+        spec, options, base: the stage's fn, factory options and config folder.
+        device: this replica's device.
+        dataset: the config's dataset path.
+        threads: torch intra-op threads, or None for torch's default.
+    """
+    # Ctrl-C reaches the whole process group; the parent stops replicas itself, in order.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import torch
+        import torch.multiprocessing  # noqa: F401  (registers the shared-memory reductions)
+
+        from chute.infer._build import build_stage
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        fn = build_stage(spec, options, base=base, device=device, dataset=dataset)
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone
+        if message[0] == "stop":
+            return
+        payloads = message[1]
+        started = time.monotonic()
+        outputs = run_batch(fn, payloads)
+        finished = time.monotonic()
+        del payloads, message
+        try:
+            conn.send(("done", outputs, started, finished))
+        except (BrokenPipeError, OSError):
+            return
+        except Exception as exc:  # an output that cannot be pickled fails its batch, not us
+            conn.send(("done", [Failure(f"its output cannot be sent to the next stage "
+                                        f"({type(exc).__name__}: {exc})")] * len(outputs),
+                       started, finished))

@@ -1,0 +1,233 @@
+"""Choosing replicas and batch sizes from measurement: for one stage at a time (in order), try
+each (replicas, max_batch) of a small grid with the other stages at their best so far; score a
+configuration by the highest Poisson rate it sustains with p95 latency under the SLO, nothing
+dropped and nothing failed (docs/design.md, "Inference pipelines")."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from chute.infer._clients import run_bulk, run_poisson
+from chute.infer._config import InferConfig
+from chute.infer._report import summarize
+from chute.infer._server import InferServer
+
+__all__ = ["Trial", "SearchResult", "search", "sustained_rate", "format_trials"]
+
+# Poisson probes, as fractions of the capacity a bulk run measured, highest first.
+PROBES = (0.9, 0.75, 0.6, 0.45)
+
+
+@dataclass
+class Trial:
+    """One measured configuration.
+
+    Attributes:
+        stages: stage name -> (replicas, max_batch) of this configuration.
+        varied: the stage whose setting this trial varied.
+        capacity: requests/s of a bulk (closed-loop) run.
+        probes: (offered rate, p95 ms or None, dropped, failed) per Poisson probe.
+        sustained: the highest probed rate meeting the SLO (0.0 when none did).
+        skipped: why it was not measured ("budget", "cannot beat the best"), or None.
+        final: (rate, p95 ms or None, dropped, failed) of the final round, when it was in it.
+    """
+
+    stages: dict[str, tuple[int, int]]
+    varied: str
+    capacity: float = 0.0
+    probes: list[tuple[float, float | None, int, int]] = field(default_factory=list)
+    sustained: float = 0.0
+    skipped: str | None = None
+    final: tuple[float, float | None, int, int] | None = None
+
+
+@dataclass
+class SearchResult:
+    """The configuration with the highest sustained rate, and every trial measured."""
+
+    best: InferConfig
+    best_rate: float
+    trials: list[Trial]
+    seconds: float
+
+
+def _meets(report: dict, slo_ms: float) -> bool:
+    p95 = report["latency_ms"]["p95"]
+    return (p95 is not None and p95 <= slo_ms and report["dropped"] == 0
+            and report["failed"] == 0 and report["unfinished"] == 0)
+
+
+def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
+                   fractions: Sequence[float] = PROBES, floor: float = 0.0,
+                   seed: int = 0) -> tuple[float, list]:
+    """The highest of `fractions` x `capacity` that `server` sustains under the SLO.
+
+    Args:
+        server: a running InferServer.
+        inputs: the requests of each probe.
+        slo_ms: the p95 latency bound.
+        capacity: the bulk throughput that the fractions scale.
+        fractions: probe rates as fractions of capacity, highest first.
+        floor: probes at or below this rate are not run (they cannot beat it).
+        seed: seed of the arrivals.
+
+    Returns:
+        (rate, probes): the rate (0.0 when no probe met the SLO) and (rate, p95, dropped,
+        failed) per probe run.
+    """
+    probes = []
+    for fraction in fractions:
+        rate = fraction * capacity
+        if rate <= floor or rate <= 0:
+            break
+        timeout = max(30.0, 10 * slo_ms / 1000)
+        report = summarize(run_poisson(server, inputs, rate, seed=seed, timeout=timeout),
+                           server)
+        probes.append((rate, report["latency_ms"]["p95"], report["dropped"],
+                       report["failed"]))
+        if _meets(report, slo_ms):
+            return rate, probes
+    return 0.0, probes
+
+
+def _first(value: int, values: Sequence[int]) -> list[int]:
+    """`values` with `value` (the current setting) first."""
+    return [value, *[v for v in values if v != value]]
+
+
+def _settings(config: InferConfig) -> dict[str, tuple[int, int]]:
+    return {s.name: (s.replicas, s.max_batch) for s in config.stages}
+
+
+def _probe(config: InferConfig, inputs: Sequence, rate: float, seed: int):
+    with InferServer(config) as server:
+        run_bulk(server, list(inputs[:_warm(config)]), timeout=120)
+        report = summarize(run_poisson(server, inputs, rate, seed=seed, timeout=120), server)
+    return rate, report["latency_ms"]["p95"], report["dropped"], report["failed"]
+
+
+def _warm(config: InferConfig) -> int:
+    return max(8, sum(s.replicas * s.max_batch for s in config.stages))
+
+
+def _final_round(leaders: list[tuple[Trial, InferConfig]], inputs: Sequence, slo_ms: float,
+                 seed: int, say) -> tuple[Trial, InferConfig]:
+    """Re-measure the leading configurations back to back at the best rate any of them
+    sustained (single measurements on a shared machine are noisy); the winner meets the SLO
+    there with the lowest p95, or, when none does, has the lowest p95."""
+    rate = max(t.sustained for t, _ in leaders)
+    for trial, config in leaders:
+        trial.final = _probe(config, inputs, rate, seed + 1)
+        say(format_trials([trial], header=False))
+
+    def key(item):
+        _, p95, dropped, failed = item[0].final
+        met = p95 is not None and p95 <= slo_ms and not dropped and not failed
+        return (not met, float("inf") if p95 is None else p95)
+
+    return min(leaders, key=key)
+
+
+def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: float,
+           replicas: Sequence[int] | None = None, batches: Sequence[int] = (1, 2, 4),
+           finalists: int = 3, seed: int = 0, log=None) -> SearchResult:
+    """Measure a small grid of (replicas, max_batch) per stage; keep the best sustained rate.
+
+    Args:
+        config: the starting configuration (its settings are tried first).
+        inputs: the requests of every measurement (e.g. a few dozen sample ids).
+        slo_ms: p95 latency bound in milliseconds.
+        budget_s: seconds the search may take; trials that would start later are skipped
+            (the one running is finished, and the starting configuration is always measured).
+        replicas: replica counts to try (default 1 and 2, up to the CPU count).
+        batches: max_batch values to try.
+        finalists: how many of the best configurations a final round measures again, back
+            to back, at the best sustained rate (when the budget allows; its last quarter is
+            kept for it).
+        seed: seed of the Poisson arrivals.
+        log: optional callable taking one line of progress text.
+
+    Returns:
+        A SearchResult; `best` is `config` itself if nothing beat it.
+    """
+    started = time.monotonic()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    replicas = tuple(replicas or [r for r in (1, 2) if r <= max(cores or 1, 1)])
+    best, best_rate = config, -1.0
+    trials: list[Trial] = []
+    measured: dict[tuple, Trial] = {}
+    configs: dict[tuple, InferConfig] = {}
+    grid_budget = budget_s * (0.75 if finalists > 1 else 1.0)
+    say = log or (lambda line: None)
+    for stage in config.stages:
+        base = best
+        current = base.stage(stage.name)
+        for r in _first(current.replicas, replicas):
+            candidates = [base.replace(stage.name, replicas=r, max_batch=b)
+                          for b in _first(current.max_batch, batches)]
+            todo = [c for c in candidates
+                    if tuple(sorted(_settings(c).items())) not in measured]
+            if not todo:
+                continue
+            if measured and time.monotonic() - started > grid_budget:
+                for c in todo:
+                    trials.append(Trial(_settings(c), stage.name, skipped="budget"))
+                continue
+            # one server per replica count: the batch size changes while it runs
+            with InferServer(todo[0]) as server:
+                run_bulk(server, list(inputs[:_warm(todo[0])]), timeout=120)
+                for c in todo:
+                    trial = Trial(_settings(c), stage.name)
+                    key = tuple(sorted(trial.stages.items()))
+                    measured[key], configs[key] = trial, c
+                    trials.append(trial)
+                    if len(measured) > 1 and time.monotonic() - started > grid_budget:
+                        trial.skipped = "budget"
+                        continue
+                    target = c.stage(stage.name)
+                    server.set_batching(stage.name, target.max_batch)
+                    bulk = summarize(run_bulk(server, inputs, timeout=120), server)
+                    trial.capacity = bulk["throughput"] if bulk["failed"] == 0 else 0.0
+                    if max(PROBES) * trial.capacity <= best_rate:
+                        trial.skipped = "cannot beat the best"
+                    else:
+                        trial.sustained, trial.probes = sustained_rate(
+                            server, inputs, slo_ms=slo_ms, capacity=trial.capacity,
+                            floor=best_rate, seed=seed)
+                        if trial.sustained > best_rate:
+                            best, best_rate = c, trial.sustained
+                    say(format_trials([trial], header=False))
+    ranked = sorted((t for t in trials if t.sustained > 0), key=lambda t: -t.sustained)
+    leaders = [(t, configs[tuple(sorted(t.stages.items()))]) for t in ranked[:finalists]]
+    if len(leaders) > 1 and time.monotonic() - started < budget_s:
+        winner, best = _final_round(leaders, inputs, slo_ms, seed, say)
+        rate, p95, dropped, failed = winner.final
+        met = p95 is not None and p95 <= slo_ms and not dropped and not failed
+        best_rate = rate if met else winner.sustained
+    return SearchResult(best, max(best_rate, 0.0), trials, time.monotonic() - started)
+
+
+def format_trials(trials: list[Trial], header: bool = True) -> str:
+    """Trials as a Markdown table."""
+    lines = ["| varied | setting (replicas x batch per stage) | capacity req/s | probes "
+             "(rate req/s: p95 ms) | sustained req/s |",
+             "|---|---|---|---|---|"] if header else []
+    for t in trials:
+        setting = ", ".join(f"{n} {r}x{b}" for n, (r, b) in t.stages.items())
+        probes = "; ".join(f"{rate:.2f}: {'-' if p95 is None else f'{p95:.0f}'}"
+                           + (f" ({dropped} dropped)" if dropped else "")
+                           + (f" ({failed} failed)" if failed else "")
+                           for rate, p95, dropped, failed in t.probes)
+        if t.skipped:
+            probes = (probes + "; " if probes else "") + f"skipped: {t.skipped}"
+        if t.final:
+            rate, p95, dropped, failed = t.final
+            probes += (f"; final round {rate:.2f}: {'-' if p95 is None else f'{p95:.0f}'}"
+                       + (f" ({dropped} dropped)" if dropped else "")
+                       + (f" ({failed} failed)" if failed else ""))
+        capacity = f"{t.capacity:.2f}" if t.capacity else "-"
+        lines.append(f"| {t.varied} | {setting} | {capacity} | {probes} | {t.sustained:.2f} |")
+    return "\n".join(lines)

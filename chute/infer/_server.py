@@ -1,0 +1,213 @@
+"""InferServer: the running pipeline. Requests enter the first stage's bounded queue, each stage's
+replicas take dynamic batches from their queue, and outputs move on to the next stage's queue,
+waiting for room there (back-pressure) (docs/design.md, "Inference pipelines")."""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from typing import Any
+
+from chute.infer._config import InferConfig
+from chute.infer._request import InferRequest, StageTimes
+from chute.infer._stage import Stage
+
+__all__ = ["InferServer"]
+
+_POLL = 0.05
+
+
+def _own_memory(output: Any) -> Any:
+    """A final output that no longer maps a replica's shared memory (so closing frees it)."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output.clone() if output.is_shared() else output
+    if isinstance(output, (list, tuple)):
+        return type(output)(_own_memory(x) for x in output)
+    if isinstance(output, dict):
+        return {k: _own_memory(v) for k, v in output.items()}
+    return output
+
+
+class InferServer:
+    """A running inference pipeline.
+
+    Args:
+        config: the stages.
+        startup_timeout: seconds a replica may take to build its stage.
+
+    Use it as a context manager (or call `close()`): closing stops every replica process and
+    releases the shared memory of tensors in flight.
+
+        with InferServer(config) as server:
+            request = server.submit(sample_id)      # None when the first queue is full
+            server.wait([request])
+            request.output, request.stages["model"].batch_size
+    """
+
+    def __init__(self, config: InferConfig, *, startup_timeout: float = 300.0):
+        import torch.multiprocessing  # noqa: F401  (tensors in messages go through shared memory)
+
+        self.config = config
+        self.startup_timeout = startup_timeout
+        self.closing = threading.Event()
+        self.events: list[str] = []
+        self.stages = [Stage(c, k, self) for k, c in enumerate(config.stages)]
+        self.completed: list[InferRequest] = []
+        self.dropped = 0
+        self._ids = itertools.count()
+        self._done = threading.Condition()
+        self._closed = False
+        try:
+            for stage in self.stages:
+                for replica in stage.replicas:
+                    replica.spawn()
+            for stage in self.stages:
+                for replica in stage.replicas:
+                    replica.await_ready(startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+        for stage in self.stages:
+            for replica in stage.replicas:
+                replica.thread.start()
+
+    def __enter__(self) -> InferServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- requests ---------------------------------------------------------------------------
+    def submit(self, item: Any, *, block: bool = False,
+               timeout: float | None = None) -> InferRequest | None:
+        """Offer one request to the first stage.
+
+        Args:
+            item: the first stage's input (for the video loader, a sample id).
+            block: wait for room in the first queue instead of dropping the request.
+            timeout: with block, the longest wait (None: no limit).
+
+        Returns:
+            The request's record, or None when it was dropped (the first queue was full).
+        """
+        if self.closing.is_set():
+            raise RuntimeError("this InferServer is closed")
+        request = InferRequest(next(self._ids), item, time.monotonic())
+        first = self.stages[0]
+        request.stages[first.name] = StageTimes(enqueued=request.submitted)
+        try:
+            first.queue.put((request, item), block=block, timeout=timeout)
+        except queue.Full:
+            self.dropped += 1
+            return None
+        return request
+
+    def forward(self, position: int, request: InferRequest, output: Any) -> None:
+        """Hand `output` of stage `position` to the next stage (waiting for room) or finish."""
+        if position + 1 == len(self.stages):
+            request.output = _own_memory(output)
+            self._finish(request)
+            return
+        stage = self.stages[position + 1]
+        times = StageTimes(enqueued=time.monotonic())
+        request.stages[stage.name] = times
+        while True:
+            try:
+                stage.queue.put((request, output), timeout=_POLL)
+                return
+            except queue.Full:
+                if self.closing.is_set():
+                    self.fail(request, stage.name, "the pipeline was closed")
+                    return
+
+    def fail(self, request: InferRequest, stage: str, message: str) -> None:
+        """Finish `request` as failed in `stage`."""
+        request.error = f"stage {stage}: {message}"
+        self._finish(request)
+
+    def _finish(self, request: InferRequest) -> None:
+        with self._done:
+            request.done = time.monotonic()
+            self.completed.append(request)
+            self._done.notify_all()
+
+    def wait(self, requests: list[InferRequest], timeout: float | None = None,
+             progress=None) -> bool:
+        """Wait until every request in `requests` has finished.
+
+        Args:
+            requests: the records `submit` returned (None entries are ignored).
+            timeout: seconds; None waits as long as it takes.
+            progress: optional tqdm-like bar, advanced as requests finish.
+
+        Returns:
+            True if all finished, False on timeout.
+        """
+        pending = [r for r in requests if r is not None]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shown = sum(r.finished for r in pending)
+        if progress is not None:
+            progress.update(shown)
+        with self._done:
+            while True:
+                finished = sum(r.finished for r in pending)
+                if progress is not None and finished > shown:
+                    progress.update(finished - shown)
+                    shown = finished
+                if finished == len(pending):
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._done.wait(_POLL if left is None else min(left, _POLL))
+
+    def set_batching(self, stage: str, max_batch: int, max_wait_ms: float | None = None) -> None:
+        """Change a stage's dynamic batching while it runs (the replicas keep running).
+
+        Args:
+            stage: the stage's name.
+            max_batch: the most requests per call from now on.
+            max_wait_ms: the new wait for more requests (None keeps it).
+        """
+        import dataclasses
+
+        (target,) = [s for s in self.stages if s.name == stage]
+        changes = {"max_batch": max_batch}
+        if max_wait_ms is not None:
+            changes["max_wait_ms"] = max_wait_ms
+        target.config = dataclasses.replace(target.config, **changes)
+
+    @property
+    def failed(self) -> int:
+        """Requests that finished with an error."""
+        return sum(r.error is not None for r in self.completed)
+
+    @property
+    def pids(self) -> list[int]:
+        """Every replica process id this server has started."""
+        return [pid for stage in self.stages for pid in stage.pids]
+
+    # -- shutdown ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop every replica process and drop the requests still queued (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.closing.set()
+        for stage in self.stages:
+            for replica in stage.replicas:
+                if replica.thread.is_alive():
+                    replica.thread.join()
+        for stage in self.stages:
+            for replica in stage.replicas:
+                replica.stop()
+            while True:
+                try:
+                    request, _ = stage.queue.get_nowait()
+                except queue.Empty:
+                    break
+                self.fail(request, stage.name, "the pipeline was closed before it ran")

@@ -1,0 +1,49 @@
+"""Stage callables for the infer tests (importable by spawned replicas as tests.infer._stages)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+
+def double(items: list) -> list:
+    """x -> 2x as a float tensor."""
+    return [torch.tensor([2.0 * float(x)]) for x in items]
+
+
+def fail_on_three(items: list) -> list:
+    """Raises for the whole batch when it holds a 3 (the pipeline must fail only that one)."""
+    if any(int(x) == 3 for x in items):
+        raise ValueError("input 3 is refused")
+    return [torch.tensor([float(x)]) for x in items]
+
+
+def slow(items: list) -> list:
+    """Takes 0.2 s per call, returns each input as a tensor."""
+    time.sleep(0.2)
+    return [torch.tensor([float(x)]) for x in items]
+
+
+def pid(items: list) -> list:
+    """The replica's process id for each input (after a short pause)."""
+    time.sleep(0.05)
+    return [torch.tensor([os.getpid()]) for _ in items]
+
+
+def make_scaler(factor: float, device: str = "cpu"):
+    """A factory: the stage multiplies by `factor` (and was told its device)."""
+    assert device == "cpu"
+    return lambda items: torch.stack([torch.as_tensor(x, dtype=torch.float32) for x in items]) \
+        * factor
+
+
+def unpicklable(items: list) -> list:
+    """Outputs that cannot cross a process boundary (a lambda), except for input 0."""
+    return [torch.tensor([0.0]) if int(x) == 0 else (lambda: None) for x in items]
+
+
+def nested(items: list) -> list:
+    """Each output is a dict holding a list of tensors."""
+    return [{"x": [torch.full((4,), float(x)), torch.zeros(2)]} for x in items]

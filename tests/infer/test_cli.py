@@ -1,0 +1,63 @@
+import json
+
+from chute.cli import main
+from chute.infer import load_config
+from tests.infer.conftest import EXAMPLES
+
+
+def _write(path, stages) -> str:
+    path.write_text(json.dumps({"stages": stages}))
+    return str(path)
+
+
+def test_infer_bench_json_shape(tmp_path, video_dataset, capsys):
+    config = _write(tmp_path / "c.json", [
+        {"name": "decode", "fn": "chute.infer:VideoClipLoader",
+         "options": {"num_frames": 8, "size": 32}, "replicas": 1, "max_batch": 2},
+        {"name": "model", "fn": f"{EXAMPLES / 'video_classifier.py'}:build",
+         "options": {"seed": 0}, "max_batch": 4, "max_wait_ms": 10}])
+    code = main(["infer-bench", config, str(video_dataset), "--rate", "40", "--requests", "8",
+                 "--json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    result = json.loads(captured.out)
+    assert result["throughput"] > 0 and result["dropped"] + result["completed"] == 8
+    assert result["failed"] == 0
+    assert set(result["latency_ms"]) == {"p50", "p95", "p99"}
+    assert result["latency_ms"]["p50"] <= result["latency_ms"]["p95"] <= \
+        result["latency_ms"]["p99"]
+    assert set(result["stages"]) == {"decode", "model"}
+    model = result["stages"]["model"]
+    assert model["replicas"] == 1 and model["batch_size"] == 4 and 0 < model["busy"] <= 1
+    assert "throughput" in captured.err and "infer-bench" in captured.err  # report + progress
+
+
+def test_infer_bench_search_prints_its_table_and_runs_the_pick(tmp_path, video_dataset,
+                                                              capsys):
+    config = _write(tmp_path / "c.json", [{"name": "double",
+                                           "fn": "tests.infer._stages:double"}])
+    saved = tmp_path / "picked.json"
+    code = main(["infer-bench", config, str(video_dataset), "--requests", "12", "--search",
+                 "--slo-ms", "500", "--budget-s", "0.1", "--save-config", str(saved), "--json",
+                 "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0
+    result = json.loads(captured.out)
+    search = result["search"]
+    assert "| varied |" in search["table"] and "double 1x1" in search["table"]
+    assert search["sustained_rate"] > 0
+    picked = search["picked"]["double"]
+    # the tiny budget measures only the starting configuration
+    rows = [line for line in search["table"].splitlines() if line.startswith("| double")]
+    assert len(rows) > 1 and all("skipped: budget" in row for row in rows[1:])
+    assert "skipped" not in rows[0] and picked == {"replicas": 1, "max_batch": 1}
+    assert result["stages"]["double"]["replicas"] == picked["replicas"]
+    assert result["stages"]["double"]["batch_size"] == picked["max_batch"]
+    reloaded = load_config(saved).stage("double")
+    assert (reloaded.replicas, reloaded.max_batch) == (picked["replicas"], picked["max_batch"])
+
+
+def test_infer_bench_names_a_bad_config(tmp_path, video_dataset, capsys):
+    config = _write(tmp_path / "c.json", [{"name": "x", "fn": "nocolon", "replicas": 1}])
+    assert main(["infer-bench", config, str(video_dataset)]) == 1
+    assert "fn as 'module:attr'" in capsys.readouterr().err
