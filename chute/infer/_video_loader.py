@@ -46,7 +46,7 @@ class VideoClipLoader:
         spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
                             augment="eval")
         self.producer = VideoProducer(spec)
-        (self.params,) = self.producer.param_sources()
+        self.sources = self.producer.param_sources()
         self.field = field
 
     def __call__(self, ids: list) -> list:
@@ -55,12 +55,17 @@ class VideoClipLoader:
         if bad.any():
             raise IndexError(f"sample ids {ids[bad].tolist()} are out of range for "
                              f"{self.dataset.path} ({len(self.dataset)} samples)")
-        request = BatchRequest(-1, ids, self.params(0, 0, ids))
-        shape = self.producer.shapes(request)[self.field]
-        dtype = getattr(torch, str(self.producer.outputs()[self.field].dtype))
+        params = {}
+        for source in self.sources:
+            params.update(source(0, 0, ids))
+        request = BatchRequest(-1, ids, params)
+        shapes = self.producer.shapes(request)
+        outputs = self.producer.outputs()
+        dtype = getattr(torch, str(outputs[self.field].dtype))
         # decoded in place into shared memory: the pipe carries only a handle
-        batch = torch.empty(shape, dtype=dtype).share_memory_()
-        status = self.producer.fill(request, {self.field: batch.numpy()})
+        batch = torch.empty(shapes[self.field], dtype=dtype).share_memory_()
+        out = {k: np.empty(shapes[k], outputs[k].dtype) for k in shapes if k != self.field}
+        status = self.producer.fill(request, {**out, self.field: batch.numpy()})
         return [DecodeError(f"sample {int(i)} of {self.dataset.path}: its clip does not decode")
                 if status[k] else batch[k] for k, i in enumerate(ids)]
 
