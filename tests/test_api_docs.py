@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("sphinx")
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("pipelines", "readers", "autotune", "fallbacks", "kernels", "errors")
+PACKAGES = ("pipelines", "readers", "autotune", "fallbacks", "kernels", "errors", "infer")
 
 
 def test_api_reference_builds_and_covers_every_public_name(tmp_path):
