@@ -2,7 +2,9 @@
 
 (a) tar shards of pre-cut segment files (WAV, then FLAC), read sequentially and decoded with
     soundfile in a torch DataLoader with one worker per core (the WeNet/WebDataset layout);
-(b) chute: each recording stored once, segments cut at read time, in random order;
+(b) chute: each recording stored once, segments cut at read time, in random order; once on the
+    recordings as they are (FLAC) and once on WAV copies of them, so each tar format has a chute
+    row that stores the same format;
 (c) the decode-only bound: the same segments decoded from in-memory bytes in one loop.
 
 Segments are 1-4 s windows of each recording at fixed seeded times, overlapping.
@@ -131,6 +133,30 @@ def run_decode_only(segments, epochs: int) -> tuple[int, int, float]:
     return count, frames, time.perf_counter() - t0
 
 
+def wav_copies(files: list[Path], folder: Path) -> dict[Path, Path]:
+    """16-bit WAV copies of the recordings (what a WAV corpus would hold)."""
+    folder.mkdir(parents=True)
+    copies = {}
+    for path in files:
+        data, rate = sf.read(path, dtype="int16")
+        copies[path] = folder / (path.stem + ".wav")
+        sf.write(copies[path], data, rate, subtype="PCM_16")
+    return copies
+
+
+def convert(segments, sources: dict[Path, Path], jsonl: Path, dst: Path) -> Path:
+    """chute dataset of the recordings (`sources` maps each to the file stored) and their
+    segments."""
+    lines: dict[Path, list] = {}
+    for path, start, end in segments:
+        lines.setdefault(path, []).append({"start": start, "end": end})
+    jsonl.write_text("".join(json.dumps({"key": p.name, "path": str(sources[p].resolve()),
+                                         "info": {"segments": s}}) + "\n"
+                             for p, s in lines.items()))
+    convert_audio(jsonl, dst, AudioConvertOptions(progress=False, workers=1))
+    return dst
+
+
 def size_of(paths) -> int:
     return sum(p.stat().st_size for p in paths if p.is_file())
 
@@ -149,14 +175,9 @@ def main() -> None:
     rate = sf.info(files[0]).samplerate
     work = Path(tempfile.mkdtemp(prefix="bench_audio_"))
     try:
-        lines = {}
-        for path, start, end in segments:
-            lines.setdefault(path, []).append({"start": start, "end": end})
-        jsonl = work / "rec.jsonl"
-        jsonl.write_text("".join(json.dumps({"key": p.name, "path": str(p.resolve()),
-                                             "info": {"segments": s}}) + "\n"
-                                 for p, s in lines.items()))
-        convert_audio(jsonl, work / "ds", AudioConvertOptions(progress=False, workers=1))
+        flac_ds = convert(segments, {p: p for p in files}, work / "flac.jsonl", work / "ds")
+        wav_ds = convert(segments, wav_copies(files, work / "wavsrc"), work / "wav.jsonl",
+                         work / "ds-wav")
         shards = max(args.workers, 1) * 2
         wav = write_tars(segments, work / "wav", "WAV", shards)
         flac = write_tars(segments, work / "flac", "FLAC", shards)
@@ -165,8 +186,10 @@ def main() -> None:
                                                                        args.workers)),
             ("(a) tar of cut FLAC, DataLoader", size_of(flac), run_tars(flac, args.epochs,
                                                                          args.workers)),
-            ("(b) chute segments, random order", size_of((work / "ds").rglob("audio.bin")),
-             run_chute(work / "ds", args.epochs, args.workers)),
+            ("(b) chute segments, random order", size_of(flac_ds.rglob("audio.bin")),
+             run_chute(flac_ds, args.epochs, args.workers)),
+            ("(b) chute on WAV copies, random", size_of(wav_ds.rglob("audio.bin")),
+             run_chute(wav_ds, args.epochs, args.workers)),
             ("(c) decode-only bound (1 thread)", size_of(files),
              run_decode_only(segments, args.epochs)),
         ]
@@ -179,6 +202,9 @@ def main() -> None:
     for name, size, (count, frames, seconds) in rows:
         print(f"| {name:34} | {count / seconds:10.0f} | {frames / rate / seconds:9.0f} | "
               f"{size:13,d} |")
+    rate_of = [count / seconds for _, _, (count, _, seconds) in rows]
+    print(f"chute / tar, same stored format: FLAC {rate_of[2] / rate_of[1]:.2f}x, "
+          f"WAV {rate_of[3] / rate_of[0]:.2f}x")
 
 
 if __name__ == "__main__":

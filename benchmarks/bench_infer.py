@@ -6,7 +6,9 @@
     stage, measured within --budget-s for the highest rate with p95 <= --slo-ms).
 
 Requests are sample ids of a dataset converted from --videos, repeated to --requests; the model
-is examples/video_classifier.py (random weights, seed 0) on 16x112x112 clips. Each offered rate
+is examples/video_classifier.py (random weights, seed 0) on 16x112x112 clips. Where CUDA is
+available (--device auto) the model runs on the GPUs: (a) on cuda:0, (b) with its replicas
+cycling over every GPU; decoding stays on the CPU. Each offered rate
 runs twice per system in the order naive, chute, chute, naive (two arrival seeds), and the two
 runs are pooled: throughput and p95 latency of both; a rate is sustained when p95 <= SLO with
 nothing dropped or failed.
@@ -55,7 +57,18 @@ def convert(videos: Path, dst: Path) -> Path:
     return dst
 
 
-def naive(inputs: list, rate: float, seed: int, model, loader) -> dict:
+def pick_devices(choice: str) -> tuple[str, list[str]]:
+    """(the naive model's device, the model stage's devices) for --device."""
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cpu":
+        return "cpu", ["cpu"]
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
+    return "cuda:0", [f"cuda:{k}" for k in range(torch.cuda.device_count())]
+
+
+def naive(inputs: list, rate: float, seed: int, model, loader, device: str) -> dict:
     """Sequential serving of Poisson arrivals: a request waits for all earlier ones."""
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, len(inputs))
     gaps[0] = 0.0
@@ -67,7 +80,7 @@ def naive(inputs: list, rate: float, seed: int, model, loader) -> dict:
             if (left := start + when - time.monotonic()) > 0:
                 time.sleep(left)
             (clip,) = loader([sample])
-            model(clip[None])
+            model(clip[None].to(device)).cpu()  # the result in hand, as a server returns it
             latencies.append(time.monotonic() - (start + when))
     return {"latencies": latencies, "seconds": time.monotonic() - start, "dropped": 0,
             "failed": 0}
@@ -99,6 +112,10 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=240.0)
     parser.add_argument("--search-requests", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="where the model runs (auto: the GPUs when CUDA is available)")
+    parser.add_argument("--search-waits", type=float, nargs="+", default=None, metavar="MS",
+                        help="max_wait_ms values the search also tries (default: the config's)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "examples"))
     from video_classifier import build
@@ -107,31 +124,34 @@ def main() -> None:
         dataset = convert(args.videos, Path(tmp) / "ds")
         n = len(open_dataset(dataset))
         inputs = [k % n for k in range(args.requests)]
+        naive_device, model_devices = pick_devices(args.device)
         config = load_config(args.config)
         config.dataset = str(dataset)
+        config = config.replace(config.stages[-1].name, devices=model_devices)
         loader_options = dict(config.stages[0].options or {})
 
         print(f"search: p95 <= {args.slo_ms:g} ms, budget {args.budget_s:g} s, "
               f"{args.search_requests} requests per measurement", file=sys.stderr)
         found = search(config, inputs[:args.search_requests], slo_ms=args.slo_ms,
-                       budget_s=args.budget_s, seed=args.seed,
+                       budget_s=args.budget_s, waits=args.search_waits, seed=args.seed,
                        log=lambda line: print(line, file=sys.stderr))
         picked = {s.name: {"replicas": s.replicas, "max_batch": s.max_batch,
                            "max_wait_ms": s.max_wait_ms} for s in found.best.stages}
 
-        model, loader = build(seed=0), VideoClipLoader(dataset, **loader_options)
+        model = build(seed=0, device=naive_device)
+        loader = VideoClipLoader(dataset, **loader_options)
         rows = []
         with InferServer(found.best) as server:
             run_bulk(server, inputs[:8], timeout=300)
             with torch.no_grad():  # warm the naive path too
                 for sample in inputs[:2]:
-                    model(loader([sample])[0][None])
+                    model(loader([sample])[0][None].to(naive_device)).cpu()
             for rate in args.rates:
                 # A B B A: drift in the machine's load (it is shared) hits both alike
-                a1 = naive(inputs, rate, args.seed, model, loader)
+                a1 = naive(inputs, rate, args.seed, model, loader, naive_device)
                 b1 = chute(server, inputs, rate, args.seed)
                 b2 = chute(server, inputs, rate, args.seed + 1)
-                a2 = naive(inputs, rate, args.seed + 1, model, loader)
+                a2 = naive(inputs, rate, args.seed + 1, model, loader, naive_device)
                 a, b = pooled([a1, a2]), pooled([b1, b2])
                 rows.append((rate, a, b))
                 print(f"rate {rate:g}: naive {a}, chute {b}", file=sys.stderr)
@@ -143,6 +163,7 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     print(f"2 x {args.requests} requests (sample ids of {n} videos, repeated) per rate and "
           f"system, 16x112x112 clips, {cores} cores, SLO p95 <= {args.slo_ms:g} ms")
+    print(f"model devices: (a) {naive_device}, (b) {', '.join(model_devices)}")
     print(format_trials(found.trials))
     print(f"picked by search ({found.seconds:.0f} s): {json.dumps(picked)}")
     print()

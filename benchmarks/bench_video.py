@@ -9,7 +9,12 @@
     last frame (no colour conversion, no resize), one process per core.
 
     .venv/bin/python benchmarks/bench_video.py [--videos DIR] [--frames 16] [--stride 4]
-        [--size 256] [--clips 64]
+        [--size 256] [--clips 64] [--repeats 1] [--loaders abc]
+
+With `--repeats N` the three loaders run round-robin N times ((a) (b) (c), (a) (b) (c), ...)
+and the table gives each one's median rate, so one noisy pass on a shared machine does not
+decide a ratio; every pass's rates and the load average are printed too. `--loaders b` runs
+only chute (to compare checkouts of chute turn by turn on a shared machine).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import argparse
 import csv
 import io
 import os
+import statistics
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -81,6 +87,34 @@ def _bound_one(job):
     return n
 
 
+def run_usual(paths, starts, n, args, cores) -> float:
+    """(a): clips/s of the usual loader."""
+    t = time.perf_counter()
+    loader = torch.utils.data.DataLoader(
+        WholeFileClips([paths[i % len(paths)] for i in range(n)], starts, args.frames,
+                       args.stride, args.size),
+        batch_size=args.batch_size, num_workers=cores)
+    clips = sum(len(b) for b in loader)
+    return clips / (time.perf_counter() - t)
+
+
+def run_chute(ds, args, opts) -> float:
+    """(b): clips/s of chute's cpu video producer (construction not timed)."""
+    with Pipeline(ds, args.batch_size, augment="train", device="cpu", drop_last=False,
+                  fields=("video",), field_options={"video": opts}) as pipe:
+        t = time.perf_counter()
+        clips = sum(len(b["index"]) for b in pipe)
+        return clips / (time.perf_counter() - t)
+
+
+def run_bound(jobs, cores) -> float:
+    """(c): clips/s of FFmpeg decoding each clip's span, one process per core."""
+    t = time.perf_counter()
+    with ProcessPoolExecutor(cores) as pool:
+        list(pool.map(_bound_one, jobs))
+    return len(jobs) / (time.perf_counter() - t)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--videos", type=Path, default=DEFAULT_VIDEOS)
@@ -89,6 +123,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--clips", type=int, default=64, help="clips per configuration")
     parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="round-robin passes over (a) (b) (c); the table shows medians")
+    parser.add_argument("--loaders", default="abc", help="which of (a) (b) (c) to run")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
     paths = sorted(p for p in args.videos.iterdir() if p.suffix.lower() in EXTENSIONS)
@@ -107,22 +144,6 @@ def main() -> None:
             ds.column("num_frames")))(0, 0, np.arange(n))["clip_start"]
         opts = {"num_frames": args.frames, "frame_interval": args.stride,
                 "size": (args.size, args.size), "dtype": "float32", "threads": cores}
-        results = {}
-
-        t = time.perf_counter()
-        loader = torch.utils.data.DataLoader(
-            WholeFileClips([paths[i % len(paths)] for i in range(n)], starts, args.frames,
-                           args.stride, args.size),
-            batch_size=args.batch_size, num_workers=cores)
-        clips = sum(len(b) for b in loader)
-        results["(a) PyAV whole file + DataLoader"] = clips / (time.perf_counter() - t)
-
-        with Pipeline(ds, args.batch_size, augment="train", device="cpu", drop_last=False,
-                      fields=("video",), field_options={"video": opts}) as pipe:
-            t = time.perf_counter()
-            clips = sum(len(b["index"]) for b in pipe)
-            results["(b) chute cpu"] = clips / (time.perf_counter() - t)
-
         jobs = []
         for i in range(n):
             sample = ds[i]
@@ -130,16 +151,30 @@ def main() -> None:
             picked = clip_indices(int(starts[i]), args.frames, args.stride, frames)
             jobs.append((sample["video"].tobytes(), np.asarray(sample["pts"]),
                          int(picked[0]), int(picked[-1])))
-        t = time.perf_counter()
-        with ProcessPoolExecutor(cores) as pool:
-            list(pool.map(_bound_one, jobs))
-        results["(c) decode-only bound"] = n / (time.perf_counter() - t)
+        loaders = {
+            "(a) PyAV whole file + DataLoader": lambda: run_usual(paths, starts, n, args, cores),
+            "(b) chute cpu": lambda: run_chute(ds, args, opts),
+            "(c) decode-only bound": lambda: run_bound(jobs, cores),
+        }
+        loaders = {name: run for name, run in loaders.items() if name[1] in args.loaders}
+        passes: dict[str, list[float]] = {name: [] for name in loaders}
+        for r in range(args.repeats):
+            for name, run in loaders.items():
+                passes[name].append(run())
+            last = {name[1]: rates[-1] for name, rates in passes.items()}
+            ratios = "".join(f"; (b)/({x}) {last['b'] / last[x]:.2f}x" for x in "ac"
+                             if "b" in last and x in last)
+            print(f"pass {r + 1}: " + ", ".join(f"{name[:3]} {rates[-1]:.2f} clips/s"
+                                                for name, rates in passes.items())
+                  + f"{ratios} (load average {os.getloadavg()[0]:.1f})", flush=True)
+        results = {name: statistics.median(rates) for name, rates in passes.items()}
 
     print(f"{n} clips of {args.frames} frames, stride {args.stride}, {args.size}px, "
-          f"{cores} cores, {len(paths)} source videos")
+          f"{cores} cores, {len(paths)} source videos, median of {args.repeats} pass(es)")
     print("| loader | clips/s | frames/s | vs (a) | vs (c) |")
     print("|---|---|---|---|---|")
-    a, c = results["(a) PyAV whole file + DataLoader"], results["(c) decode-only bound"]
+    a = results.get("(a) PyAV whole file + DataLoader", float("nan"))
+    c = results.get("(c) decode-only bound", float("nan"))
     for name, rate in results.items():
         print(f"| {name} | {rate:.1f} | {rate * args.frames:.0f} | {rate / a:.2f}x | "
               f"{rate / c:.2f}x |")

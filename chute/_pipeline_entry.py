@@ -7,7 +7,7 @@ measures on a GPU machine.
 
 from __future__ import annotations
 
-from chute import _auto_backend  # noqa: F401  (registers the "auto" resolver on import)
+from chute import _auto_backend, _auto_video  # noqa: F401  (register the "auto" resolvers)
 from chute.pipelines import Pipeline
 
 __all__ = ["Pipeline"]

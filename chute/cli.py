@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ChuteError as exc:
-        print(f"chute {args.command}: error: {exc}", file=sys.stderr)
+        # one line, whatever the message holds: scripts grep it, and no traceback
+        print(f"chute {args.command}: error: {' '.join(str(exc).splitlines())}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -85,6 +85,9 @@ def main() -> None:
     if rank == 0:
         print(f"trained {step} steps; pipeline state {pipe.state_dict()}; stats {pipe.stats}")
     pipe.close()
+    # Free DDP's reducer (and the process group it holds) now: collected at interpreter exit,
+    # gloo's worker threads can be cancelled mid-callback, which aborts the process.
+    del model, optimizer
     dist.destroy_process_group()
 
 

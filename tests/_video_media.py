@@ -20,30 +20,80 @@ def frame_image(k: int, height: int, width: int, texture: bool = False) -> np.nd
     return img
 
 
+def natural_image(k: int, height: int, width: int) -> np.ndarray:
+    """Frame k with smooth colour like camera footage (no one-pixel chroma edges, which
+    decoders' chroma upsampling filters treat differently): green is `level(k)`, red and blue
+    are slow waves that move with k."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    img = np.empty((height, width, 3), np.uint8)
+    img[..., 0] = 128 + 80 * np.sin(x / 23 + y / 31 + k / 4)
+    img[..., 1] = level(k)
+    img[..., 2] = 128 + 80 * np.cos(y / 19 - x / 37 + k / 5)
+    return img
+
+
 def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "libx264",
                container: str = "mp4", fps: int = 25, gop: int = 10, bframes: int = 2,
-               rotation: int = 0, texture: bool = False) -> bytes:
+               rotation: int = 0, texture: bool = False, natural: bool = False,
+               images=None) -> bytes:
+    """`n` frames of `frame_image` (or `natural_image` when `natural`; or the RGB `images`
+    given, then `n`, `height` and `width` come from them) encoded with `codec` (libx264,
+    libvpx-vp9, libvpx, mjpeg, mpeg4) in `container`."""
     import av
+
+    if images is not None:
+        n, (height, width) = len(images), images[0].shape[:2]
 
     out = io.BytesIO()
     with av.open(out, "w", format=container) as c:
         stream = c.add_stream(codec, rate=fps)
         stream.width, stream.height = width, height
-        stream.pix_fmt = "yuv420p"
+        stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
         stream.gop_size = gop
         if codec == "libx264":
             stream.options = {"bf": str(bframes), "crf": "10", "preset": "ultrafast"}
             stream.max_b_frames = bframes
+        if codec.startswith("libvpx"):  # libvpx's default speed is minutes for real sizes
+            stream.options = {"deadline": "realtime", "cpu-used": "8"}
         if rotation:
             stream.set_display_rotation(rotation)
         for k in range(n):
-            frame = av.VideoFrame.from_ndarray(frame_image(k, height, width, texture),
-                                             format="rgb24")
+            if images is not None:
+                image = images[k]
+            else:
+                image = natural_image(k, height, width) if natural else \
+                    frame_image(k, height, width, texture)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
             for packet in stream.encode(frame):
                 c.mux(packet)
         for packet in stream.encode():
             c.mux(packet)
     return out.getvalue()
+
+
+def convert_videos(folder, videos, corrupt=(), shard_size: str = "20KB"):
+    """Write `videos` ((file name, bytes) pairs) to `folder` with a CSV (text "clip k") and
+    convert them to `folder / "ds"`; the payloads in `corrupt` get their middle zeroed in the
+    shard (sizes unchanged: only `verify` would know). Returns the dataset path."""
+    import csv
+
+    from chute.readers import open_dataset
+    from chute.readers._convert_video import convert_video_csv
+
+    for name, data in videos:
+        (folder / name).write_bytes(data)
+    with open(folder / "v.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["path", "text"],
+                                 *[[name, f"clip {k}"] for k, (name, _) in enumerate(videos)]])
+    convert_video_csv(folder / "v.csv", folder / "ds", progress=False, shard_size=shard_size)
+    records = open_dataset(folder / "ds").reader("video").records
+    for k in corrupt:
+        shard = int(records.shard_of(np.array([k]))[0])
+        start, size = int(records.pointers[k]), int(records.lengths[k])
+        with open(records.paths[shard], "r+b") as f:
+            f.seek(start + size // 3)
+            f.write(bytes(size // 2))
+    return folder / "ds"
 
 
 def audio_only() -> bytes:

@@ -39,6 +39,8 @@ LAYER_OF = {
     "chute._resize_box": "base",  # crop box geometry every image backend shares (numpy only)
     "chute._candidate": "base",  # the candidate value type producers and autotune share
     "chute._sample_images": "base",  # synthetic JPEGs (numpy + PIL only), for demo and tests
+    "chute._fork": "base",  # locks, pools and state a forked child renews
+    "chute._native_build": "base",  # builds C shims (fallbacks' decoders, readers' chunks)
     "chute.readers": "readers",
     "chute.fallbacks": "fallbacks",
     "chute.kernels": "kernels",

@@ -34,6 +34,9 @@ def add_parser(subparsers) -> None:
                         help="p95 latency bound of --search (default: 1000)")
     parser.add_argument("--budget-s", type=positive(float), default=300.0,
                         help="seconds --search may take (default: 300)")
+    parser.add_argument("--search-waits", type=float, nargs="+", default=None, metavar="MS",
+                        help="max_wait_ms values --search also tries with batch sizes above 1 "
+                        "(default: only each stage's own; every value adds trials)")
     parser.add_argument("--search-requests", type=positive(int), default=None,
                         help="requests per --search measurement (default: min(REQUESTS, 30))")
     parser.add_argument("--save-config", type=Path, default=None, metavar="PATH",
@@ -75,11 +78,12 @@ def run(args) -> int:
         print(f"chute infer-bench: searching (p95 <= {args.slo_ms:g} ms, budget "
               f"{args.budget_s:g} s, {len(probe)} requests per measurement)", file=out)
         found = search(config, probe, slo_ms=args.slo_ms, budget_s=args.budget_s,
-                       seed=args.seed, log=lambda line: print(line, file=sys.stderr))
+                       waits=args.search_waits, seed=args.seed,
+                       log=lambda line: print(line, file=sys.stderr))
         table = format_trials(found.trials)
         print(table, file=out)
-        picked = {s.name: {"replicas": s.replicas, "max_batch": s.max_batch}
-                  for s in found.best.stages}
+        picked = {s.name: {"replicas": s.replicas, "max_batch": s.max_batch,
+                           "max_wait_ms": s.max_wait_ms} for s in found.best.stages}
         print(f"picked ({found.best_rate:.2f} req/s sustained, {found.seconds:.0f} s of "
               f"search): {json.dumps(picked)}", file=out)
         config = found.best

@@ -7,13 +7,17 @@ and writes into buffers it is given. Video frames are decoded with FFmpeg throug
 """
 
 from chute._lazy import lazy_attributes
-from chute.fallbacks._decode import IMAGENET_MEAN, IMAGENET_STD, decode_batch
+from chute.fallbacks._decode import IMAGENET_MEAN, IMAGENET_STD, decode_batch, release_scratch
+from chute.fallbacks._limits import MAX_IMAGE_PIXELS, max_image_pixels
 from chute.fallbacks._roi_library import RoiDecoderStatus, roi_decoder_status
 from chute.fallbacks._status import DecodeStatus
 from chute.fallbacks._turbojpeg import turbojpeg_library
 
 __all__ = [
     "decode_batch",
+    "release_scratch",
+    "max_image_pixels",
+    "MAX_IMAGE_PIXELS",
     "turbojpeg_library",
     "roi_decoder_status",
     "RoiDecoderStatus",

@@ -1,7 +1,7 @@
 """Audio segments decoded from bytes in memory by libsndfile in one foreign call
 (`_native/sf_segment.c`), so decoding threads run in parallel (docs/design.md, "Audio").
 
-The shim is built once per machine (`_native_build.py`) and called through ctypes, which
+The shim is built once per machine (`chute/_native_build.py`) and called through ctypes, which
 releases the GIL for the call; libsndfile's functions are the ones soundfile loaded. Where the
 shim cannot be built, `segment_decoder_status()` says why and the audio producer decodes
 through soundfile's Python file objects instead (same frames, slower with threads).
@@ -10,14 +10,12 @@ through soundfile's Python file objects instead (same frames, slower with thread
 from __future__ import annotations
 
 import ctypes
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from chute._native_build import NativeShim, ShimStatus, load_function
 from chute.errors import BackendUnavailableError
-from chute.fallbacks._native_build import build_library
 
 __all__ = ["SegmentDecoderStatus", "segment_decoder_status", "decode_segment", "SEGMENT_ERRORS"]
 
@@ -39,18 +37,8 @@ class _Api(ctypes.Structure):
                 ("readf_float", ctypes.c_void_p), ("close", ctypes.c_void_p)]
 
 
-@dataclass(frozen=True)
-class SegmentDecoderStatus:
-    """Whether segments decode in one foreign call (else through soundfile's file objects)."""
-
-    available: bool
-    library: str | None
-    reason: str | None
-
-
-_lock = threading.Lock()
-_status: SegmentDecoderStatus | None = None
-_call = None  # (function, api struct)
+# whether segments decode in one foreign call (else through soundfile's file objects)
+SegmentDecoderStatus = ShimStatus
 
 
 def _load() -> tuple:
@@ -63,32 +51,23 @@ def _load() -> tuple:
 
     api = _Api(address("sf_open_virtual"), address("sf_seek"), address("sf_readf_float"),
                address("sf_close"))
-    path = build_library(_SOURCE, (), "chute's audio segment decoder",
-                         "audio decodes through soundfile's Python file objects (slower)")
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as exc:
-        raise BackendUnavailableError(f"{path} could not be loaded ({exc}); delete it to "
-                                      "rebuild") from exc
-    function = lib.chute_sf_segment
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.POINTER(_Api), ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                         ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p]
-    return str(path), (function, api)
+    path, function = load_function(
+        _SOURCE, "chute_sf_segment", ctypes.c_int,
+        [ctypes.POINTER(_Api), ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+         ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p],
+        "chute's audio segment decoder",
+        "audio decodes through soundfile's Python file objects (slower)")
+    return path, (function, api)
 
 
-def segment_decoder_status() -> SegmentDecoderStatus:
+# loaded: (function, api struct)
+_shim = NativeShim(_load, (BackendUnavailableError, AttributeError, ImportError))
+
+
+def segment_decoder_status() -> ShimStatus:
     """Builds (once per machine) and loads (once per process) the shim on the first call;
     never raises."""
-    global _status, _call
-    with _lock:
-        if _status is None:
-            try:
-                path, _call = _load()
-                _status = SegmentDecoderStatus(True, path, None)
-            except (BackendUnavailableError, AttributeError, ImportError) as exc:
-                _status = SegmentDecoderStatus(False, None, str(exc))
-        return _status
+    return _shim.status()
 
 
 def decode_segment(data: np.ndarray, start: int, frames: int, rate: int,
@@ -102,7 +81,7 @@ def decode_segment(data: np.ndarray, start: int, frames: int, rate: int,
         rate, channels: what the dataset's columns say the file holds; a file that disagrees
             is an error, never a wrong slice.
     """
-    function, api = _call
+    function, api = _shim.loaded
     out = np.empty((max(frames, 0), channels), np.float32)
     data = np.ascontiguousarray(data, np.uint8)
     code = function(ctypes.byref(api), data.ctypes.data, data.size, start, frames, rate,

@@ -8,13 +8,13 @@ the resample still allocates its small per-sample tap tables).
 Numba's GNU-OpenMP threading layer aborts any child forked after a parallel call, so unless
 NUMBA_THREADING_LAYER says otherwise chute asks Numba for a fork-safe layer ("forksafe": TBB
 when installed, else the built-in workqueue). Calls are serialised by a lock, which the
-workqueue layer (not thread-safe) needs anyway, and so do the shared per-thread buffers.
+workqueue layer (not thread-safe) needs anyway, and so do the shared per-thread buffers; a
+forked child gets that lock free and its own resources (chute/_fork.py).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,16 +23,18 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
+from chute._fork import ProcessLock, on_fork_in_child
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
 from chute._output_types import Layout, check_layout, image_size_of, output_dtype
 from chute.errors import BackendUnavailableError
 from chute.fallbacks import _roi_library, _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
+from chute.fallbacks._limits import max_image_pixels
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
 from chute.fallbacks._slow_path import decode_warned_jpeg, decode_with_pil, resample_decoded
 from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
 
-__all__ = ["decode_batch", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["decode_batch", "release_scratch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 # DCT-domain downscaling by s is used when the crop is at least DCT_HEADROOM * s times the
 # output. libjpeg's scaled IDCT filters unlike the antialiased bilinear resize, so a larger
@@ -58,8 +60,15 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
     # Takes effect only if no parallel Numba function has run yet in this process.
     numba.config.THREADING_LAYER = "forksafe"
 
-_lock = threading.Lock()
+_lock = ProcessLock()  # free again in a forked child, whatever the parent's threads held
 _resources: _Resources | None = None
+
+
+@on_fork_in_child
+def _forget_resources() -> None:
+    # The parent's handles and scratch are its own (docs/design.md, "Processes and threads").
+    global _resources
+    _resources = None
 
 
 def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
@@ -80,6 +89,27 @@ def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
     if res.rows.shape[1] < row_values:
         res.rows = np.empty((threads, int(row_values * 1.25) + 64), np.float32)
     return res
+
+
+def release_scratch() -> None:
+    """Free the decoded-pixel scratch of this process (it grows to the largest image decoded
+    and is otherwise kept for the next batch); the next call allocates what it needs."""
+    with _lock:
+        res = _resources
+        if res is not None:
+            res.scratch = np.empty((res.scratch.shape[0], 0), np.uint8)
+            res.rows = np.empty((res.rows.shape[0], 0), np.float32)
+
+
+def _check_sizes(sizes, n: int) -> np.ndarray:
+    """sizes as int64 [B, 2] (empty [0, 2] for None)."""
+    if sizes is None:
+        return np.zeros((0, 2), np.int64)
+    checked = np.ascontiguousarray(sizes, dtype=np.int64)
+    if checked.shape != (n, 2):
+        raise ValueError(f"sizes must be [B, 2] (height, width per image), got shape "
+                         f"{checked.shape} for B={n}")
+    return checked
 
 
 def _check_arguments(data: np.ndarray, offsets: np.ndarray, boxes: np.ndarray,
@@ -141,6 +171,8 @@ def decode_batch(
     roi_decode: bool | None = None,
     threads: int | None = None,
     fast_dct: bool = False,
+    sizes: ArrayLike | None = None,
+    max_pixels: int | None = None,
 ) -> np.ndarray:
     """Decode, crop, resize, flip and normalize a batch of encoded images into `out`.
 
@@ -166,6 +198,14 @@ def decode_batch(
             and warns once otherwise; True requires it; False decodes whole frames.
         threads: at most this many Numba threads for this call (None: all).
         fast_dct: trade a little accuracy for decode speed (TJFLAG_FASTDCT).
+        sizes: int [B, 2], the (height, width) each image must have (a dataset's columns);
+            an image whose header says otherwise fails with SIZE_MISMATCH before it is
+            decoded. None: any size.
+        max_pixels: the most pixels (height x width) an image's header may claim; larger
+            ones fail with TOO_LARGE before anything of their size is allocated (decompression
+            bombs). None: CHUTE_MAX_IMAGE_PIXELS, else 178,956,970 (Pillow's bound). Non-JPEG
+            images above that bound fail as CORRUPT (Pillow refuses them first) whatever
+            this says.
 
     Returns:
         uint8 [B]: 0 where the sample was decoded, else its DecodeStatus; failed slots of
@@ -180,6 +220,8 @@ def decode_batch(
     boxes = np.ascontiguousarray(boxes, dtype=np.float64)
     flips = np.ascontiguousarray(flips, dtype=np.bool_)
     kind = _check_arguments(data, offsets, boxes, flips, out, layout)
+    sizes = _check_sizes(sizes, len(boxes))
+    max_pixels = max_image_pixels(max_pixels)
     mean255, std255 = scaled_mean_std(mean, std)
     nchw = layout == "NCHW"
     out_h, out_w = image_size_of(out.shape, layout)
@@ -197,7 +239,7 @@ def decode_batch(
                 numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
             res = _acquire(0, 0)
             roi_handles = _roi_handles(res, roi_decode)
-            plan_batch(data, offsets, boxes, out_h, out_w,
+            plan_batch(data, offsets, boxes, sizes, max_pixels, out_h, out_w,
                        DCT_HEADROOM if dct_scaling else 0.0, res.handles,
                        header, plan)
             fast = plan[:, 0] == OK
@@ -217,7 +259,8 @@ def decode_batch(
     status = plan[:, 0].copy()
     for i in np.flatnonzero((status == NEEDS_PIL) | (status == JPEG_WARNING)):
         decode = decode_with_pil if status[i] == NEEDS_PIL else decode_warned_jpeg
-        status[i], pixels_rgb = decode(data[offsets[i]:offsets[i + 1]])
+        expected = tuple(sizes[i]) if len(sizes) else None
+        status[i], pixels_rgb = decode(data[offsets[i]:offsets[i + 1]], expected, max_pixels)
         if pixels_rgb is not None:
             status[i] = resample_decoded(pixels_rgb, boxes[i], flips[i], target, int(i), kind,
                                          nchw, mean255, std255)

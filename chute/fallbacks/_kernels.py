@@ -20,7 +20,15 @@ from numba import get_thread_id, njit, prange
 from chute._resize_box import BOX_SLACK, decode_span
 from chute.fallbacks._resample import resample_into
 from chute.fallbacks._roi_library import ROI_OK, ROI_WARNING, roi_decode
-from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, JPEG_WARNING, NEEDS_PIL, OK
+from chute.fallbacks._status import (
+    BOX_OUTSIDE,
+    CORRUPT,
+    JPEG_WARNING,
+    NEEDS_PIL,
+    OK,
+    SIZE_MISMATCH,
+    TOO_LARGE,
+)
 from chute.fallbacks._turbojpeg import (
     TJCS_CMYK,
     TJCS_YCCK,
@@ -49,8 +57,10 @@ def _renew_handle(handles, t):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def plan_batch(data, offsets, boxes, out_h, out_w, dct_headroom, handles, header, plan):
-    """Read each JPEG header; choose the DCT scale; check the box fits the image.
+def plan_batch(data, offsets, boxes, sizes, max_pixels, out_h, out_w, dct_headroom, handles,
+               header, plan):
+    """Read each JPEG header; refuse it when it claims more than max_pixels or a size other
+    than sizes[i] (height, width; sizes empty: any); choose the DCT scale; check the box fits.
 
     dct_headroom: the largest DCT scale s (8, 4, 2) with box >= dct_headroom * s * out on both
     axes is used; 0 decodes at full size.
@@ -76,6 +86,13 @@ def plan_batch(data, offsets, boxes, out_h, out_w, dct_headroom, handles, header
         if width < 1 or height < 1:  # header data ended early (libjpeg only warned)
             plan[i, P_STATUS] = CORRUPT
             _renew_handle(handles, t)
+            continue
+        # Before anything of the header's size is allocated (a decompression bomb).
+        if width * height > max_pixels:
+            plan[i, P_STATUS] = TOO_LARGE
+            continue
+        if sizes.shape[0] and (height != sizes[i, 0] or width != sizes[i, 1]):
+            plan[i, P_STATUS] = SIZE_MISMATCH
             continue
         top, left, box_h, box_w = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
         # Written so that NaN fails too (chute._resize_box.boxes_outside's rule).

@@ -1,7 +1,7 @@
 """The region-of-interest JPEG decoder (`_native/roi_jpeg.c`): built on first use, then loaded.
 
 The shim is compiled once per machine with the system C compiler against libjpeg-turbo's
-libjpeg API (`cc -shared ... -ljpeg`) by `_native_build.py`, into chute's cache directory.
+libjpeg API (`cc -shared ... -ljpeg`) by `chute/_native_build.py`, into chute's cache directory.
 
 Jitted code calls chute_roi_decode through a Numba `ExternalFunction` resolved by symbol
 name, which keeps `cache=True` working. The symbol is registered with LLVM before any kernel
@@ -13,15 +13,15 @@ Decoders are created and destroyed from Python through ctypes.
 from __future__ import annotations
 
 import ctypes
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from numba import types
 
+from chute._fork import ProcessLock
+from chute._native_build import build_library
 from chute.errors import BackendUnavailableError
-from chute.fallbacks._native_build import build_library
 
 __all__ = [
     "RoiDecoderStatus",
@@ -63,7 +63,7 @@ class RoiDecoderStatus:
     reason: str | None  # why not, and what to do, when unavailable
 
 
-_lock = threading.Lock()
+_lock = ProcessLock()
 _status: RoiDecoderStatus | None = None
 _lib: ctypes.CDLL | None = None  # the loaded shim, when available
 _keep: list = []  # ctypes objects whose addresses LLVM holds

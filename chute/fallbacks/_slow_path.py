@@ -18,7 +18,14 @@ from numba import njit
 from chute._resize_box import BOX_SLACK
 from chute.fallbacks import _turbojpeg
 from chute.fallbacks._resample import resample_into
-from chute.fallbacks._status import BOX_OUTSIDE, CORRUPT, OK, UNREADABLE
+from chute.fallbacks._status import (
+    BOX_OUTSIDE,
+    CORRUPT,
+    OK,
+    SIZE_MISMATCH,
+    TOO_LARGE,
+    UNREADABLE,
+)
 
 __all__ = ["decode_with_pil", "decode_warned_jpeg", "resample_decoded"]
 
@@ -47,24 +54,36 @@ def first_jpeg_warning(payload: np.ndarray) -> bytes | None:
         lib.tjDestroy(handle)
 
 
-def decode_warned_jpeg(payload: np.ndarray) -> tuple[int, np.ndarray | None]:
-    """(status, RGB pixels) for a JPEG the fast path's decoder warned about."""
+def decode_warned_jpeg(payload: np.ndarray, size: tuple[int, int] | None,
+                       max_pixels: int) -> tuple[int, np.ndarray | None]:
+    """(status, RGB pixels) for a JPEG the fast path's decoder warned about (its header passed
+    the fast path's size checks)."""
     payload = np.ascontiguousarray(payload)
     warning = first_jpeg_warning(payload)
     if warning is not None and _BENIGN_WARNING not in warning:
         return CORRUPT, None
-    status, pixels = decode_with_pil(payload)
+    status, pixels = decode_with_pil(payload, size, max_pixels)
     return (CORRUPT, None) if status != OK else (status, pixels)
 
 
-def decode_with_pil(payload: np.ndarray) -> tuple[int, np.ndarray | None]:
-    """(status, RGB uint8 [H, W, 3] or None) for one encoded payload."""
+def decode_with_pil(payload: np.ndarray, size: tuple[int, int] | None,
+                    max_pixels: int) -> tuple[int, np.ndarray | None]:
+    """(status, RGB uint8 [H, W, 3] or None) for one encoded payload.
+
+    size: the (height, width) the header must state, or None; max_pixels: the most pixels the
+    header may state (both checked before PIL decodes anything).
+    """
     from PIL import Image, UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. EXIF/ICC chatter; failures still raise
             with Image.open(io.BytesIO(payload.tobytes())) as image:
+                width, height = image.size
+                if width * height > max_pixels:
+                    return TOO_LARGE, None
+                if size is not None and (height, width) != tuple(size):
+                    return SIZE_MISMATCH, None
                 image.load()
                 rgb = image.convert("RGB")
     except UnidentifiedImageError:

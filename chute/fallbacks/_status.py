@@ -5,13 +5,16 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = [
-    "DecodeStatus", "OK", "CORRUPT", "UNREADABLE", "BOX_OUTSIDE", "NEEDS_PIL", "JPEG_WARNING",
+    "DecodeStatus", "OK", "CORRUPT", "UNREADABLE", "BOX_OUTSIDE", "TOO_LARGE", "SIZE_MISMATCH",
+    "NEEDS_PIL", "JPEG_WARNING",
 ]
 
 OK = 0
 CORRUPT = 1
 UNREADABLE = 2
 BOX_OUTSIDE = 3
+TOO_LARGE = 4
+SIZE_MISMATCH = 5
 # Internal, never returned: the payload is not a JPEG (PIL path), or libjpeg warned about it.
 NEEDS_PIL = 100
 JPEG_WARNING = 101
@@ -24,6 +27,8 @@ class DecodeStatus(IntEnum):
     CORRUPT = CORRUPT  # a decoder rejected the payload (corrupt, truncated)
     UNREADABLE = UNREADABLE  # no decoder recognises the payload as an image
     BOX_OUTSIDE = BOX_OUTSIDE  # the crop box does not fit the decoded image size
+    TOO_LARGE = TOO_LARGE  # the header claims more pixels than the bound (max_image_pixels)
+    SIZE_MISMATCH = SIZE_MISMATCH  # the header's size is not the one the caller expects
 
     def describe(self) -> str:
         return {
@@ -33,5 +38,12 @@ class DecodeStatus(IntEnum):
             DecodeStatus.BOX_OUTSIDE: (
                 "the crop box lies outside the decoded image (stored height/width disagree "
                 "with the image)"
+            ),
+            DecodeStatus.TOO_LARGE: (
+                "the image header claims more pixels than the bound (CHUTE_MAX_IMAGE_PIXELS, "
+                "backend_options['max_pixels']): a decompression bomb, or raise the bound"
+            ),
+            DecodeStatus.SIZE_MISMATCH: (
+                "the image header's size disagrees with the dataset's height/width columns"
             ),
         }[self]

@@ -14,12 +14,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import threading
 from pathlib import Path
 
 import numpy as np
 from numba import types
 
+from chute._fork import ProcessLock
 from chute.errors import BackendUnavailableError
 
 __all__ = [
@@ -79,7 +79,7 @@ tj_get_error_code = types.ExternalFunction("tjGetErrorCode", _i32(_i64))
 tj_init_decompress = types.ExternalFunction("tjInitDecompress", _i64())
 tj_destroy = types.ExternalFunction("tjDestroy", _i32(_i64))
 
-_lock = threading.Lock()
+_lock = ProcessLock()
 _loaded: dict[str, ctypes.CDLL] = {}
 
 

@@ -1,14 +1,21 @@
 """Decoding the frames of a clip from container bytes with FFmpeg (PyAV), touching only the
 span the clip needs: seek to the keyframe at or before its first frame, decode forward, keep
-the wanted frames, stop after the last (docs/design.md, "Video clips")."""
+the wanted frames, stop after the last (docs/design.md, "Video clips").
+
+Within the span, an H.264 packet that no other frame depends on and whose frame is not wanted
+is never decoded (`_h264_refs.py`); each thread keeps its scaler contexts instead of building
+one per frame."""
 
 from __future__ import annotations
 
 import io
+import threading
+import warnings
 
 import numpy as np
 
 from chute.errors import DecodeError
+from chute.fallbacks._h264_refs import disposable_test
 
 __all__ = ["decode_frames"]
 
@@ -39,15 +46,35 @@ def _offset(room: int, fraction: float | None) -> int:
     return min(int(fraction * (room + 1)), room)
 
 
+_local = threading.local()
+_MAX_SCALERS = 8  # per thread: a few output sizes (buckets) in turn
+
+
+def _scaler(key):
+    """This thread's reformatter for `key` (source and output geometry): one FFmpeg scaler
+    context kept across frames, not rebuilt for each."""
+    from av.video.reformatter import VideoReformatter
+
+    scalers = getattr(_local, "scalers", None)
+    if scalers is None:
+        scalers = _local.scalers = {}
+    found = scalers.get(key)
+    if found is None:
+        if len(scalers) >= _MAX_SCALERS:
+            scalers.clear()
+        found = scalers[key] = VideoReformatter()
+    return found
+
+
 def _display(frame, rotation: int, size, crop) -> np.ndarray:
-    if size is None:
-        rgb = frame.to_ndarray(format="rgb24")
-    else:
-        # FFmpeg's scaler converts and resizes in one pass (its bilinear filter widens with
-        # the downscale factor, so it is antialiased); then only a crop is left.
-        h, w = _fill_dims(frame.height, frame.width, rotation, size)
-        rgb = frame.reformat(width=w, height=h, format="rgb24",
-                             interpolation="BILINEAR").to_ndarray()
+    h, w = (frame.height, frame.width) if size is None else _fill_dims(
+        frame.height, frame.width, rotation, size)
+    # FFmpeg's scaler converts and resizes in one pass (its bilinear filter widens with
+    # the downscale factor, so it is antialiased); then only a crop is left. The scaler keeps
+    # FFmpeg's default threads: one thread per scaler measured slower (README, "Video clips").
+    scaler = _scaler((frame.format.name, frame.height, frame.width, h, w))
+    rgb = scaler.reformat(frame, width=w, height=h, format="rgb24",
+                          interpolation="BILINEAR").to_ndarray()
     if rotation:
         rgb = np.rot90(rgb, k=rotation // 90)
     if size is not None:
@@ -60,7 +87,7 @@ def _display(frame, rotation: int, size, crop) -> np.ndarray:
 
 def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: int = 0,
                   size: tuple[int, int] | None = None,
-                  crop: tuple[float, float] | None = None) -> np.ndarray:
+                  crop: tuple[float, float] | None = None, skip: bool = True) -> np.ndarray:
     """Frames `indices` (frame numbers in presentation order; repeats allowed) of a video.
 
     Args:
@@ -73,6 +100,8 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
             decoded size.
         crop: (vertical, horizontal) fractions in [0, 1) placing the crop at
             floor(fraction * (spare + 1)) pixels; None centres it.
+        skip: drop unwanted H.264 frames that no other frame depends on before decoding
+            (same pixels; False decodes every packet of the span).
 
     Returns:
         uint8 [len(indices), H, W, 3] RGB frames at display orientation.
@@ -80,31 +109,61 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
     Raises:
         DecodeError: a wanted frame is missing or the stream is corrupt.
     """
-    av = _av()
     indices = np.asarray(indices, dtype=np.int64)
     wanted = frame_pts[indices]
+    if not isinstance(data, (bytes, bytearray)):
+        data = memoryview(np.ascontiguousarray(data))
+    found = _decode_span(data, wanted, rotation, size, crop, skip)
+    if found is None:
+        # Skipping disposable packets lost a wanted frame: decode the whole span, as a decoder
+        # without the shortcut would, and say so when that finds it (a decoder that reorders
+        # by what it has seen; a corrupt stream fails below without a warning).
+        found = _decode_span(data, wanted, rotation, size, crop, False)
+        if isinstance(found, dict):
+            warnings.warn("chute: a video lost wanted frames when its unwanted disposable "
+                          "H.264 frames were skipped; its whole span was decoded instead",
+                          RuntimeWarning, stacklevel=2)
+    if not isinstance(found, dict):
+        raise DecodeError(f"frames with pts {sorted(found)[:3]} are missing (truncated or "
+                          "corrupt stream)")
+    return np.stack([found[p] for p in wanted.tolist()])
+
+
+def _decode_span(data, wanted: np.ndarray, rotation: int, size, crop,
+                 skip: bool) -> dict[int, np.ndarray] | set[int] | None:
+    """pts -> display frame for every wanted pts; else the missing pts (a plain decode) or
+    None (skipping lost a frame)."""
+    av = _av()
     targets = set(wanted.tolist())
     last = int(wanted.max())
     found: dict[int, np.ndarray] = {}
-    if not isinstance(data, (bytes, bytearray)):
-        data = memoryview(np.ascontiguousarray(data))
+    skipped = False
     try:
         with av.open(io.BytesIO(data)) as container:
             stream = container.streams.video[0]
+            context = stream.codec_context
+            if context is None:  # FFmpeg knows no decoder for the stream's codec tag
+                raise ValueError("no decoder for its video codec")
+            disposable = disposable_test(context.name, context.extradata) if skip else None
             container.seek(int(wanted.min()), stream=stream, backward=True, any_frame=False)
-            for frame in container.decode(stream):
-                if frame.pts is None:
+            done = False
+            for packet in container.demux(stream):
+                if (disposable is not None and packet.pts is not None
+                        and packet.pts not in targets and disposable(packet)):
+                    skipped = True
                     continue
-                if frame.pts in targets:
-                    found[frame.pts] = _display(frame, rotation, size, crop)
-                    if len(found) == len(targets):
+                for frame in packet.decode():
+                    if frame.pts is None:
+                        continue
+                    if frame.pts in targets:
+                        found[frame.pts] = _display(frame, rotation, size, crop)
+                    done = len(found) == len(targets) or frame.pts > last
+                    if done:
                         break
-                if frame.pts > last:
+                if done:
                     break
     except (av.error.FFmpegError, IndexError, ValueError) as exc:
         raise DecodeError(f"video does not decode ({exc})") from None
     if len(found) != len(targets):
-        missing = sorted(targets - set(found))
-        raise DecodeError(f"frames with pts {missing[:3]} are missing (truncated or corrupt "
-                          "stream)")
-    return np.stack([found[p] for p in wanted.tolist()])
+        return None if skipped else targets - set(found)
+    return found

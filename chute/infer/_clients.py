@@ -5,7 +5,7 @@ takes them)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,8 @@ class RunResult:
         end: when the last accepted request finished.
         rate: the Poisson rate offered (requests/s), None for bulk.
         complete: False if the wait for results timed out.
+        gave_up: True if the client stopped offering early (its `give_up` said so); the
+            inputs it did not offer are not counted in `offered`.
     """
 
     requests: list[InferRequest]
@@ -37,6 +39,7 @@ class RunResult:
     end: float
     rate: float | None
     complete: bool = True
+    gave_up: bool = False
 
     @property
     def failed(self) -> int:
@@ -72,7 +75,8 @@ def _finish(server, accepted: list, offered: int, dropped: int, start: float, ra
 
 
 def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
-                timeout: float | None = None, progress=None) -> RunResult:
+                timeout: float | None = None, progress=None,
+                give_up: Callable[[list[InferRequest], int], bool] | None = None) -> RunResult:
     """Offer `inputs` at exponentially distributed intervals (a Poisson process of `rate`).
 
     Args:
@@ -82,6 +86,9 @@ def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
         seed: seed of the inter-arrival times (the same seed gives the same arrivals).
         timeout: seconds to wait for results after the last arrival (None: no limit).
         progress: optional tqdm-like bar with total=len(inputs).
+        give_up: optional `give_up(accepted, dropped)`, asked between arrivals; when it says
+            True the client offers nothing more (e.g. the run can no longer meet an SLO) and
+            waits for the requests it offered.
 
     Returns:
         The run's RunResult; a request that finds the first queue full is dropped, not retried.
@@ -93,18 +100,25 @@ def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
     arrivals = np.cumsum(gaps)
     bar = _Progress(progress, server)
     accepted: list[InferRequest] = []
-    dropped = 0
+    dropped = offered = 0
+    gave_up = False
     start = time.monotonic()
     for when, item in zip(arrivals.tolist(), inputs, strict=True):
-        while (left := start + when - time.monotonic()) > 0:
+        while not gave_up and (left := start + when - time.monotonic()) > 0:
             time.sleep(min(left, 0.1))
             bar.tick(dropped)
+            gave_up = give_up is not None and give_up(accepted, dropped)
+        if gave_up:
+            break
+        offered += 1
         request = server.submit(item)
         if request is None:
             dropped += 1
         else:
             accepted.append(request)
-    return _finish(server, accepted, len(inputs), dropped, start, rate, timeout, bar)
+    result = _finish(server, accepted, offered, dropped, start, rate, timeout, bar)
+    result.gave_up = gave_up
+    return result
 
 
 def run_bulk(server, inputs: Sequence[Any], *, timeout: float | None = None,

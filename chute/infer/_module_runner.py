@@ -1,5 +1,6 @@
 """A torch.nn.Module as a stage: stack the batch's inputs, run forward on the replica's device
-without autograd, hand back one CPU output per request."""
+without autograd, hand back the outputs with a leading batch dimension (on that device: the
+replica sends them on by CUDA IPC or copies them to the CPU)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,4 @@ class ModuleRunner:
     def __call__(self, inputs: list) -> torch.Tensor:
         x = torch.stack([torch.as_tensor(t) for t in inputs]).to(self.device, non_blocking=True)
         with torch.no_grad():
-            y = self.module(x)
-        # outputs cross processes in CPU shared memory (docs/design.md, "Inference pipelines")
-        return y.cpu() if y.device.type != "cpu" else y
+            return self.module(x)

@@ -51,7 +51,38 @@ def run_batch(fn, payloads: list) -> list:
     return [_failure(x) if isinstance(x, BaseException) else x for x in items]
 
 
-def replica_main(conn, spec, options, base, device, dataset, threads) -> None:
+def _incoming(payload, unpack):
+    """A payload with its CUDA handles opened, or the Failure of a handle that does not open."""
+    try:
+        return unpack(payload)
+    except Exception as exc:  # noqa: BLE001  (e.g. its producer died: only this request fails)
+        return Failure(f"its CUDA input cannot be opened ({type(exc).__name__}: {exc})")
+
+
+def _outgoing(outputs: list) -> list:
+    """Outputs as they leave the replica for a stage on a GPU: CUDA tensors as IPC handles."""
+    from chute.infer._cuda_ipc import pack
+
+    out = []
+    for x in outputs:
+        try:
+            out.append(x if isinstance(x, Failure) else pack(x))
+        except Exception as exc:  # noqa: BLE001  (e.g. a CUDA error: that request fails)
+            out.append(_failure(exc))
+    return out
+
+
+def _on_host(fn):
+    """`fn` with its whole batch's outputs copied to the CPU in one go (for a CPU stage or the
+    client; the pipe then moves CPU tensors through shared memory), not one request at a
+    time."""
+    from chute.infer._cuda_ipc import to_host
+
+    return lambda payloads: to_host(fn(payloads))
+
+
+def replica_main(conn, spec, options, base, device, dataset, threads,
+                 send_cuda: bool = False) -> None:
     """Entry point of a replica process (spawned).
 
     Args:
@@ -60,6 +91,7 @@ def replica_main(conn, spec, options, base, device, dataset, threads) -> None:
         device: this replica's device.
         dataset: the config's dataset path.
         threads: torch intra-op threads, or None for torch's default.
+        send_cuda: the next stage runs on a GPU: CUDA outputs go to it by CUDA IPC.
     """
     # Ctrl-C reaches the whole process group; the parent stops replicas itself, in order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -68,10 +100,13 @@ def replica_main(conn, spec, options, base, device, dataset, threads) -> None:
         import torch.multiprocessing  # noqa: F401  (registers the shared-memory reductions)
 
         from chute.infer._build import build_stage
+        from chute.infer._cuda_ipc import unpack
 
         if threads is not None:
             torch.set_num_threads(threads)
         fn = build_stage(spec, options, base=base, device=device, dataset=dataset)
+        if not send_cuda:
+            fn = _on_host(fn)
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -83,11 +118,19 @@ def replica_main(conn, spec, options, base, device, dataset, threads) -> None:
             return  # the parent is gone
         if message[0] == "stop":
             return
-        payloads = message[1]
+        payloads = [_incoming(p, unpack) for p in message[1]]
+        live = [k for k, p in enumerate(payloads) if not isinstance(p, Failure)]
         started = time.monotonic()
-        outputs = run_batch(fn, payloads)
+        results = run_batch(fn, [payloads[k] for k in live]) if live else []
         finished = time.monotonic()
-        del payloads, message
+        outputs = list(payloads)
+        for k, result in zip(live, results, strict=True):
+            outputs[k] = result
+        if send_cuda:
+            outputs = _outgoing(outputs)
+        del payloads, results, message
+        if send_cuda and torch.cuda.is_initialized():
+            torch.cuda.ipc_collect()  # frees what earlier consumers have let go of
         try:
             conn.send(("done", outputs, started, finished))
         except (BrokenPipeError, OSError):

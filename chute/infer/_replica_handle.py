@@ -11,6 +11,7 @@ import threading
 import time
 
 from chute.errors import ChuteError
+from chute.infer._cuda_ipc import on_cuda
 from chute.infer._replica import Failure, replica_main
 
 __all__ = ["ReplicaHandle", "StartupError"]
@@ -41,10 +42,12 @@ class ReplicaHandle:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         config = self.stage.config
+        following = self.stage.server.config.stages[self.stage.position + 1:]
+        send_cuda = bool(following) and on_cuda(following[0].devices)
         self.process = ctx.Process(
             target=replica_main, daemon=True, name=f"chute-infer-{config.name}-{self.index}",
             args=(child, config.fn, config.options, self.stage.base, config.device(self.index),
-                  self.stage.dataset, config.threads))
+                  self.stage.dataset, config.threads, send_cuda))
         self.process.start()
         child.close()
         self.conn = parent
@@ -90,6 +93,7 @@ class ReplicaHandle:
 
     def _restart(self, why: str) -> None:
         stage = self.stage
+        self.process.join(1.0)  # reaped, so its exit code (e.g. -9 for SIGKILL) is known
         message = (f"replica {self.index} of stage {stage.name!r} (pid {self.process.pid}) "
                    f"{why} (exit code {self.process.exitcode}); restarting it")
         log.warning(message)

@@ -1,10 +1,13 @@
 """Choosing replicas and batch sizes from measurement: for one stage at a time (in order), try
-each (replicas, max_batch) of a small grid with the other stages at their best so far; score a
+each (replicas, max_batch[, max_wait_ms]) of a small grid with the other stages at their best so
+far; score a
 configuration by the highest Poisson rate it sustains with p95 latency under the SLO, nothing
 dropped and nothing failed (docs/design.md, "Inference pipelines")."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -27,9 +30,11 @@ class Trial:
 
     Attributes:
         stages: stage name -> (replicas, max_batch) of this configuration.
+        waits: stage name -> max_wait_ms of this configuration.
         varied: the stage whose setting this trial varied.
         capacity: requests/s of a bulk (closed-loop) run.
-        probes: (offered rate, p95 ms or None, dropped, failed) per Poisson probe.
+        probes: (offered rate, p95 ms or None, dropped, failed) per Poisson probe; p95 is inf
+            when the probe stopped early because it could no longer meet the SLO.
         sustained: the highest probed rate meeting the SLO (0.0 when none did).
         skipped: why it was not measured ("budget", "cannot beat the best"), or None.
         final: (rate, p95 ms or None, dropped, failed) of the final round, when it was in it.
@@ -42,6 +47,7 @@ class Trial:
     sustained: float = 0.0
     skipped: str | None = None
     final: tuple[float, float | None, int, int] | None = None
+    waits: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,6 +64,26 @@ def _meets(report: dict, slo_ms: float) -> bool:
     p95 = report["latency_ms"]["p95"]
     return (p95 is not None and p95 <= slo_ms and report["dropped"] == 0
             and report["failed"] == 0 and report["unfinished"] == 0)
+
+
+def hopeless(slo_ms: float, n: int):
+    """A `give_up` for run_poisson: True once a probe of `n` requests can no longer meet the
+    SLO (a request dropped or failed, or so many over `slo_ms`, finished or still in flight,
+    that the p95 is over it), so failing probes stop early and the search measures more."""
+    # numpy's p95 of n values lies at or after sorted index floor(0.95 (n - 1))
+    late_limit = n - int(0.95 * (n - 1))
+
+    def give_up(accepted: list, dropped: int) -> bool:
+        if dropped:
+            return True
+        now = time.monotonic()
+        late = failed = 0
+        for r in accepted:
+            failed += r.error is not None
+            late += ((r.done if r.finished else now) - r.submitted) * 1000 > slo_ms
+        return failed > 0 or late >= late_limit
+
+    return give_up
 
 
 def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
@@ -84,11 +110,12 @@ def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
         if rate <= floor or rate <= 0:
             break
         timeout = max(30.0, 10 * slo_ms / 1000)
-        report = summarize(run_poisson(server, inputs, rate, seed=seed, timeout=timeout),
-                           server)
-        probes.append((rate, report["latency_ms"]["p95"], report["dropped"],
-                       report["failed"]))
-        if _meets(report, slo_ms):
+        run = run_poisson(server, inputs, rate, seed=seed, timeout=timeout,
+                          give_up=hopeless(slo_ms, len(inputs)))
+        report = summarize(run, server)
+        probes.append((rate, math.inf if run.gave_up else report["latency_ms"]["p95"],
+                       report["dropped"], report["failed"]))
+        if not run.gave_up and _meets(report, slo_ms):
             return rate, probes
     return 0.0, probes
 
@@ -98,8 +125,13 @@ def _first(value: int, values: Sequence[int]) -> list[int]:
     return [value, *[v for v in values if v != value]]
 
 
-def _settings(config: InferConfig) -> dict[str, tuple[int, int]]:
-    return {s.name: (s.replicas, s.max_batch) for s in config.stages}
+def _trial(config: InferConfig, varied: str) -> Trial:
+    return Trial({s.name: (s.replicas, s.max_batch) for s in config.stages}, varied,
+                 waits={s.name: s.max_wait_ms for s in config.stages})
+
+
+def _key(trial: Trial) -> tuple:
+    return tuple(sorted((n, r, b, trial.waits.get(n)) for n, (r, b) in trial.stages.items()))
 
 
 def _probe(config: InferConfig, inputs: Sequence, rate: float, seed: int):
@@ -133,7 +165,8 @@ def _final_round(leaders: list[tuple[Trial, InferConfig]], inputs: Sequence, slo
 
 def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: float,
            replicas: Sequence[int] | None = None, batches: Sequence[int] = (1, 2, 4),
-           finalists: int = 3, seed: int = 0, log=None) -> SearchResult:
+           waits: Sequence[float] | None = None, finalists: int = 3, seed: int = 0,
+           log=None) -> SearchResult:
     """Measure a small grid of (replicas, max_batch) per stage; keep the best sustained rate.
 
     Args:
@@ -144,6 +177,8 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
             (the one running is finished, and the starting configuration is always measured).
         replicas: replica counts to try (default 1 and 2, up to the CPU count).
         batches: max_batch values to try.
+        waits: max_wait_ms values to try with each max_batch above 1 (None: only the
+            stage's own; each value adds a trial per batch size, so it costs budget).
         finalists: how many of the best configurations a final round measures again, back
             to back, at the best sustained rate (when the budget allows; its last quarter is
             kept for it).
@@ -166,29 +201,30 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
         base = best
         current = base.stage(stage.name)
         for r in _first(current.replicas, replicas):
-            candidates = [base.replace(stage.name, replicas=r, max_batch=b)
-                          for b in _first(current.max_batch, batches)]
-            todo = [c for c in candidates
-                    if tuple(sorted(_settings(c).items())) not in measured]
+            candidates = [base.replace(stage.name, replicas=r, max_batch=b, max_wait_ms=w)
+                          for b in _first(current.max_batch, batches)
+                          for w in (_first(current.max_wait_ms, waits) if waits and b > 1
+                                    else [current.max_wait_ms])]
+            todo = [c for c in candidates if _key(_trial(c, stage.name)) not in measured]
             if not todo:
                 continue
             if measured and time.monotonic() - started > grid_budget:
                 for c in todo:
-                    trials.append(Trial(_settings(c), stage.name, skipped="budget"))
+                    trials.append(dataclasses.replace(_trial(c, stage.name), skipped="budget"))
                 continue
             # one server per replica count: the batch size changes while it runs
             with InferServer(todo[0]) as server:
                 run_bulk(server, list(inputs[:_warm(todo[0])]), timeout=120)
                 for c in todo:
-                    trial = Trial(_settings(c), stage.name)
-                    key = tuple(sorted(trial.stages.items()))
+                    trial = _trial(c, stage.name)
+                    key = _key(trial)
                     measured[key], configs[key] = trial, c
                     trials.append(trial)
                     if len(measured) > 1 and time.monotonic() - started > grid_budget:
                         trial.skipped = "budget"
                         continue
                     target = c.stage(stage.name)
-                    server.set_batching(stage.name, target.max_batch)
+                    server.set_batching(stage.name, target.max_batch, target.max_wait_ms)
                     bulk = summarize(run_bulk(server, inputs, timeout=120), server)
                     trial.capacity = bulk["throughput"] if bulk["failed"] == 0 else 0.0
                     if max(PROBES) * trial.capacity <= best_rate:
@@ -201,7 +237,7 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
                             best, best_rate = c, trial.sustained
                     say(format_trials([trial], header=False))
     ranked = sorted((t for t in trials if t.sustained > 0), key=lambda t: -t.sustained)
-    leaders = [(t, configs[tuple(sorted(t.stages.items()))]) for t in ranked[:finalists]]
+    leaders = [(t, configs[_key(t)]) for t in ranked[:finalists]]
     if len(leaders) > 1 and time.monotonic() - started < budget_s:
         winner, best = _final_round(leaders, inputs, slo_ms, seed, say)
         rate, p95, dropped, failed = winner.final
@@ -210,14 +246,22 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
     return SearchResult(best, max(best_rate, 0.0), trials, time.monotonic() - started)
 
 
+def _p95(p95: float | None) -> str:
+    if p95 is None:
+        return "-"
+    return "over SLO, stopped" if math.isinf(p95) else f"{p95:.0f}"
+
+
 def format_trials(trials: list[Trial], header: bool = True) -> str:
     """Trials as a Markdown table."""
-    lines = ["| varied | setting (replicas x batch per stage) | capacity req/s | probes "
+    lines = ["| varied | setting (replicas x batch, wait, per stage) | capacity req/s | probes "
              "(rate req/s: p95 ms) | sustained req/s |",
              "|---|---|---|---|---|"] if header else []
     for t in trials:
-        setting = ", ".join(f"{n} {r}x{b}" for n, (r, b) in t.stages.items())
-        probes = "; ".join(f"{rate:.2f}: {'-' if p95 is None else f'{p95:.0f}'}"
+        setting = ", ".join(f"{n} {r}x{b}" + (f" w{t.waits[n]:g}ms" if b > 1 and n in t.waits
+                                              else "")
+                            for n, (r, b) in t.stages.items())
+        probes = "; ".join(f"{rate:.2f}: {_p95(p95)}"
                            + (f" ({dropped} dropped)" if dropped else "")
                            + (f" ({failed} failed)" if failed else "")
                            for rate, p95, dropped, failed in t.probes)
@@ -225,7 +269,7 @@ def format_trials(trials: list[Trial], header: bool = True) -> str:
             probes = (probes + "; " if probes else "") + f"skipped: {t.skipped}"
         if t.final:
             rate, p95, dropped, failed = t.final
-            probes += (f"; final round {rate:.2f}: {'-' if p95 is None else f'{p95:.0f}'}"
+            probes += (f"; final round {rate:.2f}: {_p95(p95)}"
                        + (f" ({dropped} dropped)" if dropped else "")
                        + (f" ({failed} failed)" if failed else ""))
         capacity = f"{t.capacity:.2f}" if t.capacity else "-"

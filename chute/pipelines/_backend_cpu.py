@@ -6,8 +6,11 @@ cores divided among this machine's ranks; see `default_threads`),
 "dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows; default: on
 in train, off in eval, where outputs must match the exact transform; docs/design.md, "Resize
 definition")
-and "roi_decode" (decode only each crop's region: None = when available, the default; True =
-required; False = full frames).
+"roi_decode" (decode only each crop's region: None = when available, the default; True =
+required; False = full frames) and "max_pixels" (the largest image decoded, default
+CHUTE_MAX_IMAGE_PIXELS or 178,956,970). An image whose header disagrees with the dataset's
+height/width columns fails its sample before it is decoded (docs/design.md, "Decompression
+bombs").
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import numpy as np
 
 from chute.pipelines._distributed import default_threads
 from chute.pipelines._image_producer import ImageProducerBase
+from chute.pipelines._options import parse_flag
 from chute.pipelines._producer import ImageSpec, SequentialEpoch, check_options
 from chute.pipelines._warmup import mark_compiled, note_first_compile
 
 __all__ = ["CpuBackend", "create", "candidates"]
 
-_OPTIONS = {"threads", "dct_scaling", "roi_decode"}
+_OPTIONS = {"threads", "dct_scaling", "roi_decode", "max_pixels"}
 
 
 class CpuBackend(ImageProducerBase):
@@ -31,19 +35,23 @@ class CpuBackend(ImageProducerBase):
     def __init__(self, spec: ImageSpec):
         check_options("cpu", spec.options, _OPTIONS)
         super().__init__(spec)
-        from chute.fallbacks import decode_batch
+        from chute.fallbacks import decode_batch, max_image_pixels, release_scratch
         from chute.fallbacks._turbojpeg import load
 
         load()  # a missing libturbojpeg fails here, at Pipeline construction, not at next()
         self._decode_batch = decode_batch
+        self._release_scratch = release_scratch
+        self.max_pixels = max_image_pixels(spec.options.get("max_pixels"))
+        height, width = spec.size_fields
+        self._sizes = np.stack([np.asarray(spec.dataset.column(height), np.int64),
+                                np.asarray(spec.dataset.column(width), np.int64)], axis=1)
         self.threads = spec.options.get("threads")
         self.threads_reason = "backend_options['threads']"
         if self.threads is None:
             self.threads, self.threads_reason = default_threads()
-        dct = spec.options.get("dct_scaling")
-        self.dct_scaling = spec.augment == "train" if dct is None else bool(dct)
-        roi = spec.options.get("roi_decode")
-        self.roi_decode = None if roi is None else bool(roi)
+        dct = parse_flag(spec.options.get("dct_scaling"), "dct_scaling")
+        self.dct_scaling = spec.augment == "train" if dct is None else dct
+        self.roi_decode = parse_flag(spec.options.get("roi_decode"), "roi_decode")
         self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
         self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
 
@@ -71,6 +79,8 @@ class CpuBackend(ImageProducerBase):
             dct_scaling=self.dct_scaling,
             roi_decode=self.roi_decode,
             threads=self.threads,
+            sizes=self._sizes[ids],
+            max_pixels=self.max_pixels,
         )
         if not self._compiled:
             self._compiled = True
@@ -79,6 +89,7 @@ class CpuBackend(ImageProducerBase):
 
     def close(self) -> None:
         self._scratch = np.empty(0, dtype=np.uint8)
+        self._release_scratch()  # the decoder's pixel scratch, sized by the largest image
 
 
 def _grown(nbytes: int) -> np.ndarray:

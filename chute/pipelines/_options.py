@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 __all__ = ["image_size_of", "dtype_name", "output_dtype", "field_cast", "mean_std_fractions",
-           "check_backend_options", "check_ring_memory"]
+           "check_backend_options", "check_ring_memory", "parse_flag", "FLAG_OPTIONS",
+           "ring_memory_error"]
 
 # dtype the user asks for -> (dtype the producers write, torch dtype cast to on the device or None)
 _DTYPES = {"uint8": ("uint8", None), "float16": ("float16", None),
@@ -20,7 +21,11 @@ _TORCH_NAMES = {torch.uint8: "uint8", torch.float16: "float16", torch.float32: "
 # What a stored numeric field may be cast to on the device (field_options={f: {"dtype": ...}}).
 _FIELD_CASTS = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                 "float32": torch.float32, "float64": torch.float64}
-_BOOLEAN_WORDS = {"no", "false", "off", "yes", "true", "on", "0", "1", "none", ""}
+# backend options that are yes/no (None: the backend's default); strings are parsed strictly
+FLAG_OPTIONS = frozenset({"dct_scaling", "roi_decode"})
+_TRUE_WORDS = {"true", "yes", "on", "1"}
+_FALSE_WORDS = {"false", "no", "off", "0"}
+_BOOLEAN_WORDS = _TRUE_WORDS | _FALSE_WORDS | {"none", ""}
 
 
 def image_size_of(value) -> tuple[int, int]:
@@ -112,9 +117,34 @@ def mean_std_fractions(mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]
     return tuple((mean_a / 255).tolist()), tuple((std_a / 255).tolist())
 
 
+def parse_flag(value, name: str) -> bool | None:
+    """A yes/no option as a bool (None stays None: the default), parsed strictly: "no",
+    "false", "off" and "0" are False (as Python values they would be truthy strings), and
+    anything that is not clearly yes or no is an error.
+
+    Args:
+        value: True/False/None, 0/1, or a string true/false, yes/no, on/off, 1/0 (any case).
+        name: the option's name, for the message.
+    """
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return None if value is None else bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    raise ValueError(f"backend_options[{name!r}] = {value!r} is not a yes/no value; pass True "
+                     "or False (strings 'true'/'false', 'yes'/'no', 'on'/'off', '1'/'0' work "
+                     "too), or None for the default")
+
+
 def check_backend_options(options: dict | None) -> dict:
-    """A copy of `options`, refusing strings where a flag or number is meant ("no" and "false"
-    are truthy strings: passed through they would switch an option on).
+    """A copy of `options` with its yes/no options (FLAG_OPTIONS) parsed strictly, refusing
+    strings elsewhere where a flag or number is meant ("no" and "false" are truthy strings:
+    passed through they would switch an option on).
 
     Args:
         options: the Pipeline's backend_options.
@@ -123,12 +153,13 @@ def check_backend_options(options: dict | None) -> dict:
         return {}
     if not isinstance(options, dict):
         raise TypeError(f"backend_options must be a dict, got {type(options).__name__}")
+    options = {k: parse_flag(v, k) if k in FLAG_OPTIONS else v for k, v in options.items()}
     for key, value in options.items():
         if isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS:
             raise TypeError(
                 f"backend_options[{key!r}] = {value!r} is a string; pass a Python value "
                 "(True/False, a number or None), e.g. backend_options={" f"{key!r}: False}}")
-    return dict(options)
+    return options
 
 
 def _physical_memory() -> int | None:
@@ -147,12 +178,29 @@ def check_ring_memory(slots: int, batch_size: int, outputs: dict, where: str) ->
         outputs: key -> Output (sample_shape, dtype) of every producer.
         where: the dataset, for the message.
     """
-    per_batch = sum(batch_size * int(np.prod(o.sample_shape, dtype=np.float64))
-                    * np.dtype(o.dtype).itemsize for o in outputs.values() if o.dtype is not None)
-    total = slots * per_batch
     limit = _physical_memory()
-    if limit is not None and total > limit:
-        raise ValueError(
-            f"Pipeline on {where}: {slots} batches in flight of {per_batch / 2**30:.1f} GiB each "
-            f"need {total / 2**30:.1f} GiB, more than this machine's {limit / 2**30:.1f} GiB; "
-            "lower batch_size, image_size or prefetch")
+    if limit is not None and _ring_bytes(slots, batch_size, outputs)[1] > limit:
+        raise ring_memory_error(slots, batch_size, outputs, where,
+                                f"more than this machine's {limit / 2**30:.1f} GiB")
+
+
+def _ring_bytes(slots: int, batch_size: int, outputs: dict) -> tuple[float, float]:
+    """(bytes of one batch, bytes of the ring), as floats (sizes may exceed int64)."""
+    per_batch = sum(batch_size * float(np.prod(o.sample_shape, dtype=np.float64))
+                    * np.dtype(o.dtype).itemsize for o in outputs.values() if o.dtype is not None)
+    return per_batch, slots * per_batch
+
+
+def ring_memory_error(slots: int, batch_size: int, outputs: dict, where: str,
+                      why: str) -> ValueError:
+    """The error for a batch ring that does not fit: how much memory it would take and what to
+    lower.
+
+    Args:
+        slots, batch_size, outputs, where: as for `check_ring_memory`.
+        why: what it does not fit in (e.g. "the allocation failed").
+    """
+    per_batch, total = _ring_bytes(slots, batch_size, outputs)
+    return ValueError(
+        f"Pipeline on {where}: {slots} batches in flight of {per_batch / 2**30:.1f} GiB each "
+        f"need {total / 2**30:.1f} GiB, {why}; lower batch_size, image_size or prefetch")

@@ -20,6 +20,7 @@ The core here knows nothing of images: each requested field has a producer (chos
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import warnings
@@ -31,11 +32,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from chute._fork import ProcessLock
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
-from chute.errors import DecodeError
+from chute.errors import DecodeError, FormatError
 from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._duration_plan import DurationPlan
+from chute.pipelines._field_resolve import resolve_field_backend
+from chute.pipelines._merge import check_merge
 from chute.pipelines._options import (
     check_backend_options,
     check_ring_memory,
@@ -43,14 +47,17 @@ from chute.pipelines._options import (
     image_size_of,
     mean_std_fractions,
     output_dtype,
+    ring_memory_error,
 )
 from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
 from chute.pipelines._producers import (
+    FIELD_BACKENDS,
     MEDIA_PRODUCERS,
     create_producer,
     delivered_by_default,
+    field_backend,
     field_media,
     stored_producer,
 )
@@ -64,7 +71,7 @@ from chute.pipelines._staging import (
     stage,
     wait_ready,
 )
-from chute.pipelines._substitute import Substitutor
+from chute.pipelines._substitute import Substitutor, failure_reason
 from chute.pipelines._units import ByRecording, sample_durations, sample_unit
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
@@ -80,6 +87,8 @@ class PipelineStats:
     backend_reason: str = ""  # why that backend: requested, stored decision, or measured
     threads: int = 0  # CPU decoder threads of this process (0: no CPU decoding)
     threads_reason: str = ""  # where that number comes from
+    # field -> {"backend", "reason"} for fields whose options said backend="auto" (video)
+    field_backends: dict = field(default_factory=dict)
 
 
 class Pipeline:
@@ -121,8 +130,9 @@ class Pipeline:
         rank, world_size: this process's DDP position (default: from torch.distributed / env).
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
-        backend_options: options of the image backend (e.g. {"threads": 4}); Python values,
-            not strings.
+        backend_options: options of the image backend (e.g. {"threads": 4}); Python values.
+            Yes/no options (dct_scaling, roi_decode) also take "true"/"false", "yes"/"no",
+            "on"/"off" or "1"/"0"; any other string there raises.
         crop: a `CropConfig` for the train crops and flips (scale, ratio, flip_p, ...), e.g.
             `CropConfig(scale=(0.35, 1), flip_p=0.5)`; its size, when set, is the image size.
         transform: `callable(batch) -> batch` run on every batch on the output device, after
@@ -132,7 +142,9 @@ class Pipeline:
         copy: deliver batches the training loop owns (a copy each; slower) instead of views of
             the reused slots.
         field_options: options of other fields' producers, by field name (e.g.
-            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}); an
+            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}; a video
+            field also takes {"backend": "cpu"|"dali"|"auto"} (auto: measured by chute.Pipeline,
+            see stats.field_backends); an
             ndarray or table field takes {"dtype": "bfloat16"|"float16"|"float32"|"float64"},
             a cast made on the device after the copy.
         buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
@@ -144,6 +156,10 @@ class Pipeline:
             fields are read from its recording). Default: one dataset row.
         max_duration: seconds of audio per batch (batch_size stays the most samples in one):
             batches of similar durations, the same count on every rank, tail dropped.
+        merge: (min_s, max_s) with unit="segment": adjacent segments of a recording merged
+            into samples of about that many seconds, drawn anew each epoch as a pure function
+            of (seed, epoch); texts joined by spaces. The number of samples (and `len(pipe)`)
+            then varies a little from epoch to epoch.
         lookups: table field -> per-sample index field: the table's row `index[i]` is
             delivered for sample i (e.g. {"clip_emb": "segment_to_video"}).
     """
@@ -161,7 +177,8 @@ class Pipeline:
                  crop: CropConfig | None = None, eval_crop: str | None = None,
                  transform: Callable[[dict], dict] | None = None,
                  memory_format: torch.memory_format = torch.contiguous_format,
-                 copy: bool = False, lookups: dict[str, str] | None = None):
+                 copy: bool = False, lookups: dict[str, str] | None = None,
+                 merge: tuple[float, float] | None = None):
         from chute.readers import open_dataset
 
         self._own_dataset = isinstance(path_or_dataset, (str, Path))
@@ -213,13 +230,15 @@ class Pipeline:
         if unknown:
             raise ValueError(f"field_options name fields {unknown} that are not requested "
                              f"(fields={list(self.fields)})")
-        self._unit = None if unit is None else sample_unit(self.dataset, unit)
-        self._n = len(self.dataset) if unit is None else self._unit.n
+        merge = check_merge(merge, unit)
+        self._unit = None if unit is None else sample_unit(self.dataset, unit, merge=merge)
         if max_duration is not None and self.buckets is not None:
             raise ValueError("pass either buckets (video) or max_duration (audio), not both")
+        if merge is not None and max_duration is not None and merge.max_s > max_duration:
+            raise ValueError(f"merge max_s {merge.max_s} s exceeds max_duration={max_duration} "
+                             "s: a merged sample could not fit a batch; lower merge's max_s")
         self.max_duration = max_duration
-        self._durations = None if max_duration is None else \
-            sample_durations(self.dataset, self._unit)
+        self._durations: dict = {}  # (seed, epoch) -> seconds of every sample (max_duration)
         self._epoch, self._position, self._params = 0, 0, ()
         self._bucket_offsets: tuple = ()  # buckets: samples of each delivered this epoch
         self._check_not_empty()
@@ -234,6 +253,7 @@ class Pipeline:
                             layout="NHWC" if self._channels_last else layout,
                             mean=mean, std=std, crop=self.crop)
         self._producers = []
+        self._field_backends: dict[str, dict] = {}  # fields whose backend "auto" chose
         try:
             for f in self.fields:
                 producer = create_producer(
@@ -258,16 +278,54 @@ class Pipeline:
         check_ring_memory(self.prefetch + 2, self.batch_size, self._outputs, self.dataset.path)
         units = () if self._unit is None else (self._unit,)
         self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
+        self._durations.clear()  # made before the producers existed (the empty-epoch check)
+        if max_duration is not None:
+            try:
+                self.plan(0)  # a sample longer than max_duration as delivered raises now
+            except BaseException:
+                self._close_producers()
+                raise
         threads = getattr(self.backend, "threads", None) or 0
         self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason,
                                    threads=threads,
-                                   threads_reason=getattr(self.backend, "threads_reason", ""))
+                                   threads_reason=getattr(self.backend, "threads_reason", ""),
+                                   field_backends=self._field_backends)
         self._resume_pending = False
         self._warned = False
         self._run = None
         self._run_thread = None
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()  # free again in a forked child
+        self._pid = os.getpid()
         self._closed = False
+
+    @property
+    def _n(self) -> int:
+        """Samples of the current epoch."""
+        return self._count(self.seed, self._epoch)
+
+    def _count(self, seed: int, epoch: int) -> int:
+        """Samples of epoch `epoch` (merged segments: a pure function of seed and epoch)."""
+        return len(self.dataset) if self._unit is None else self._unit.count(seed, epoch)
+
+    def _durations_of(self, seed: int, epoch: int) -> np.ndarray:
+        """Seconds every sample of the epoch delivers (what max_duration packs): a producer's
+        `seconds` when it has one (audio: after speed perturbation and resampling), else
+        the stored durations."""
+        key = (seed, epoch)
+        if key not in self._durations:
+            self._durations.clear()  # one epoch at a time
+            timed = [p for p in getattr(self, "_producers", None) or ()
+                     if getattr(p, "seconds", None) is not None]
+            if timed:
+                ids = np.arange(self._count(seed, epoch), dtype=np.int64)
+                params: dict = {}
+                for source in self._params:
+                    params.update(source(seed, epoch, ids))
+                found = np.max([p.seconds(params) for p in timed], axis=0)
+            else:
+                found = sample_durations(self.dataset, self._unit, seed, epoch)
+            self._durations[key] = found
+        return self._durations[key]
 
     @staticmethod
     def _crop_config(crop: CropConfig | None, image_size, augment: str) -> CropConfig:
@@ -306,13 +364,21 @@ class Pipeline:
         if f in self.lookups:
             return ProducerSpec(name="lookup", options={**self._field_options.get(f, {}),
                                                          "index": self.lookups[f]}, **common)
-        name = stored_producer(f, self.dataset.specs[f])
-        return ProducerSpec(name=name, options=dict(self._field_options.get(f, {})), **common)
+        producer = stored_producer(f, self.dataset.specs[f])
+        options = dict(self._field_options.get(f, {}))
+        if options.get("backend") == "auto" and producer in FIELD_BACKENDS:
+            rest = {k: v for k, v in options.items() if k != "backend"}
+            options["backend"], reason = resolve_field_backend(
+                producer, dataset=self.dataset, field=f, options=rest, device=str(self.device),
+                batch_size=self.batch_size, augment=self.augment)
+            self._field_backends[f] = {"backend": options["backend"], "reason": reason}
+        name, options = field_backend(producer, options)
+        return ProducerSpec(name=name, options=options, **common)
 
     def _check_image_columns(self, f: str) -> None:
         missing = [c for c in ("height", "width") if c not in self.dataset.fields]
-        if missing:
-            raise ValueError(f"field {f!r} of {self.dataset.path} holds images but the dataset "
+        if missing:  # the dataset is incomplete, not the call: a FormatError (a ValueError)
+            raise FormatError(f"field {f!r} of {self.dataset.path} holds images but the dataset "
                              f"has no {missing} column(s), which crops are computed from; "
                              "convert it with `chute convert` (which stores them)")
 
@@ -354,10 +420,11 @@ class Pipeline:
         seed, epoch, position = self._checked_state(state)
         from chute.pipelines._bucket_plan import state_offsets
 
-        offsets = state_offsets(state, position, self._n, self.buckets,
+        n = self._count(seed, epoch)
+        offsets = state_offsets(state, position, n, self.buckets,
                                 f"Pipeline.load_state_dict on dataset {self.dataset.path}")
         self._stop_run()
-        if position >= self._n:
+        if position >= n:
             epoch, position, offsets = epoch + 1, 0, ()
         self.seed, self._epoch, self._position = seed, epoch, position
         self._bucket_offsets = offsets
@@ -378,9 +445,10 @@ class Pipeline:
         except (TypeError, ValueError):
             raise ValueError(f"{where}: seed, epoch and position must be integers, got "
                              f"{state!r:.200}") from None
-        if not 0 <= position <= self._n or epoch < 0:
+        if epoch < 0 or not 0 <= position <= self._count(seed, epoch):
             raise ValueError(f"{where}: state position {position} (epoch {epoch}) is outside "
-                             f"[0, {self._n}]; was it saved for another dataset?")
+                             f"[0, {self._count(seed, max(epoch, 0))}]; was it saved for "
+                             "another dataset?")
         return seed, epoch, position
 
     def _bucket_table(self, buckets):
@@ -421,7 +489,7 @@ class Pipeline:
                 epoch=self._epoch, rank=self.rank, world_size=self.world_size,
                 batch_size=self.batch_size, drop_last=True, start_position=start,
                 params=self._params, max_duration=float(self.max_duration),
-                durations=self._durations)
+                durations=self._durations_of(self.seed, self._epoch))
         return BatchPlan(
             dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
             epoch=self._epoch, rank=self.rank, world_size=self.world_size,
@@ -452,6 +520,7 @@ class Pipeline:
     def _start(self) -> tuple[_Run, BatchPlan]:
         """Begin a pass at the first `next()` (not at `iter()`: DataLoader and Lightning create
         the iterator before they call `set_epoch`)."""
+        self._forget_parent_run()
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Pipeline is closed; create a new one")
@@ -533,24 +602,37 @@ class Pipeline:
         self.stats.decode_errors += len(replaced)
         if not self._warned:
             self._warned = True
-            bad, sub = replaced[0]
+            bad, sub, reason = replaced[0]
+            why = f" ({reason})" if reason else ""
             warnings.warn(
                 f"chute: sample {bad} ({self._describe(bad)}) of {self.dataset.path} "
-                f"could not be decoded; replaced by sample {sub}. Further failures are counted "
-                "in pipe.stats.decode_errors without warning; run `chute verify` on the dataset.",
+                f"could not be decoded{why}; replaced by sample {sub}. Further failures are "
+                "counted in pipe.stats.decode_errors without warning; run `chute verify` on the "
+                "dataset.",
                 RuntimeWarning, stacklevel=3,
             )
 
     def _describe(self, sample_id: int) -> str:
         """Where sample `sample_id` is (its segment and recording when samples are segments)."""
-        where = "" if self._unit is None else self._unit.describe(sample_id)
-        row = sample_id if self._unit is None else int(self._unit.recording([sample_id])[0])
+        epoch = (self.seed, self._epoch)
+        where = "" if self._unit is None else self._unit.describe(sample_id, *epoch)
+        row = sample_id if self._unit is None else int(self._unit.recording([sample_id],
+                                                                            *epoch)[0])
         shard, local = self.dataset.locate(row)
         return f"{where}shard {shard}, local index {local}"
 
     # ---- lifetime --------------------------------------------------------------------------
 
+    def _forget_parent_run(self) -> None:
+        """In a forked child: the parent's pass and its prefetch thread do not exist here, and
+        the lock may have been held by a parent thread (docs/design.md, "Processes and
+        threads")."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._run = self._run_thread = None
+
     def _stop_run(self) -> None:
+        self._forget_parent_run()
         if self._run is not None:
             self._run.close()
             self._run = None
@@ -623,7 +705,12 @@ class _Run:
                   if o.dtype is not None}
         arrays["index"] = ((b,), np.dtype(np.int64))
         on_device = tuple(k for k, o in self.outputs.items() if o.on_device)
-        slots = allocate_slots(pipe.prefetch + 2, arrays, pipe.device, device_only=on_device)
+        try:
+            slots = allocate_slots(pipe.prefetch + 2, arrays, pipe.device,
+                                   device_only=on_device)
+        except (MemoryError, torch.OutOfMemoryError) as exc:
+            raise ring_memory_error(pipe.prefetch + 2, b, self.outputs, pipe.dataset.path,
+                                    f"which could not be allocated ({exc})") from None
         self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
         self.plan = plan
         self.readers = []
@@ -635,6 +722,7 @@ class _Run:
             raise
         self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
                                        pipe.on_error, describe=pipe._describe)
+        self.images = frozenset(pipe._images)
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
 
     def fill(self, slot, iteration: int):
@@ -644,11 +732,16 @@ class _Run:
             begin_fill(slot, self.stream)
             request, shapes, host, out = self._views(slot, request)
             failed = np.zeros(len(request.ids), dtype=bool)
+            reasons = {}  # row -> why it failed first (for on_error="raise")
             for producer, reader in zip(self.producers, self.readers, strict=True):
                 status = reader.read(request, {k: out[k] for k in producer.outputs()})
-                failed |= np.asarray(status).reshape(len(request.ids)) != 0
+                status = np.asarray(status).reshape(len(request.ids))
+                for row in np.flatnonzero((status != 0) & ~failed).tolist():
+                    reasons[row] = failure_reason(producer.field, int(status[row]),
+                                                  producer.field in self.images)
+                failed |= status != 0
             ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
-                                                         request)
+                                                         request, reasons=reasons)
             if reread:  # a substitute is larger than this batch's shapes: read it again
                 request, shapes, host, out = self._reread(slot, ids, request)
             host["index"][...] = ids
@@ -697,3 +790,6 @@ class _Run:
         if self.stream is not None:  # kernels/copies may still write the slots being released
             self.stream.synchronize()
         self._close_readers()
+        # An unfinished loop's generator keeps this run alive: drop what holds the dataset's
+        # maps, so Pipeline.close() releases them at once (not at garbage collection).
+        self.readers, self.producers, self.substitutor = [], (), None

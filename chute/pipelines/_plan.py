@@ -20,6 +20,8 @@ from chute.pipelines._request import BatchRequest, ParamSource
 
 __all__ = ["BatchPlan"]
 
+_ORDER_BLOCK = 16  # batches whose order is evaluated together (see BatchPlan.ids)
+
 
 @dataclass(frozen=True)
 class BatchPlan:
@@ -63,8 +65,23 @@ class BatchPlan:
         return self.partition.batch_positions(iteration)
 
     def ids(self, iteration: int) -> np.ndarray:
-        """Global sample ids (int64) of batch `iteration`."""
-        return self.order(self.positions(iteration))
+        """Global sample ids (int64) of batch `iteration`. The order is evaluated for
+        `_ORDER_BLOCK` batches at once and kept: one evaluation costs about the same for 64
+        positions as for 1,024 (fixed NumPy overhead per Feistel round), so batch by batch it
+        was ~0.2 ms of every batch's serial work."""
+        self.positions(iteration)  # StopIteration past the end
+        block = iteration // _ORDER_BLOCK
+        cached = getattr(self, "_order_block", None)
+        if cached is None or cached[0] != block:
+            first = block * _ORDER_BLOCK
+            spans = [self.positions(i) for i in range(first, min(first + _ORDER_BLOCK,
+                                                                 len(self)))]
+            starts = np.cumsum([0] + [len(s) for s in spans])
+            cached = (block, starts, self.order(np.concatenate(spans)))
+            object.__setattr__(self, "_order_block", cached)  # a cache, not part of the value
+        _, starts, ids = cached
+        k = iteration - block * _ORDER_BLOCK
+        return ids[starts[k]:starts[k + 1]].copy()
 
     def request(self, iteration: int) -> BatchRequest:
         """The request of batch `iteration` (StopIteration past the end)."""

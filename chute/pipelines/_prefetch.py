@@ -14,6 +14,7 @@ running thread keeps the Prefetcher alive: `__del__` is only a last resort.)
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import warnings
@@ -45,6 +46,7 @@ class Prefetcher:
         for slot in slots:
             self._free.put(slot)
         self._done = False
+        self._pid = os.getpid()
         self._thread = threading.Thread(
             target=_produce,
             args=(self._free, self._ready, self._stop, fill, iter(iterations)),
@@ -57,6 +59,10 @@ class Prefetcher:
         """Next (slot, payload) in iteration order; StopIteration at the end."""
         if self._done:
             raise StopIteration
+        if self._pid != os.getpid():
+            raise RuntimeError(
+                "this pass of the Pipeline was started before the process forked, and its "
+                "prefetch thread stayed in the parent; start a new pass here (iter(pipe))")
         item = self._ready.get()
         if item is _END:
             self._done = True

@@ -45,6 +45,7 @@ __all__ = [
     "EpochReader",
     "SequentialEpoch",
     "StoredFieldProducer",
+    "check_in_order",
     "check_options",
     "no_candidates",
 ]
@@ -152,6 +153,17 @@ class StoredFieldProducer:
         pass
 
 
+def check_in_order(epoch, request) -> None:
+    """Raise unless `request` is the next iteration an open epoch reader (`producer`,
+    `next_iteration`, `closed`) may read: the contract's in-order rule (docs/design.md)."""
+    if epoch.closed:
+        raise ChuteError(f"producer {epoch.producer.name!r}: read after close")
+    if request.iteration != epoch.next_iteration:
+        raise ChuteError(
+            f"producer {epoch.producer.name!r} asked for iteration {request.iteration}, "
+            f"expected {epoch.next_iteration}: iterations must be read in order without gaps")
+
+
 class SequentialEpoch:
     """The epoch reader of a stateless producer: `fill` in plan order, enforced."""
 
@@ -161,12 +173,7 @@ class SequentialEpoch:
         self.closed = False
 
     def read(self, request, out: dict[str, Any]) -> np.ndarray:
-        if self.closed:
-            raise ChuteError(f"producer {self.producer.name!r}: read after close")
-        if request.iteration != self.next_iteration:
-            raise ChuteError(
-                f"producer {self.producer.name!r} asked for iteration {request.iteration}, "
-                f"expected {self.next_iteration}: iterations must be read in order without gaps")
+        check_in_order(self, request)
         self.next_iteration += 1
         return self.producer.fill(request, out)
 

@@ -6,7 +6,8 @@ the volume perturbation (docs/design.md, "Audio").
 
 Outputs: `<field>` float32 [B, T] (mono) or [B, C, T], zero-padded to the batch's longest
 sample; `<field>_lengths` int64 [B]; `<field>_segment`, per sample {"key", "start", "end",
-"txt"} (seconds; the segment's transcript, or the recording's for a whole recording). A sample
+"txt"} (seconds; the segment's transcript -- merged segments' joined by spaces, start and end
+the merged span -- or the recording's for a whole recording). A sample
 whose bytes do not decode, whose file rate differs from the `sample_rate` column, or that yields
 fewer frames than its segment asks for is marked failed (the Pipeline substitutes it); it is
 never returned short or wrong.
@@ -15,10 +16,10 @@ never returned short or wrong.
 from __future__ import annotations
 
 import io
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from chute._fork import ProcessPool
 from chute._lazy import require
 from chute.fallbacks._audio_segment import decode_segment, segment_decoder_status
 from chute.pipelines._audio_perturb import AudioPerturbation
@@ -110,12 +111,12 @@ class AudioProducer(StoredFieldProducer):
         self.reader = spec.dataset.reader(spec.field)
         self.meta_field = options.get("meta_field", "meta")
         self.threads = int(options.get("threads", 1))
-        self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        self.pool = ProcessPool(self.threads, "chute-audio") if self.threads > 1 else None
         # one foreign call per segment when the shim builds (threads then decode in parallel)
         self.native = segment_decoder_status()
-        all_ids = np.arange(self.unit.n, dtype=np.int64)
-        slowest = {"speed": np.full(self.unit.n, min(self.perturb.speeds))}
-        self.longest = int(self._lengths(self.unit(0, 0, all_ids) | slowest).max(initial=0))
+        longest = self.unit.longest()  # in any epoch, also when segments are merged
+        slowest = {"speed": np.full(len(longest["recording"]), min(self.perturb.speeds))}
+        self.longest = int(self._lengths(longest | slowest).max(initial=0))
 
     def _fbank_config(self, features) -> FbankConfig | None:
         if features is None:
@@ -135,6 +136,12 @@ class AudioProducer(StoredFieldProducer):
 
     def _lengths(self, params: dict) -> np.ndarray:
         return _out_frames(params["stop_frame"] - params["start_frame"], *self._rates(params))
+
+    def seconds(self, params: dict) -> np.ndarray:
+        """Seconds of audio each sample delivers (after speed perturbation and resampling,
+        rounded as delivered): what `max_duration` batching packs."""
+        rates, out = self._rates(params)
+        return _out_frames(params["stop_frame"] - params["start_frame"], rates, out) / out
 
     def _sample_shape(self, frames: int) -> tuple[int, ...]:
         return (frames,) if self.mono else (self.channels, frames)
@@ -195,9 +202,12 @@ class AudioProducer(StoredFieldProducer):
         found = []
         for row, meta in enumerate(metas):
             meta = meta or {}
-            index = int(params["segment"][row])
+            first, last = int(params["segment"][row]), int(params["last_segment"][row])
             rate = int(self.rates[recordings[row]])
-            txt = meta.get("txt", "") if index < 0 else meta["segments"][index].get("txt", "")
+            # a merged sample's transcript: its segments' texts joined by spaces
+            texts = () if first < 0 else (seg.get("txt") or "" for seg in
+                                           meta["segments"][first:last + 1])
+            txt = meta.get("txt", "") if first < 0 else " ".join(t for t in texts if t)
             found.append({"key": meta.get("key"), "txt": txt,
                           "start": int(params["start_frame"][row]) / rate,
                           "end": int(params["stop_frame"][row]) / rate})
@@ -244,7 +254,7 @@ class AudioProducer(StoredFieldProducer):
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True)
+            self.pool.shutdown()
             self.pool = None
 
 

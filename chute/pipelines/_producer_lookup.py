@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chute.errors import FormatError
 from chute.pipelines._options import field_cast
 from chute.pipelines._producer import (
     Output,
@@ -46,7 +47,8 @@ class LookupProducer(StoredFieldProducer):
         bad = np.flatnonzero((column < 0) | (column >= rows))
         if bad.size:
             s = int(bad[0])
-            raise ValueError(f"lookups: index field {index!r} of {ds.path} has value "
+            # the data is wrong, not the call: a FormatError (a ValueError too)
+            raise FormatError(f"lookups: index field {index!r} of {ds.path} has value "
                              f"{int(column[s])} at sample {s} ({bad.size} bad samples), outside "
                              f"table {table!r}'s rows 0..{rows - 1}; fix the index column")
         self.index = column.astype(np.int64)

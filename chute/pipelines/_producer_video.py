@@ -10,6 +10,9 @@ None keeps the stored size, which must then agree within a batch), dtype ("uint8
 "random": in training the crop's position is keyed by (seed, epoch, sample id); evaluation
 always centres).
 
+Reads in plan order queue the next batch's clips before waiting for the current one
+(`_video_epoch.py`), so the decoding threads do not idle at batch boundaries.
+
 Besides the clips it delivers `ar` (float32 [B]): the aspect ratio H / W of each delivered clip
 under buckets (the bucket's output size), else the sample's stored height / width -- the
 conditioning input text-to-video models take next to num_frames, height, width and fps.
@@ -18,11 +21,12 @@ conditioning input text-to-video models take next to num_frames, height, width a
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 
-from chute.errors import DecodeError
+from chute._fork import ProcessPool
+from chute.errors import DecodeError, FormatError
 from chute.pipelines._clips import ClipParams, clip_indices
 from chute.pipelines._producer import (
     Output,
@@ -32,6 +36,7 @@ from chute.pipelines._producer import (
     no_candidates,
 )
 from chute.pipelines._video_crop import CROPS, VideoCropParams
+from chute.pipelines._video_epoch import VideoEpoch
 
 __all__ = ["VideoProducer", "create", "candidates"]
 
@@ -81,14 +86,14 @@ class VideoProducer(StoredFieldProducer):
         needed = [c for c in ("num_frames", "height", "width", "pts", "rotation")
                   if c not in spec.dataset.fields]
         if needed:
-            raise ValueError(f"field {spec.field!r} of {spec.dataset.path} holds video but the "
-                             f"dataset lacks {needed}; convert it with `chute convert video`")
+            raise FormatError(f"field {spec.field!r} of {spec.dataset.path} holds video but "
+                              f"the dataset lacks {needed}; convert it with `chute convert video`")
         self._frames = np.asarray(spec.dataset.column("num_frames"))
         self._rotation = np.asarray(spec.dataset.column("rotation"))
         self._heights = np.asarray(spec.dataset.column("height"))
         self._widths = np.asarray(spec.dataset.column("width"))
-        self._pool = ThreadPoolExecutor(max_workers=int(options.get("threads") or
-                                                        os.cpu_count() or 1))
+        self._pool = ProcessPool(int(options.get("threads") or os.cpu_count() or 1),
+                                 "chute-video")
 
     def _clip_shape(self, request) -> tuple[int, int, int]:
         """(T, H, W) of this batch's clips."""
@@ -102,7 +107,7 @@ class VideoProducer(StoredFieldProducer):
             return self.size
         sizes = set(zip(self._heights[ids].tolist(), self._widths[ids].tolist(), strict=True))
         if len(sizes) > 1:
-            raise ValueError(f"video option size=None keeps stored sizes, but this batch mixes "
+            raise FormatError(f"video option size=None keeps stored sizes, but this batch mixes "
                              f"{sorted(sizes)}; give a size or use batch_size=1")
         return sizes.pop() if sizes else (1, 1)
 
@@ -138,43 +143,63 @@ class VideoProducer(StoredFieldProducer):
         ids = request.ids
         return (self._heights[ids] / np.maximum(self._widths[ids], 1)).astype(np.float32)
 
+    def open_epoch(self, plan, first_iteration: int) -> VideoEpoch:
+        return VideoEpoch(self, plan, first_iteration)
+
     def fill(self, request, out: dict) -> np.ndarray:
+        return self.collect(request, self.submit(request), out)
+
+    def submit(self, request) -> list[Future]:
+        """Queue the clips of `request` on the decoding threads (one future per sample)."""
         ids = request.ids
-        target = out[self.field]
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
         pts = self.dataset.reader("pts").read(ids)
         params = request.params
         crops = ([(float(params["crop_y"][k]), float(params["crop_x"][k]))
                   for k in range(len(ids))] if self.random_crop else [None] * len(ids))
-        jobs = [(views[k], pts[k], int(ids[k]), int(params["clip_start"][k]), t, (h, w),
-                 crops[k]) for k in range(len(ids))]
+        return [self._pool.submit(self._clip, (views[k], pts[k], int(ids[k]),
+                                               int(params["clip_start"][k]), t, (h, w),
+                                               crops[k]))
+                for k in range(len(ids))]
+
+    def collect(self, request, jobs: list[Future], out: dict) -> np.ndarray:
+        """Wait for the clips `submit(request)` queued and write them into `out`."""
+        target = out[self.field]
         out[AR_KEY][:] = self._aspect_ratios(request)
-        status = np.zeros(len(ids), np.uint8)
-        for k, clip in enumerate(self._pool.map(self._clip, jobs)):
+        status = np.zeros(len(jobs), np.uint8)
+        for k, job in enumerate(jobs):
+            clip = job.result()
             if clip is None:
                 status[k] = 1
                 target[k] = 0
             else:
-                target[k] = clip if self.layout == "TCHW" else clip.transpose(1, 0, 2, 3)
+                target[k] = clip
         return status
 
     def _clip(self, job) -> np.ndarray | None:
-        """One sample's clip as [T, 3, H, W] in the output dtype, or None when it fails."""
+        """One sample's clip in the output layout and dtype, or None when it fails."""
         from chute.fallbacks import decode_frames
         from chute.pipelines._clip_output import to_output
 
         data, pts, i, start, t, size, crop = job
         frames = int(self._frames[i])
         indices = clip_indices(start, t, self.frame_interval, frames)
+        # size=None keeps the stored size: decode at native size and hold the frames to the
+        # height/width columns, so a column that disagrees with the stream fails the sample
+        # instead of resizing it to a wrong shape (docs/design.md, "Robustness testing").
+        native = self.size is None and self.buckets is None
         try:
-            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]), size, crop)
+            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]),
+                                None if native else size, crop)
         except DecodeError:
             return None
-        return to_output(rgb, self.dtype)
+        if rgb.shape[1:3] != tuple(size):
+            return None
+        return to_output(rgb, self.dtype, self.layout)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown()
 
 
 def create(spec: ProducerSpec) -> VideoProducer:

@@ -10,7 +10,8 @@ from chute.errors import BackendUnavailableError
 
 __all__ = ["PRODUCERS", "IMAGE_BACKENDS", "MEDIA_PRODUCERS", "KIND_PRODUCERS",
            "MEDIA_OF_LEGACY_FIELDS", "producer_module", "create_producer", "field_media",
-           "image_candidates", "stored_producer", "delivered_by_default", "NOT_BY_DEFAULT"]
+           "image_candidates", "stored_producer", "FIELD_BACKENDS", "field_backend",
+           "delivered_by_default", "NOT_BY_DEFAULT"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
 # asked for, so the GPU producers' imports never run on the CPU path.
@@ -24,6 +25,7 @@ PRODUCERS: dict[str, str] = {
     "json": "chute.pipelines._producer_list",
     "bytes": "chute.pipelines._producer_list",
     "video": "chute.pipelines._producer_video",
+    "video-dali": "chute.pipelines._producer_video_dali",
     "audio": "chute.pipelines._producer_audio",
     "lookup": "chute.pipelines._producer_lookup",
 }
@@ -36,6 +38,12 @@ IMAGE_BACKENDS = ("cpu", "dali", "dali-native", "nvimgcodec")
 MEDIA_PRODUCERS: dict[str, str] = {
     "video": "video",
     "audio": "audio",
+}
+
+# Producer -> the field option `backend` values that replace it by another producer of the
+# same outputs (field_options={"video": {"backend": "dali"}}).
+FIELD_BACKENDS: dict[str, dict[str, str]] = {
+    "video": {"cpu": "video", "dali": "video-dali"},
 }
 
 # Field kind -> producer, for fields that are delivered as stored (no decoding).
@@ -62,6 +70,19 @@ def stored_producer(name: str, spec: dict) -> str:
         raise ValueError(f"field {name!r} (kind {spec['kind']!r}) has no producer; add one to "
                          "chute/pipelines/_producers.py (KIND_PRODUCERS or MEDIA_PRODUCERS)")
     return found
+
+
+def field_backend(producer: str, options: dict) -> tuple[str, dict]:
+    """(producer, options without `backend`) for a field whose options may name a backend."""
+    choices = FIELD_BACKENDS.get(producer)
+    if choices is None or "backend" not in options:
+        return producer, options
+    rest = {k: v for k, v in options.items() if k != "backend"}
+    backend = options["backend"]
+    if backend not in choices:
+        raise ValueError(f"field option backend={backend!r} is not a backend of producer "
+                         f"{producer!r}; choose one of {sorted(choices)}")
+    return choices[backend], rest
 
 
 def delivered_by_default(name: str, spec: dict) -> bool:

@@ -18,12 +18,24 @@ import torch
 from chute.errors import DecodeError
 from chute.pipelines._keyed_random import derive_key, random_u64
 
-__all__ = ["Substitutor", "decode_error"]
+__all__ = ["Substitutor", "decode_error", "failure_reason"]
 
 _MAX_CANDIDATES = 16
 
 
-def decode_error(dataset, sample_id: int, describe=None) -> DecodeError:
+def failure_reason(field: str, code: int, image: bool) -> str:
+    """Why one field of a sample failed: an image decoder's DecodeStatus says what, other
+    producers only that it failed."""
+    # imported here: importing chute.fallbacks (Numba) is not this module's business otherwise
+    from chute.fallbacks._status import DecodeStatus
+
+    if image and code in {int(s) for s in DecodeStatus}:
+        return f"field {field!r}: {DecodeStatus(code).describe()}"
+    return f"field {field!r}: corrupt or truncated data"
+
+
+def decode_error(dataset, sample_id: int, describe=None, reason: str | None = None
+                 ) -> DecodeError:
     if describe is None:
         shard, local = dataset.locate(int(sample_id))
         where = f"shard {shard}, local index {local}"
@@ -31,8 +43,8 @@ def decode_error(dataset, sample_id: int, describe=None) -> DecodeError:
         where = describe(int(sample_id))
     return DecodeError(
         f"sample {int(sample_id)} ({where}) of dataset {dataset.path} "
-        "could not be decoded (corrupt or truncated data). Run `chute verify` on the dataset, "
-        "or pass on_error='skip' to replace failing samples deterministically."
+        f"could not be decoded ({reason or 'corrupt or truncated data'}). Run `chute verify` "
+        "on the dataset, or pass on_error='skip' to replace failing samples deterministically."
     )
 
 
@@ -51,23 +63,25 @@ class Substitutor:
         self._key = derive_key(plan.seed, plan.epoch, "substitute")
 
     def fix(self, ids: np.ndarray, status: np.ndarray, out: dict, shapes: dict,
-            request=None) -> tuple[np.ndarray, list, bool]:
-        """New ids for the batch, [(failed id, substitute id), ...], and whether the batch must
-        be read again: True when a substitute is larger than the batch's variable-size
-        outputs allow (the Pipeline then re-reads the whole batch at the new shapes); else the
-        substitutes' rows are written into `out`."""
+            request=None, reasons: dict | None = None) -> tuple[np.ndarray, list, bool]:
+        """New ids for the batch, [(failed id, substitute id, reason or None), ...], and whether
+        the batch must be read again: True when a substitute is larger than the batch's
+        variable-size outputs allow (the Pipeline then re-reads the whole batch at the new
+        shapes); else the substitutes' rows are written into `out`. `reasons` (row -> why it
+        failed) goes into the error under on_error="raise" and into `replaced`."""
         failed_rows = np.flatnonzero(status)
         if failed_rows.size == 0:
             return ids, [], False
         if self.on_error == "raise":
-            raise decode_error(self.dataset, ids[failed_rows[0]], self.describe)
+            row = int(failed_rows[0])
+            raise decode_error(self.dataset, ids[row], self.describe, (reasons or {}).get(row))
         ids = ids.copy()
         replaced, reread = [], False
         for row in failed_rows.tolist():
             bad = int(ids[row])
             ids[row], fits = self._substitute(bad, out, shapes, row, request)
             reread |= not fits
-            replaced.append((bad, int(ids[row])))
+            replaced.append((bad, int(ids[row]), (reasons or {}).get(row)))
         return ids, replaced, reread
 
     def _substitute(self, bad: int, out: dict, shapes: dict, row: int,

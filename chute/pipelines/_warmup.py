@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from chute._fork import ProcessLock
 
 __all__ = ["note_first_compile", "mark_compiled", "warm_cpu_decoder", "VARIANTS"]
 
@@ -21,7 +22,7 @@ __all__ = ["note_first_compile", "mark_compiled", "warm_cpu_decoder", "VARIANTS"
 VARIANTS = (("uint8", "NCHW"), ("uint8", "NHWC"), ("float16", "NCHW"), ("float16", "NHWC"),
             ("float32", "NCHW"), ("float32", "NHWC"))
 
-_lock = threading.Lock()
+_lock = ProcessLock()
 _noted: set = set()
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chute._lazy import require
 from chute.errors import FormatError
+from chute.readers._files import read_regular_file
 from chute.readers._sources import list_csv
 
 __all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
@@ -81,6 +83,8 @@ def check_segments(segments: list, sample_rate: int, num_frames: int) -> list[st
     for seg in segments:
         try:
             start, end = float(seg["start"]), float(seg["end"])
+            if not (math.isfinite(start) and math.isfinite(end)):
+                raise ValueError
         except (KeyError, TypeError, ValueError):
             problems.append(f"needs numeric start and end, got {seg!r}")
             continue
@@ -102,7 +106,7 @@ def probe_audio(source: AudioSource) -> Probed | str:
     a string says why it cannot be used."""
     sf = require("soundfile", "audio")
     try:
-        data = source.path.read_bytes()
+        data = read_regular_file(source.path)
     except OSError as exc:
         return f"cannot read the file: {exc.strerror or exc}"
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chute.errors import ChuteError
+from chute.readers._files import read_regular_file, write_skipped
 from chute.readers._images import UnreadableImage, prepare_image
 from chute.readers._sources import Source, list_csv, list_imagefolder
 from chute.readers._writer import ShardWriter
@@ -44,7 +45,7 @@ class ConvertReport:
 def _prepare(job: tuple[Source, int | None, int]):
     source, max_side, quality = job
     try:
-        raw = source.path.read_bytes()
+        raw = read_regular_file(source.path)
     except OSError as exc:
         return f"cannot read the file: {exc.strerror or exc}"
     try:
@@ -107,8 +108,7 @@ def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None
                                            "skipped": len(report.skipped)}
     if report.skipped:
         report.report_path = Path(options.report or dst / REPORT_NAME)
-        lines = [f"{path}\t{reason}" for path, reason in report.skipped]
-        report.report_path.write_text("path\treason\n" + "\n".join(lines) + "\n")
+        write_skipped(report.report_path, report.skipped)
     return report
 
 

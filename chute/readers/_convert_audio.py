@@ -20,6 +20,7 @@ from chute.readers._audio_sources import (
     list_audio_jsonl,
     probe_audio,
 )
+from chute.readers._files import write_skipped
 from chute.readers._writer import ShardWriter
 
 __all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "AUDIO_FIELDS"]
@@ -113,6 +114,5 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
             "dropped_segments": report.dropped_segments}
     if report.skipped:
         report.report_path = Path(options.report or dst / "skipped.tsv")
-        lines = [f"{where}\t{reason}" for where, reason in report.skipped]
-        report.report_path.write_text("path\treason\n" + "\n".join(lines) + "\n")
+        write_skipped(report.report_path, report.skipped)
     return report

@@ -12,6 +12,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chute.errors import ChuteError, FormatError
+from chute.readers._files import read_regular_file, write_skipped
 from chute.readers._video_probe import UnreadableVideo, probe_video
 from chute.readers._writer import ShardWriter
 
@@ -54,7 +55,7 @@ def _rows(csv_path: Path) -> list[dict]:
 def _load(job: tuple[Path, str]):
     path, key = job
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path)
     except OSError as exc:
         return None, f"cannot read the file: {exc.strerror or exc}"
     try:
@@ -111,5 +112,5 @@ def convert_video_csv(csv_path, dst, *, root=None, shard_size="1GiB", workers: i
                              "; check the paths (relative to the CSV's folder or --root)")
     result.report_path = Path(report) if report else Path(dst) / "skipped.tsv"
     if result.skipped:
-        result.report_path.write_text("".join(f"{p}\t{why}\n" for p, why in result.skipped))
+        write_skipped(result.report_path, result.skipped)
     return result

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import numpy as np
 
 from chute.errors import FormatError
+from chute.readers._column_checks import check_columns
 from chute.readers._errors import SampleIndexError
 from chute.readers._kind import FieldReader, OpenArgs
 from chute.readers._kinds import get_kind
@@ -42,10 +44,16 @@ def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset:
 def _check_sizes(layout: Layout) -> None:
     for path, size in layout.expected_sizes.items():
         try:
-            actual = path.stat().st_size
+            stat = path.stat()
         except FileNotFoundError:
             raise FormatError(f"{path}: missing (listed in {layout.root}/chute.json); restore "
                               "the shard or re-convert the dataset") from None
+        except OSError as exc:
+            raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        if not S_ISREG(stat.st_mode):
+            raise FormatError(f"{path}: not a regular file (listed in {layout.root}/chute.json "
+                              "as one); restore the file or re-convert the dataset")
+        actual = stat.st_size
         if actual != size:
             raise FormatError(f"{path}: is {actual} bytes but the manifest says {size}; the "
                               "file is truncated or was modified; restore it or re-convert")
@@ -79,6 +87,7 @@ class Dataset:
         self._starts_list = self._starts.tolist()
         self._len = int(self._starts[-1])
         self._readers: dict[str, FieldReader] = _open_readers(layout, counts)
+        check_columns(self, layout)
 
     def close(self) -> None:
         """Drop the memory maps (and the file descriptors they hold) now rather than at garbage

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 import xxhash
 
-__all__ = ["CHECKSUM", "HashingWriter", "atomic_write_bytes", "file_checksum", "fsync_dir"]
+__all__ = ["CHECKSUM", "HashingWriter", "atomic_write_bytes", "file_checksum", "fsync_dir",
+           "read_regular_file", "write_skipped"]
 
 # Name of the checksum algorithm, stored in the manifest next to every file's digest.
 CHECKSUM = "xxh3_64"
@@ -79,3 +82,36 @@ def atomic_write_bytes(path: Path, data: bytes) -> dict:
     except BaseException:
         writer.abort()
         raise
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of a regular file (symlinks followed). Anything else (a FIFO, a folder named
+    like an image, a device) is an OSError saying what it is, found without reading it: reading
+    a FIFO would block forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{_kind_of(mode)}, not a regular file", str(path))
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def write_skipped(path: Path, rows: list[tuple[str, str]]) -> None:
+    """The skipped-files report: a header, then `path<TAB>reason` per row. File names that are
+    not UTF-8 are written back as their original bytes (surrogateescape)."""
+    lines = ["path\treason"] + [f"{where}\t{why}" for where, why in rows]
+    Path(path).write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))

@@ -12,6 +12,7 @@ from chute.readers._dataset import open_dataset
 from chute.readers._files import CHECKSUM, file_checksum
 from chute.readers._inspect_zarr import verify_zarr, zarr_info
 from chute.readers._kinds import KINDS, field_files
+from chute.readers._layout import listed_files
 from chute.readers._manifest import MANIFEST, load_manifest
 from chute.readers._zarr import ZarrDataset, is_zarr_group
 
@@ -76,21 +77,19 @@ def verify_dataset(path, *, progress: bool = False) -> list[str]:
     algo = manifest.get("checksum", CHECKSUM)
     if algo != CHECKSUM:
         raise FormatError(f"{root / MANIFEST}: checksum {algo!r} is not supported ({CHECKSUM})")
-    files = [(root / shard["name"] / fname, entry)
-             for shard in manifest["shards"] for fname, entry in shard["files"].items()]
-    # files stored once per dataset (tables) carry their own entry in their field's spec
-    files += [(root / spec["file"], spec) for spec in manifest["fields"].values()
-              if algo in spec and "file" in spec]
+    files = listed_files(root, manifest)
     problems = []
     bar = tqdm(total=sum(e["size"] for _, e in files), unit="B", unit_scale=True,
                disable=not progress, desc="verify")
     for file, entry in files:
         bar.update(entry["size"])
-        if not file.is_file():
+        if not file.exists():
             problems.append(f"{file}: missing")
+        elif not file.is_file():
+            problems.append(f"{file}: not a regular file")
         elif file.stat().st_size != entry["size"]:
             problems.append(f"{file}: size {file.stat().st_size}, manifest says {entry['size']}")
-        elif file_checksum(file) != entry[algo]:
+        elif file_checksum(file) != entry.get(algo):
             problems.append(f"{file}: checksum mismatch (the file was modified or corrupted)")
     bar.close()
     if not problems:

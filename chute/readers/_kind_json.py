@@ -17,7 +17,13 @@ __all__ = ["JSON", "encode_json"]
 
 
 def encode_json(value) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (a file name that is not UTF-8, decoded with surrogateescape) has
+        # no UTF-8 form; as a JSON \u escape it is stored and read back exactly.
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode()
 
 
 class JsonReader:

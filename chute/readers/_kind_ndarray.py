@@ -25,6 +25,7 @@ __all__ = ["NDARRAY", "NdarrayReader"]
 
 _COMPRESSIONS = (None, "zstd")
 _OPTIONS = {"dtype", "shape", "ragged", "compression", "level"}
+_MAX_SAMPLE_BYTES = 1 << 40  # a row size no real sample reaches; keeps offsets in int64
 
 
 def _zstd():
@@ -121,6 +122,9 @@ class NdarrayReader:
         if self._arrays is not None:
             self._take(ids, out)
             return out
+        if self.compressed and self.rows is None and len(ids) > 1 and \
+                out.flags.c_contiguous and self._read_native(ids, out, status):
+            return out
         lengths = self.lengths(ids)
         nbytes = self._expected_bytes(ids)
         for row, (raw, gid) in enumerate(zip(self.records.views(ids), ids.tolist(),
@@ -141,6 +145,28 @@ class NdarrayReader:
                 out[row, n:] = 0
         return out
 
+    def _read_native(self, ids: np.ndarray, out: np.ndarray,
+                     status: np.ndarray | None) -> bool:
+        """Fixed-shape zstd records decompressed straight into their rows of `out` by libzstd
+        (content checksums checked), on every chunk-reading thread at once without the GIL
+        (`_chunk_native.py`); False when the shim is unavailable (then record by record)."""
+        from chute.readers._chunk_native import chunk_reader_status, read_chunks
+        from chute.readers._zarr_chunks import _pool, read_threads
+
+        if not chunk_reader_status().available:
+            return False
+        dests = out.ctypes.data + np.arange(len(ids), dtype=np.uintp) * np.uintp(out.strides[0])
+        codes = read_chunks(True, dests, self._row_bytes, _pool(), read_threads(),
+                            sources=self.records.views(ids))
+        for row in np.flatnonzero(codes).tolist():
+            if status is None:
+                raise FormatError(f"{self.records.where(int(ids[row]))} of field "
+                                  f"{self.field!r} does not decompress to exactly its "
+                                  f"{self._row_bytes} bytes; run `chute verify`")
+            status[row] = 1
+            out[row] = 0
+        return True
+
     def _take(self, ids: np.ndarray, out: np.ndarray) -> None:
         arrays = self._arrays
         if len(arrays) == 1:
@@ -151,6 +177,37 @@ class NdarrayReader:
         for k in np.unique(shards).tolist():
             rows = np.flatnonzero(shards == k)
             out[rows] = np.take(arrays[k], ids[rows] - starts[k], axis=0)
+
+
+def _check_rows(reader: NdarrayReader, args: OpenArgs) -> None:
+    """A ragged field's lengths agree with its records: all of them when stored raw (a
+    comparison of two columns), the longest one when compressed (its frame header). The
+    longest sample sizes every batch buffer, so a corrupt length must not get that far."""
+    rows, records, row_bytes = reader.rows, reader.records, reader._row_bytes
+    longest = int(rows.argmax())
+    if int(rows[longest]) > _MAX_SAMPLE_BYTES // max(row_bytes, 1):
+        wrong = [longest]  # more bytes than any record holds (and rows * size would wrap)
+    elif not reader.compressed:
+        wrong = np.flatnonzero(rows * row_bytes != records.lengths)
+    else:
+        size = _content_size(records, longest)
+        wrong = [] if size in (-1, int(rows[longest]) * row_bytes) else [longest]
+    if len(wrong):
+        i = int(wrong[0])
+        shard = int(records.shard_of(np.array([i]))[0])
+        raise FormatError(f"{args.folders[shard] / args.stem}.rows.npy: sample {i} has length "
+                          f"{int(rows[i])}, which its record ({records.where(i)}) does not "
+                          "hold; the column or the record is corrupt: run `chute verify`")
+
+
+def _content_size(records: Records, i: int) -> int | None:
+    """The decompressed size a zstd record's frame header declares (-1: not declared), None
+    when it is not a zstd frame."""
+    shard = int(records.shard_of(np.array([i]))[0])
+    try:
+        return _zstd().frame_content_size(records.view(shard, i))
+    except _zstd().ZstdError:
+        return None
 
 
 class _RaggedColumn:
@@ -253,9 +310,12 @@ class _NdarrayKind:
             dtype = np.dtype(spec["dtype"])
             if dtype.kind not in "biufc" or dtype.byteorder == ">":
                 raise ValueError
-            shape = list(spec["shape"])
+            if not isinstance(spec["shape"], list):
+                raise ValueError
+            shape = spec["shape"]
             inner = shape[1:] if spec.get("ragged") else shape
-            if not all(isinstance(d, int) and d >= 0 for d in inner):
+            if not all(isinstance(d, int) and d >= 0 for d in inner) or \
+                    math.prod(inner) * dtype.itemsize >= _MAX_SAMPLE_BYTES:
                 raise ValueError
         except (KeyError, TypeError, ValueError):
             return f"field {field!r} needs a valid dtype and shape (has {spec})"
@@ -304,7 +364,10 @@ class _NdarrayKind:
             if rows.size and rows.min() < 0:
                 raise FormatError(f"{args.folders[0] / args.stem}.rows.npy: negative lengths; "
                                   "the column is corrupt")
-        return NdarrayReader(args, records, rows)
+        reader = NdarrayReader(args, records, rows)
+        if rows is not None and rows.size:
+            _check_rows(reader, args)
+        return reader
 
     def describe(self, spec: dict) -> str:
         text = f"{self.name} {np.dtype(spec['dtype']).name} {_shape_text(spec['shape'])}"

@@ -21,8 +21,9 @@ def load_column(path: Path, count: int, dtype) -> np.ndarray:
         column = np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise FormatError(f"{path}: missing; restore the shard or re-convert") from None
-    except (ValueError, OSError) as exc:
-        raise FormatError(f"{path}: not a readable .npy column ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a corrupt header fails in many ways inside NumPy
+        raise FormatError(f"{path}: not a readable .npy column ({type(exc).__name__}: "
+                          f"{exc or 'empty'})") from None
     if column.ndim != 1 or len(column) != count:
         raise FormatError(f"{path}: has shape {column.shape} but the manifest says {count} "
                           "samples; the column does not belong to this manifest")

@@ -16,6 +16,7 @@ from chute.errors import FormatError
 from chute.readers._errors import check_rows
 from chute.readers._kind import OpenArgs
 from chute.readers._kind_scalar import save_column
+from chute.readers._paths import inside
 
 __all__ = ["TABLE", "TableReader", "table_array", "write_table"]
 
@@ -94,10 +95,10 @@ class _TableKind:
         try:
             np.dtype(spec["dtype"])
             ok = all(isinstance(d, int) and d >= 0 for d in spec["shape"]) and spec["file"] \
-                == f"{field}.table.npy"
+                == f"{field}.table.npy" and isinstance(spec["size"], int) and spec["size"] >= 0
         except (KeyError, TypeError):
             ok = False
-        return None if ok else f"table {field!r} needs dtype, shape and its file (has {spec})"
+        return None if ok else f"table {field!r} needs dtype, shape, its file and size (has {spec})"
 
     def files(self, stem: str, spec: dict) -> dict[str, str]:
         return {}  # nothing inside the shards
@@ -112,14 +113,15 @@ class _TableKind:
         spec = args.spec
         if not args.folders:
             raise FormatError(f"table {args.field!r}: the dataset has no shards")
-        path = args.folders[0].parent / spec["file"]
+        path = inside(args.folders[0].parent, spec["file"], what=f"table {args.field!r}")
         try:
             table = np.load(path, mmap_mode="r", allow_pickle=False)
         except FileNotFoundError:
             raise FormatError(f"{path}: missing (table {args.field!r}); restore it or "
                               "re-convert the dataset") from None
-        except (ValueError, OSError) as exc:
-            raise FormatError(f"{path}: not a readable .npy table ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - a corrupt header fails in many ways in NumPy
+            raise FormatError(f"{path}: not a readable .npy table ({type(exc).__name__}: "
+                              f"{exc or 'empty'})") from None
         if list(table.shape) != list(spec["shape"]) or table.dtype != np.dtype(spec["dtype"]):
             raise FormatError(f"{path}: is {table.dtype} {list(table.shape)} but the manifest "
                               f"says {spec['dtype']} {spec['shape']}; restore it or re-convert")

@@ -9,11 +9,13 @@ from pathlib import Path
 import xxhash
 
 from chute.errors import FormatError
+from chute.readers._files import CHECKSUM
 from chute.readers._kinds import field_files, field_stem
 from chute.readers._manifest import MANIFEST, load_manifest, manifest_fingerprint
 from chute.readers._mmidx import read_index
+from chute.readers._paths import inside
 
-__all__ = ["Layout", "resolve_layout"]
+__all__ = ["Layout", "resolve_layout", "listed_files"]
 
 
 @dataclass
@@ -41,20 +43,34 @@ def resolve_layout(path, bytes_field: str) -> Layout:
                       "or a PREFIX with PREFIX.bin + PREFIX.idx)")
 
 
+def listed_files(root: Path, manifest: dict) -> list[tuple[Path, dict]]:
+    """(path, manifest entry with size and checksum) of every file the manifest lists: the
+    files of every shard, then the files stored once per dataset (tables). Each path is checked
+    to stay inside `root` (`_paths.py`)."""
+    files = []
+    for shard in manifest["shards"]:
+        inside(root, shard["name"], what="shard folder")
+        files += [(inside(root, shard["name"], fname, what=f"file of shard {shard['name']}"),
+                   entry)
+                  for fname, entry in shard["files"].items()]
+    # files stored once per dataset (tables) carry their own entry in their field's spec
+    files += [(inside(root, spec["file"], what=f"file of field {name!r}"), spec)
+              for name, spec in manifest["fields"].items()
+              if CHECKSUM in spec and "file" in spec]
+    return files
+
+
 def _chute_layout(root: Path) -> Layout:
     manifest = load_manifest(root)
-    folders, sizes = [], {}
     fields = manifest["fields"]
     for shard in manifest["shards"]:
-        folder = root / shard["name"]
         for name, spec in fields.items():
             for f in field_files(name, spec):
                 if f not in shard["files"]:
                     raise FormatError(f"{root / MANIFEST}: shard {shard['name']} does not list "
                                       f"{f}; the manifest is corrupt")
-        for fname, entry in shard["files"].items():
-            sizes[folder / fname] = entry["size"]
-        folders.append(folder)
+    sizes = {path: entry["size"] for path, entry in listed_files(root, manifest)}
+    folders = [root / shard["name"] for shard in manifest["shards"]]
     stems = {name: field_stem(name, spec) for name, spec in fields.items()}
     return Layout(root, manifest, manifest_fingerprint(manifest), folders, stems, sizes, False)
 

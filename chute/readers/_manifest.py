@@ -22,14 +22,12 @@ import xxhash
 
 from chute.errors import FormatError
 from chute.readers._files import CHECKSUM, atomic_write_bytes, fsync_dir
-from chute.readers._kinds import KINDS
+from chute.readers._manifest_check import FORMAT, VERSION, check_manifest
 
 __all__ = ["MANIFEST", "FORMAT", "VERSION", "load_manifest", "write_manifest",
            "manifest_fingerprint"]
 
 MANIFEST = "chute.json"
-FORMAT = "chute"
-VERSION = 1
 
 
 def load_manifest(root: Path) -> dict:
@@ -41,32 +39,13 @@ def load_manifest(root: Path) -> dict:
                           "`chute convert`, or the conversion was interrupted") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"{path}: manifest is not valid JSON ({exc}); restore it") from None
-    _check(path, manifest)
+    except RecursionError:
+        raise FormatError(f"{path}: manifest is nested too deeply to be a chute manifest; "
+                          "restore it") from None
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
+    check_manifest(path, manifest)
     return manifest
-
-
-def _check(path: Path, m: dict) -> None:
-    def bad(what: str):
-        raise FormatError(f"{path}: {what}; the manifest is corrupt or from another tool")
-
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        bad(f"format is not {FORMAT!r}")
-    if m.get("version") != VERSION:
-        bad(f"version {m.get('version')!r} is not supported (this chute reads {VERSION})")
-    for key in ("num_samples", "fields", "shards"):
-        if key not in m:
-            bad(f"missing {key!r}")
-    for name, spec in m["fields"].items():
-        kind = KINDS.get(spec.get("kind")) if isinstance(spec, dict) else None
-        if kind is None:
-            given = spec.get("kind") if isinstance(spec, dict) else spec
-            bad(f"field {name!r} has unknown kind {given!r} (known: {sorted(KINDS)})")
-        problem = kind.check(name, spec)
-        if problem:
-            bad(problem)
-    total = sum(s["num_samples"] for s in m["shards"])
-    if total != m["num_samples"]:
-        bad(f"shard sample counts sum to {total}, num_samples says {m['num_samples']}")
 
 
 def write_manifest(root: Path, manifest: dict) -> None:

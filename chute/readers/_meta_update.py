@@ -13,8 +13,10 @@ import numpy as np
 
 from chute.errors import ChuteError, FormatError
 from chute.readers._dataset import open_dataset
+from chute.readers._dest_lock import DestinationLock
 from chute.readers._kinds import field_files, field_stem, get_kind
-from chute.readers._manifest import write_manifest
+from chute.readers._manifest import MANIFEST, write_manifest
+from chute.readers._storage import local_path
 
 __all__ = ["MetaUpdate", "update_metadata"]
 
@@ -56,9 +58,21 @@ def _next_stem(field: str, stem: str) -> str:
 
 
 def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge: bool = False,
-                    allow_unmatched: bool = False) -> MetaUpdate:
+                    allow_unmatched: bool = False, wait: float = 60.0) -> MetaUpdate:
     """Replace (or with `merge`, update) the metadata of the samples whose `meta[key]` equals a
-    record's `key` in FILE.jsonl (one JSON object per line). Other samples keep theirs."""
+    record's `key` in FILE.jsonl (one JSON object per line). Other samples keep theirs.
+
+    The dataset's lock (the one a convert holds) is taken first, waiting up to `wait` seconds
+    for another update or convert: two updates run one after the other, and the second reads
+    the first one's result, so none is lost."""
+    root = local_path(path)
+    root = root.parent if root.name == MANIFEST else root
+    with DestinationLock(root, purpose="chute meta update", wait=wait):
+        return _update(path, jsonl, key, field, merge, allow_unmatched)
+
+
+def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: bool
+            ) -> MetaUpdate:
     ds = open_dataset(path)
     if ds.manifest["format"] != "chute" or field not in ds.fields:
         raise ChuteError(f"{ds.path}: has no metadata field {field!r} to update")

@@ -14,7 +14,7 @@ import numpy as np
 
 from chute.errors import FormatError
 
-__all__ = ["MAGIC", "DTYPE_CODES", "MmidxIndex", "encode_index", "read_index"]
+__all__ = ["MAGIC", "DTYPE_CODES", "MmidxIndex", "encode_index", "read_index", "check_extents"]
 
 MAGIC = b"MMIDIDX\x00\x00"
 _HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, N, M
@@ -78,3 +78,33 @@ def read_index(path: Path, *, trailing_ok: bool = False) -> MmidxIndex:
     pointers = np.frombuffer(raw, "<i8", n, off + 4 * n)
     doc_idx = np.frombuffer(raw, "<i8", m, off + 12 * n)
     return MmidxIndex(DTYPE_CODES[code], lengths, pointers, doc_idx)
+
+
+def check_extents(index: MmidxIndex, size: int, bin_path: Path, idx_path: Path) -> None:
+    """Raise FormatError unless the records tile the `.bin` of `size` bytes: each inside it
+    (checked without int64 overflow: a pointer near 2^63 plus a length wraps negative), none
+    overlapping another, and together covering every byte (chute and Megatron-LM write records
+    back to back; a gap means the pair does not belong together). O(N) when the pointers are
+    in order, as both write them."""
+    pointers, nbytes = index.pointers, index.byte_lengths()
+    if not len(pointers):
+        return
+    if nbytes.min() < 0 or pointers.min() < 0 or bool((pointers > size - nbytes).any()):
+        raise FormatError(f"{bin_path}: its index {idx_path.name} points past the end of its "
+                          f"{size} bytes; the .bin is truncated or the pair does not belong "
+                          "together")
+    if bool((np.diff(pointers) < 0).any()):
+        order = np.argsort(pointers, kind="stable")
+        pointers, nbytes = pointers[order], nbytes[order]
+    ends = pointers + nbytes  # no overflow: every pointer is at most size - length
+    overlap = np.flatnonzero(pointers[1:] < ends[:-1])
+    if len(overlap):
+        k = int(overlap[0])
+        raise FormatError(f"{idx_path}: records overlap (bytes [{pointers[k]}, {ends[k]}) and "
+                          f"[{pointers[k + 1]}, {ends[k + 1]}) of {bin_path.name}); the index "
+                          "is corrupt: re-convert the dataset")
+    covered = int(nbytes.sum())
+    if covered != size:
+        raise FormatError(f"{idx_path}: records cover {covered} of the {size} bytes of "
+                          f"{bin_path.name} (gaps between them); the index is corrupt or the "
+                          "pair does not belong together: re-convert the dataset")

@@ -13,7 +13,7 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._files import HashingWriter, atomic_write_bytes
-from chute.readers._mmidx import MAX_LENGTH, encode_index, read_index
+from chute.readers._mmidx import MAX_LENGTH, check_extents, encode_index, read_index
 
 __all__ = ["RecordWriter", "Records", "load_records", "map_file", "write_index", "as_bytes"]
 
@@ -123,11 +123,7 @@ def load_records(folders: list[Path], stem: str, counts: list[int],
         except FileNotFoundError:
             raise FormatError(f"{bin_path}: missing; restore the shard or re-convert") from None
         nbytes = index.byte_lengths()
-        if count and (index.lengths.min() < 0 or index.pointers.min() < 0
-                      or int((index.pointers + nbytes).max()) > data.size):
-            raise FormatError(f"{bin_path}: its index {idx_path.name} points past the end of "
-                              f"its {data.size} bytes; the .bin is truncated or the pair "
-                              "does not belong together")
+        check_extents(index, data.size, bin_path, idx_path)
         bins.append(data)
         pointers.append(index.pointers.astype(np.int64, copy=False))
         lengths.append(nbytes)

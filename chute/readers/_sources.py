@@ -24,8 +24,9 @@ class Source:
 
 
 def _image_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*")
-                  if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+    """Every entry named like an image. Entries that are not regular files (broken symlinks,
+    FIFOs, a folder named x.jpg) are kept, so the convert lists them as skipped."""
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
 
 
 def list_imagefolder(root) -> tuple[list[Source], list[str]]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from chute.errors import ChuteError
+from chute.readers._dest_lock import DestinationLock
 from chute.readers._files import CHECKSUM, fsync_dir
 from chute.readers._kind import Encoded
 from chute.readers._kind_table import table_array, write_table
 from chute.readers._kinds import declare, field_files, field_stem, get_kind, infer_declaration
 from chute.readers._manifest import FORMAT, MANIFEST, VERSION, write_manifest
+from chute.readers._publish import clean_leftovers, publish, staging_folder
 from chute.readers._sizes import parse_size
 
 __all__ = ["ShardWriter", "infer_fields"]
@@ -84,8 +87,10 @@ class ShardWriter:
             w.write({"image": jpeg_bytes, "label": 3, "latent": z, "height": 375,
                      "width": 500, "meta": {"key": "n01440764/x.JPEG"}})
 
-    Every file is written under a temporary name, fsynced and renamed; the manifest comes last,
-    so an interrupted write leaves no dataset.
+    The dataset is written into a private folder beside `path` (every file fsynced, the
+    manifest last) and renamed into place at `close`, under an exclusive lock on `path`: an
+    interrupted write leaves `path` as it was (no dataset, or the old one when overwriting),
+    and a second writer to the same `path` gets a ChuteError instead of mixing files.
 
     Args:
         path: the dataset folder to create (must be new or empty).
@@ -99,7 +104,7 @@ class ShardWriter:
             exceed this ("1GiB", "64MB", or an int).
         class_names: label names stored in the manifest.
         manifest_extra: more keys for the manifest (may be changed until `close`).
-        overwrite: replace an existing chute dataset at `path`.
+        overwrite: replace an existing chute dataset at `path` (swapped at `close`).
         tables: field name -> array stored once for the whole dataset (kind `table`),
             delivered per sample through an index field (`Pipeline(lookups=...)`).
     """
@@ -124,18 +129,31 @@ class ShardWriter:
         self._current: _Shard | None = None
         self._count = 0
         self._closed = False
-        self._prepare_dir(overwrite)
+        # Written into a private folder beside the destination under its lock, then renamed
+        # into place: a concurrent writer gets an error, a killed one leaves the old dataset.
+        self._dest = self.path.resolve() if self.path.is_symlink() else self.path
+        self._lock = DestinationLock(self._dest, purpose="writing a dataset (ShardWriter)")
+        try:
+            clean_leftovers(self._dest)
+            self._replace = self._check_destination(overwrite)
+            self._folder = staging_folder(self._dest)
+        except BaseException:
+            self._lock.release()
+            raise
 
-    def _prepare_dir(self, overwrite: bool) -> None:
-        if self.path.exists():
-            entries = list(self.path.iterdir()) if self.path.is_dir() else [self.path]
-            if (self.path / MANIFEST).exists() and overwrite:
-                shutil.rmtree(self.path)
-            elif entries:
-                hint = ("pass overwrite=True (--overwrite) to replace it"
-                        if (self.path / MANIFEST).exists() else "choose an empty or new folder")
-                raise ChuteError(f"{self.path}: already exists and is not empty; {hint}")
-        self.path.mkdir(parents=True, exist_ok=True)
+    def _check_destination(self, overwrite: bool) -> bool:
+        """True when an existing dataset is to be replaced; ChuteError when the destination
+        holds anything else."""
+        if not os.path.lexists(self._dest):
+            return False
+        entries = list(self._dest.iterdir()) if self._dest.is_dir() else [self._dest]
+        if (self._dest / MANIFEST).exists() and overwrite:
+            return True
+        if entries:
+            hint = ("pass overwrite=True (--overwrite) to replace it"
+                    if (self._dest / MANIFEST).exists() else "choose an empty or new folder")
+            raise ChuteError(f"{self.path}: already exists and is not empty; {hint}")
+        return False
 
     def __len__(self) -> int:
         return self._count
@@ -152,7 +170,7 @@ class ShardWriter:
             self._shards.append(shard.commit())
             shard = None
         if shard is None:
-            shard = self._current = _Shard(self.path / f"{len(self._shards):05d}", fields)
+            shard = self._current = _Shard(self._folder / f"{len(self._shards):05d}", fields)
         shard.add(encoded)
         self._fields = fields
         self._count += 1
@@ -199,7 +217,7 @@ class ShardWriter:
             self._current = None
         fields = dict(self._fields or self._declared or {})
         for name, values in self._tables.items():
-            fields[name] = write_table(self.path, name, values)
+            fields[name] = write_table(self._folder, name, values)
         manifest = {
             "format": FORMAT,
             "version": VERSION,
@@ -209,14 +227,17 @@ class ShardWriter:
             **self.manifest_extra,
             "shards": self._shards,
         }
-        write_manifest(self.path, manifest)
+        write_manifest(self._folder, manifest)
+        publish(self._folder, self._dest, self._replace)
+        self._lock.release()
 
     def abort(self) -> None:
-        """Drop everything written so far."""
+        """Drop everything written so far (an existing dataset at `path` stays as it was)."""
         if self._current is not None:
             self._current.abort()
         self._closed = True
-        shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self._folder, ignore_errors=True)
+        self._lock.release()
 
     def __enter__(self) -> ShardWriter:
         return self

@@ -26,6 +26,7 @@ from chute.readers._errors import SampleIndexError, check_rows
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
+TABLE_CACHE_BYTES = 256 << 20  # tables up to this size are kept decoded in each process
 _METADATA_FILES = ("zarr.json", ".zgroup", ".zarray", ".zattrs")
 
 
@@ -83,6 +84,7 @@ class ZarrArrayReader:
         self.sample_shape = tuple(int(d) for d in shape[1:])
         self.dtype = np.dtype(dtype)
         self._plan: tuple[int, object] | None = None  # (pid, ChunkPlan or None)
+        self._whole: tuple[int, np.ndarray | None] | None = None  # (pid, table read whole)
 
     def _chunk_plan(self):
         """The direct chunk reader's plan (None: read through zarr), made once per process."""
@@ -125,6 +127,14 @@ class ZarrArrayReader:
             out = np.empty((len(ids), *self.sample_shape), self.dtype)
         if not len(ids):
             return out
+        whole = self._table()
+        if whole is not None:
+            np.take(whole, ids, axis=0, out=out)
+            return out
+        return self._read_chunks(ids, out, status)
+
+    def _read_chunks(self, ids: np.ndarray, out: np.ndarray,
+                     status: np.ndarray | None) -> np.ndarray:
         chunk_plan = self._chunk_plan()
         if chunk_plan is not None:
             from chute.readers._zarr_chunks import read_rows
@@ -141,6 +151,28 @@ class ZarrArrayReader:
             return out
         np.take(values, inverse, axis=0, out=out)
         return out
+
+    def _table(self) -> np.ndarray | None:
+        """A small table (at most TABLE_CACHE_BYTES) read whole, once per process: a lookup
+        would otherwise decompress the table's chunks again for every batch. None for
+        per-sample arrays, large tables, and a table with a corrupt chunk (read row by row,
+        so only the rows of that chunk fail)."""
+        if self.dataset.fields.get(self.field) != "table":
+            return None
+        if self._whole is None or self._whole[0] != os.getpid():
+            whole = None
+            if self.num_rows * self.dtype.itemsize * int(np.prod(self.sample_shape)) <= \
+                    TABLE_CACHE_BYTES:
+                rows = np.arange(self.num_rows, dtype=np.int64)
+                try:
+                    whole = self._read_chunks(rows, np.empty((self.num_rows,
+                                                              *self.sample_shape), self.dtype),
+                                              None)
+                    whole.flags.writeable = False
+                except FormatError:
+                    whole = None
+            self._whole = (os.getpid(), whole)
+        return self._whole[1]
 
     def _read_rows_one_by_one(self, ids: np.ndarray, out: np.ndarray,
                               status: np.ndarray) -> None:

@@ -13,27 +13,31 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from chute._fork import ProcessPool
 from chute.errors import FormatError
+from chute.readers._zstd_native import decoder
 
-__all__ = ["ChunkPlan", "plan", "read_rows"]
+__all__ = ["ChunkPlan", "plan", "read_rows", "read_threads"]
 
-_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): one per process
 _LOCAL = threading.local()  # per-thread read buffer: a fresh large allocation per chunk costs
 # page faults comparable to decompressing it
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (os.getpid(), ThreadPoolExecutor(min(8, os.cpu_count() or 1),
-                                                 thread_name_prefix="chute-zarr"))
-    return _POOL[1]
+def read_threads() -> int:
+    """Threads that read and decompress chunks (one per core, at most 8)."""
+    return min(8, os.cpu_count() or 1)
+
+
+_POOL = ProcessPool(read_threads(), "chute-zarr")  # made anew in each process
+
+
+def _pool() -> ProcessPool:
+    return _POOL
 
 
 @dataclass(frozen=True)
@@ -46,20 +50,22 @@ class ChunkPlan:
     key: Callable[[int], str]
     decode: Callable[[bytes], object] | None  # None: stored uncompressed
     nbytes: int = 0  # of one decoded chunk
+    key_parts: tuple[str, str] | None = None  # chunk c's key is parts[0] + str(c) + parts[1]
 
     def path(self, chunk: int) -> str:
         return f"{self.folder}{os.sep}{self.key(chunk)}"
 
 
-def _key_function(encode, zeros: tuple) -> Callable[[int], str]:
-    """zarr's chunk key of chunk (c, 0, ...) as plain string formatting: zarr's own encoder
-    and pathlib joins held the GIL for ~12 us a chunk, which two reading threads felt."""
+def _key_function(encode, zeros: tuple) -> tuple[Callable[[int], str], tuple | None]:
+    """zarr's chunk key of chunk (c, 0, ...) as plain string formatting (zarr's own encoder
+    and pathlib joins held the GIL for ~12 us a chunk, which two reading threads felt), and
+    the (prefix, suffix) around c when that is what the key is."""
     marker = 987654321
     prefix, _, suffix = encode((marker, *zeros)).partition(str(marker))
     fast = (prefix + "{}" + suffix).format
     if all(fast(c) == encode((c, *zeros)) for c in (0, 7, 12, 123)):
-        return fast
-    return lambda c: encode((c, *zeros))
+        return fast, (prefix, suffix)
+    return (lambda c: encode((c, *zeros))), None
 
 
 def _v3_decoder(codecs):
@@ -81,10 +87,15 @@ def _v3_decoder(codecs):
 
 
 def _zstd_decode(raw, out=None):
-    """A zstd frame decoded by this thread's reused python-zstandard context. Into `out`, a
-    stream reader writes straight into the destination and lets two threads decode in
-    parallel (one-shot `decompress` did not scale past one thread here, and numcodecs' Zstd
-    ran ~1.8x slower on 160 KB chunks); the caller checks the size."""
+    """A zstd frame decoded into `out` (or a new buffer): by libzstd's one-shot call into
+    `out` with this thread's context, GIL released (`_zstd_native.py`), else by python-
+    zstandard -- a stream reader writing into `out` (its one-shot `decompress` did not scale
+    past one thread here, and numcodecs' Zstd, a new context per call, ran ~1.8x slower on
+    160 KB chunks). Returns the bytes written; the caller checks the size."""
+    native = decoder()
+    if native is not None and out is not None:
+        flat = out.reshape(-1).view(np.uint8)
+        return flat[:native.decode(raw, len(raw), flat)]
     d = getattr(_LOCAL, "zstd", None)
     if d is None:
         import zstandard
@@ -122,15 +133,25 @@ def plan(array, folder: Path) -> ChunkPlan | None:
             return None
     zeros = (0,) * (len(shape) - 1)
     dtype = np.dtype(array.dtype)
-    return ChunkPlan(folder, int(chunks[0]), shape[1:], dtype, meta.fill_value,
-                     _key_function(meta.encode_chunk_key, zeros), decode,
-                     int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64)))
+    key, parts = _key_function(meta.encode_chunk_key, zeros)
+    return ChunkPlan(folder, int(chunks[0]), shape[1:], dtype, meta.fill_value, key, decode,
+                     int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64)),
+                     parts)
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's reused buffer for one decoded chunk (valid until its next chunk)."""
+    buf = getattr(_LOCAL, "scratch", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _LOCAL.scratch = np.empty(nbytes, np.uint8)
+    return buf[:nbytes]
 
 
 def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
     """Chunk `chunk` as [rows, *inner] (decoded into `dest` when given: one row per chunk
-    needs no extra copy); None when the chunk was never written; FormatError when it does not
-    decode to exactly that."""
+    needs no extra copy; else into this thread's scratch buffer, valid until the thread's next
+    chunk); None when the chunk was never written; FormatError when it does not decode to
+    exactly that."""
     path = p.path(chunk)
     try:
         raw = _read(path, dest if p.decode is None else None)
@@ -138,12 +159,9 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
         return None  # never written: zarr's fill value
     try:
         if p.decode is None:
-            # read into `dest`, or a copy: the thread's buffer is reused by its next read
-            data = raw if dest is not None else bytes(raw)
-        elif dest is not None:
-            data = p.decode(raw, out=dest)
+            data = raw  # in `dest`, or in the thread's read buffer
         else:
-            data = p.decode(raw)
+            data = p.decode(raw, out=dest if dest is not None else _scratch(p.nbytes))
     except Exception as exc:
         raise FormatError(f"{path}: chunk {chunk} of {where} does not decode "
                           f"({type(exc).__name__}: {exc}); restore the store") from None
@@ -182,29 +200,75 @@ def _read(path: str, dest: np.ndarray | None):
 
 def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
               status: np.ndarray | None) -> None:
-    """Rows `ids` into `out`: each touched chunk read and decompressed once, in parallel."""
+    """Rows `ids` into `out`: each touched chunk read and decompressed once, in parallel, by
+    the thread that then writes its rows (rows of different chunks never overlap)."""
     chunk_of = ids // p.rows
-    touched, first = np.unique(chunk_of, return_index=True)
     direct = p.rows == 1 and out.flags.c_contiguous
+    if direct and _native_batch(p):
+        _read_native(p, chunk_of, out, where, status)
+        return
+    order = np.argsort(chunk_of, kind="stable")
+    touched, starts = np.unique(chunk_of[order], return_index=True)
+    groups = np.split(order, starts[1:])  # rows of each touched chunk, first one first
 
     def one(k: int):
-        dest = out[first[k]:first[k] + 1] if direct else None  # a view, also for 1-D out
+        rows, chunk = groups[k], int(touched[k])
+        dest = out[rows[0]:rows[0] + 1] if direct else None  # a view, also for 1-D out
         try:
-            return _load(p, int(touched[k]), where, dest)
+            data = _load(p, chunk, where, dest)
         except FormatError as exc:
             return exc
-
-    for k, data in enumerate(_pool().map(one, range(len(touched)))):
-        chunk = int(touched[k])
-        rows = np.flatnonzero(chunk_of == chunk)
-        if isinstance(data, FormatError):
-            if status is None:
-                raise data
-            status[rows] = 1
-            out[rows] = 0
-        elif data is None:
+        if data is None:
             out[rows] = p.fill if p.fill is not None else 0
         elif direct:
-            out[rows[1:]] = out[first[k]]  # repeats of a sample in the batch
+            out[rows[1:]] = out[rows[0]]  # repeats of a sample in the batch
         else:
             out[rows] = data[ids[rows] - chunk * p.rows]
+        return None
+
+    for k, failed in enumerate(_pool().map(one, range(len(touched)))):
+        if failed is not None:
+            if status is None:
+                raise failed
+            status[groups[k]] = 1
+            out[groups[k]] = 0
+
+
+def _native_batch(p: ChunkPlan) -> bool:
+    """Whether the C shim reads this array's one-row chunks (`_chunk_native.py`)."""
+    if p.key_parts is None or p.decode not in (None, _zstd_decode):
+        return False
+    from chute.readers._chunk_native import chunk_reader_status
+
+    return chunk_reader_status().available
+
+
+def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str,
+                 status: np.ndarray | None) -> None:
+    """One-row chunks `chunk_of` decompressed by the C shim into `out` (each distinct chunk
+    once, into its first row), on every reading thread at once; repeats copied, missing chunks
+    filled, failures named."""
+    from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, read_chunks
+
+    touched, first, inverse = np.unique(chunk_of, return_index=True, return_inverse=True)
+    dests = out.ctypes.data + first.astype(np.uintp) * np.uintp(out.strides[0])
+    prefix = f"{p.folder}{os.sep}{p.key_parts[0]}"
+    codes = read_chunks(p.decode is not None, dests, p.nbytes, _pool(), read_threads(),
+                        prefix=prefix, suffix=p.key_parts[1], chunks=touched)
+    if len(touched) < len(chunk_of):  # repeats of a sample in the batch
+        source = first[inverse]
+        repeats = np.flatnonzero(source != np.arange(len(chunk_of)))
+        out[repeats] = out[source[repeats]]
+    for k in np.flatnonzero(codes).tolist():
+        rows, code = np.flatnonzero(inverse == k), int(codes[k])
+        if code == MISSING:
+            out[rows] = p.fill if p.fill is not None else 0
+            continue
+        chunk = int(touched[k])
+        error = FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} "
+                            f"{CHUNK_ERRORS.get(code, f'failed (code {code})')}; the chunk is "
+                            "corrupt: restore the store")
+        if status is None:
+            raise error
+        status[rows] = 1
+        out[rows] = 0

@@ -36,17 +36,17 @@ def test_only_the_needed_span_is_decoded(monkeypatch):
 
     data = make_video(n=60, gop=10, bframes=0)
     info = probe_video(data)
-    decoded = []
-    real = av.container.InputContainer.decode
+    demuxed = []
+    real = av.container.InputContainer.demux
 
     def counting(self, *args, **kwargs):
-        for frame in real(self, *args, **kwargs):
-            decoded.append(frame.pts)
-            yield frame
+        for packet in real(self, *args, **kwargs):
+            demuxed.append(packet.pts)
+            yield packet
 
-    monkeypatch.setattr(av.container.InputContainer, "decode", counting)
+    monkeypatch.setattr(av.container.InputContainer, "demux", counting)
     decode_frames(data, info.pts, np.array([45, 47]))
-    assert 0 < len(decoded) <= 10  # from the keyframe at 40 to frame 47, not the whole file
+    assert 0 < len(demuxed) <= 10  # from the keyframe at 40 to frame 47, not the whole file
 
 
 def test_rotation_turns_frames_to_display_orientation():

@@ -47,3 +47,36 @@ def unpicklable(items: list) -> list:
 def nested(items: list) -> list:
     """Each output is a dict holding a list of tensors."""
     return [{"x": [torch.full((4,), float(x)), torch.zeros(2)]} for x in items]
+
+
+def to_cuda(items: list) -> list:
+    """x -> 2x as a CUDA tensor (a GPU stage whose outputs stay on the GPU)."""
+    return [torch.tensor([2.0 * float(x)], device="cuda:0") for x in items]
+
+
+def where(items: list) -> list:
+    """Each input's value and whether it arrived as a CUDA tensor."""
+    return [torch.tensor([float(x.sum()), float(x.is_cuda)]) for x in items]
+
+
+def bad_handle(items: list) -> list:
+    """A CUDA IPC handle that names nothing for input 3, the input itself for the others."""
+    from chute.infer._cuda_ipc import CudaShared
+
+    return [CudaShared(b"not a handle") if int(x) == 3 else torch.tensor([float(x)])
+            for x in items]
+
+
+def is_shared(items: list) -> list:
+    """Whether each input tensor arrived in shared memory (not pickled by value)."""
+    return [torch.tensor([float(x.is_shared())]) for x in items]
+
+
+
+def slow_marked(items: list) -> list:
+    """`slow`, and leaves a file named after this replica's pid in $CHUTE_TEST_MARKS (so a test
+    outside the pipeline sees which replicas serve requests)."""
+    from pathlib import Path
+
+    (Path(os.environ["CHUTE_TEST_MARKS"]) / str(os.getpid())).touch()
+    return slow(items)

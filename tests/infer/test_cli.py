@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from chute.cli import main
 from chute.infer import load_config
 from tests.infer.conftest import EXAMPLES
@@ -39,7 +41,7 @@ def test_infer_bench_search_prints_its_table_and_runs_the_pick(tmp_path, video_d
     saved = tmp_path / "picked.json"
     code = main(["infer-bench", config, str(video_dataset), "--requests", "12", "--search",
                  "--slo-ms", "500", "--budget-s", "0.1", "--save-config", str(saved), "--json",
-                 "--no-progress"])
+                 "--no-progress", "--search-waits", "25"])
     captured = capsys.readouterr()
     assert code == 0
     result = json.loads(captured.out)
@@ -50,7 +52,12 @@ def test_infer_bench_search_prints_its_table_and_runs_the_pick(tmp_path, video_d
     # the tiny budget measures only the starting configuration
     rows = [line for line in search["table"].splitlines() if line.startswith("| double")]
     assert len(rows) > 1 and all("skipped: budget" in row for row in rows[1:])
-    assert "skipped" not in rows[0] and picked == {"replicas": 1, "max_batch": 1}
+    assert "skipped" not in rows[0]
+    assert picked == {"replicas": 1, "max_batch": 1, "max_wait_ms": 0.0}
+    # --search-waits puts each wait next to the stage's own in the grid of batch sizes > 1
+    for setting in ("double 1x2 w0ms", "double 1x2 w25ms", "double 2x4 w25ms"):
+        assert f"| {setting} |" in search["table"]
+    assert "double 1x1 w" not in search["table"]
     assert result["stages"]["double"]["replicas"] == picked["replicas"]
     assert result["stages"]["double"]["batch_size"] == picked["max_batch"]
     reloaded = load_config(saved).stage("double")
@@ -61,3 +68,14 @@ def test_infer_bench_names_a_bad_config(tmp_path, video_dataset, capsys):
     config = _write(tmp_path / "c.json", [{"name": "x", "fn": "nocolon", "replicas": 1}])
     assert main(["infer-bench", config, str(video_dataset)]) == 1
     assert "fn as 'module:attr'" in capsys.readouterr().err
+
+
+def test_infer_bench_help_names_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["infer-bench", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("CONFIG", "DATASET", "--rate", "--requests", "--json", "--search",
+                   "--slo-ms", "--budget-s", "--search-waits", "--search-requests",
+                   "--save-config", "--no-progress"):
+        assert option in text, option

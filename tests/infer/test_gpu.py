@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -21,3 +23,24 @@ def test_a_model_stage_on_cuda_gives_the_cpu_outputs(video_dataset):
         outputs.append(torch.stack([r.output for r in run.requests]))
     assert outputs[0].device.type == "cpu"
     torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_bench_infer_runs_the_model_on_the_gpus(tmp_path):
+    import subprocess
+    import sys
+
+    from tests._video_media import make_video
+
+    pytest.importorskip("av")
+    root = EXAMPLES.parent
+    for k in range(2):
+        (tmp_path / f"v{k}.mp4").write_bytes(make_video(24, 64, 64))
+    out = subprocess.run(
+        [sys.executable, str(root / "benchmarks/bench_infer.py"), "--videos", str(tmp_path),
+         "--requests", "6", "--search-requests", "4", "--budget-s", "5", "--rates", "1"],
+        capture_output=True, text=True, timeout=900, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    assert "model devices: (a) cuda:0, (b) cuda:0" in out.stdout
+    assert "| 1 |" in out.stdout

@@ -22,30 +22,50 @@ def _children_of(pid: int) -> set[int]:
     return out
 
 
-def test_ctrl_c_stops_every_replica(tmp_path, video_dataset):
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_ctrl_c_after_a_killed_replica_stops_every_process_and_frees_shared_memory(
+        tmp_path, video_dataset):
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"stages": [
-        {"name": "slow", "fn": "tests.infer._stages:slow", "replicas": 2}]}))
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        {"name": "slow", "fn": "tests.infer._stages:slow_marked", "replicas": 2}]}))
+    marks = tmp_path / "marks"  # one file per replica process that has served a request
+    marks.mkdir()
+    env = {**os.environ, "CHUTE_TEST_MARKS": str(marks),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cli = subprocess.Popen([sys.executable, "-m", "chute.cli", "infer-bench", str(config),
-                            str(video_dataset), "--requests", "200", "--no-progress"],
+                            str(video_dataset), "--requests", "400", "--no-progress"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+
+    def serving() -> set[int]:
+        return {int(p.name) for p in marks.iterdir()}
+
+    seen: set[int] = set()  # every child of the CLI: replicas, restarts, resource tracker
     try:
-        deadline = time.monotonic() + 60
-        replicas: set[int] = set()
-        while len(replicas) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            replicas = {p for p in _children_of(cli.pid)
-                        if b"multiprocessing.spawn" in Path(f"/proc/{p}/cmdline").read_bytes()
-                        and b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes()}
-        assert len(replicas) == 2, "the replicas did not start"
-        time.sleep(1.0)  # requests are running
+        assert _wait_for(lambda: len(serving()) == 2, 120), "the replicas did not serve"
+        seen |= _children_of(cli.pid)
+        victim = min(serving())
+        os.kill(victim, signal.SIGKILL)
+        assert _wait_for(lambda: len(serving()) == 3, 120), "no restarted replica served"
+        seen |= _children_of(cli.pid)
         cli.send_signal(signal.SIGINT)
         _, err = cli.communicate(timeout=60)
     finally:
         if cli.poll() is None:
             cli.kill()
     assert cli.returncode == 130, err
-    assert "interrupted" in err
-    time.sleep(0.2)
-    assert not [p for p in replicas if Path(f"/proc/{p}").exists()]
+    assert "interrupted" in err and f"(pid {victim}) died" in err
+    assert serving() <= seen and len(seen) >= 3
+    assert _wait_for(lambda: not [p for p in seen if Path(f"/proc/{p}").exists()], 10), \
+        f"processes left: {[p for p in seen if Path(f'/proc/{p}').exists()]}"
+    # torch names its shared-memory files after the creating process
+    left = [n for n in os.listdir("/dev/shm")
+            for p in seen | {cli.pid} if n.startswith(f"torch_{p}_")]
+    assert not left, left

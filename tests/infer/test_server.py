@@ -118,19 +118,27 @@ def test_a_killed_replica_is_reported_restarted_and_cleaned_up(leak_check):
     leak_check(pids)
 
 
-def test_a_replica_killed_mid_batch_fails_only_its_requests(leak_check):
+def test_a_replica_killed_mid_run_fails_only_its_batch_and_the_run_goes_on(leak_check):
     config = InferConfig([StageConfig("slow", "tests.infer._stages:slow", max_batch=2,
                                       max_wait_ms=50)])
     with InferServer(config) as server:
         victim = server.stages[0].replicas[0].process.pid
         first = [server.submit(k, block=True) for k in range(2)]
-        time.sleep(0.1)  # the batch of two is running
+        deadline = time.monotonic() + 30
+        while np.isnan(first[1].stages["slow"].batched) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)  # the batch of two is running (a call takes 0.2 s)
+        queued = [server.submit(k, block=True) for k in range(2, 6)]  # behind it, same replica
         os.kill(victim, signal.SIGKILL)
-        assert server.wait(first, 30)
-        later = run_bulk(server, [5, 6, 7], timeout=60)
+        assert server.wait(first + queued, 60)
+        later = run_bulk(server, [6, 7], timeout=60)
         pids = server.pids
+        events, restarts = list(server.events), server.stages[0].restarts
     assert all("replica 0 died while running a batch" in r.error for r in first)
-    assert later.failed == 0 and [float(r.output) for r in later.requests] == [5, 6, 7]
+    # the restarted replica serves what was queued and what comes later
+    assert [float(r.output) for r in queued + later.requests] == [2, 3, 4, 5, 6, 7]
+    assert restarts == 1 and server.failed == 2
+    assert any(f"pid {victim}" in e and "died while running a batch" in e for e in events)
     leak_check(pids)
 
 

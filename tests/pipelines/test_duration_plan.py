@@ -72,6 +72,14 @@ def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
     assert batches and all(frames <= 2.0 * 8000 and n <= 6 for frames, n in batches)
     state = pipe.state_dict()  # the epoch is over: the state is the next epoch's start
     assert (state["epoch"], state["position"]) == (1, 0)
+    # slowed down by speed perturbation, samples deliver more seconds: the limit still holds
+    slow = Pipeline(folder, 6, unit="segment", fields=("audio",), max_duration=2.5,
+                    field_options={"audio": {"sample_rate": 8000, "speeds": (0.8,)}})
+    frames = [int(b["audio_lengths"].sum()) for b in slow]
+    assert frames and max(frames) <= 2.5 * 8000
+    with pytest.raises(ValueError, match=r"longer than max_duration=2.0 s \(e.g. sample 5: 2.250"):
+        Pipeline(folder, 6, unit="segment", fields=("audio",), max_duration=2.0,
+                 field_options={"audio": {"sample_rate": 8000, "speeds": (0.8,)}})
 
 
 def test_two_gloo_ranks_take_disjoint_segments_in_equal_steps(tmp_path):

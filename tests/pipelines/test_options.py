@@ -53,7 +53,11 @@ def test_backend_options_types():
                                                                          "roi_decode": None}
     for word in ("no", "False", "off", "1"):
         with pytest.raises(TypeError, match="string"):
-            check_backend_options({"dct_scaling": word})
+            check_backend_options({"threads": word})
+    assert check_backend_options({"dct_scaling": "no", "roi_decode": "1"}) == {
+        "dct_scaling": False, "roi_decode": True}
+    with pytest.raises(ValueError, match="yes/no"):
+        check_backend_options({"dct_scaling": "maybe"})
     with pytest.raises(TypeError, match="dict"):
         check_backend_options([("threads", 1)])
 

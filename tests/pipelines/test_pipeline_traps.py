@@ -154,11 +154,35 @@ def test_close_inside_the_loop_ends_it_quietly(dataset_path):
     assert seen == 1
 
 
+@pytest.mark.parametrize("text, flag", [("no", False), ("false", False), ("0", False),
+                                         ("Off", False), (" FALSE ", False), ("yes", True),
+                                         ("true", True), ("1", True), ("on", True)])
+def test_string_flags_are_parsed_strictly(dataset_path, text, flag):
+    with make(dataset_path, backend="cpu", backend_options={"dct_scaling": text,
+                                                            "roi_decode": text}) as pipe:
+        assert pipe.backend.dct_scaling is flag and pipe.backend.roi_decode is flag
+        assert pipe.stats.backend_options["dct_scaling"] is flag
+
+
+@pytest.mark.parametrize("value", ["maybe", "nein", "", 2, 0.5, [True]])
+def test_unknown_flag_values_are_refused(dataset_path, value):
+    with pytest.raises(ValueError, match="dct_scaling"):
+        make(dataset_path, backend="cpu", backend_options={"dct_scaling": value})
+
+
 def test_string_flags_and_huge_sizes_are_refused(dataset_path):
     with pytest.raises(TypeError, match="string"):
-        make(dataset_path, backend_options={"dct_scaling": "no"})
+        make(dataset_path, backend_options={"threads": "no"})
     with pytest.raises(ValueError, match="GiB"):
         make(dataset_path, batch_size=20, image_size=200_000, augment="eval")
+
+
+def test_an_allocation_that_fails_says_how_much_memory_it_wanted(dataset_path, monkeypatch):
+    # the machine's size unknown: the ring passes the early check, then cannot be allocated
+    monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: None)
+    with make(dataset_path, batch_size=4, image_size=400_000, augment="eval") as pipe:
+        with pytest.raises(ValueError, match=r"GiB.*lower batch_size, image_size or prefetch"):
+            next(iter(pipe))
 
 
 def test_output_options(dataset_path):
@@ -218,6 +242,29 @@ def test_close_releases_files_and_maps_at_once(dataset_path):
         pipe.close()
         assert _mapped(dataset_path) == ([], [])
         assert pipe.dataset[3]["label"] == 1003  # a later read maps the files again
+    finally:
+        gc.enable()
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="needs /proc")
+def test_close_releases_files_and_maps_while_an_iterator_is_open(tmp_path, dataset_path):
+    """A loop left unfinished (its generator still alive) must not keep the shards mapped."""
+    import gc
+
+    latents = write_dataset(tmp_path / "latents.chute", n=12, latent_shape=(2, 3),
+                            images=False)
+    gc.collect()
+    gc.disable()
+    try:
+        for path, fields in ((dataset_path, ("image", "label", "meta")),
+                             (latents, ("latent", "label"))):
+            pipe = make(path, fields=fields)
+            it = iter(pipe)
+            next(it)
+            assert _mapped(path) != ([], [])
+            pipe.close()
+            assert _mapped(path) == ([], []), path
+            assert next(it, None) is None  # the closed loop ends quietly
     finally:
         gc.enable()
 

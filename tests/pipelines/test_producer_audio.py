@@ -125,3 +125,36 @@ def test_corrupt_frame_and_rate_mismatch_fail_the_sample_only(tmp_path):
     producer.file_channels[0] = 2  # a channel column that disagrees with the bytes
     _, _, status = _batch(producer, [0, 1])
     assert status.tolist() == ([1, 1] if producer.native.available else [0, 0])
+
+
+@pytest.mark.parametrize("fmt, subtype", [("MP3", "MPEG_LAYER_III"), ("OGG", "VORBIS")])
+def test_lossy_formats_equal_soundfile_read_of_the_source(tmp_path, fmt, subtype):
+    # MP3 and OGG/Vorbis are stored as they are too; their segments are what libsndfile decodes
+    # from the source file at those frames
+    import json
+
+    from chute.readers import AudioConvertOptions, convert_audio
+
+    if fmt not in sf.available_formats():
+        pytest.skip(f"this libsndfile cannot write {fmt}")
+    rate = 22050
+    t = np.arange(rate * 3) / rate
+    signal = (0.3 * np.sin(2 * np.pi * 440 * t) * np.linspace(0.2, 1, t.size)).astype(np.float32)
+    path = tmp_path / f"r.{fmt.lower()}"
+    sf.write(path, signal, rate, format=fmt, subtype=subtype)
+    segments = [{"start": 0.25, "end": 1.1}, {"start": 1.5, "end": 2.9}]
+    (tmp_path / "r.jsonl").write_text(json.dumps({"key": "r", "path": path.name,
+                                                  "info": {"segments": segments}}) + "\n")
+    convert_audio(tmp_path / "r.jsonl", tmp_path / "ds",
+                  AudioConvertOptions(workers=1, progress=False))
+    producer = create_producer(ProducerSpec("audio", "audio", open_dataset(tmp_path / "ds"), 2,
+                                            options={"unit": "segment"}))
+    _, out, status = _batch(producer, [0, 1])
+    assert not status.any()
+    for row, s in enumerate(segments):
+        want = sf.read(path, start=round(s["start"] * rate), stop=round(s["end"] * rate),
+                       dtype="float32", always_2d=True)[0][:, 0]
+        n = out["audio_lengths"][row]
+        assert n == len(want)
+        np.testing.assert_array_equal(out["audio"][row, :n], want)
+    producer.close()

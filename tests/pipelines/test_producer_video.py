@@ -3,7 +3,6 @@ and substitution of a corrupt video."""
 
 from __future__ import annotations
 
-import csv
 import io
 
 import numpy as np
@@ -15,30 +14,15 @@ pytest.importorskip("av")
 from chute.pipelines import Pipeline  # noqa: E402
 from chute.pipelines._clips import ClipParams, clip_indices  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
-from chute.readers._convert_video import convert_video_csv  # noqa: E402
-from tests._video_media import level, make_video  # noqa: E402
+from tests._video_media import convert_videos, level, make_video  # noqa: E402
 
 FRAMES = [30, 12, 45, 20, 8, 33, 27]  # video k has FRAMES[k] frames; video 4 is shorter
 OPTS = {"num_frames": 4, "frame_interval": 2, "size": None}
 
 
 def write_videos(folder, frames=FRAMES, corrupt=()):
-    rows = []
-    for k, n in enumerate(frames):
-        data = make_video(n=n, height=32, width=48, gop=6)
-        (folder / f"v{k}.mp4").write_bytes(data)
-        rows.append([f"v{k}.mp4", f"clip {k}"])
-    with open(folder / "v.csv", "w", newline="") as f:
-        csv.writer(f).writerows([["path", "text"], *rows])
-    convert_video_csv(folder / "v.csv", folder / "ds", progress=False, shard_size="20KB")
-    records = open_dataset(folder / "ds").reader("video").records
-    for k in corrupt:  # damage the stored frames (sizes unchanged: only `verify` would know)
-        shard = int(records.shard_of(np.array([k]))[0])
-        start, size = int(records.pointers[k]), int(records.lengths[k])
-        with open(records.paths[shard], "r+b") as f:
-            f.seek(start + size // 3)
-            f.write(bytes(size // 2))
-    return folder / "ds"
+    return convert_videos(folder, [(f"v{k}.mp4", make_video(n=n, height=32, width=48, gop=6))
+                                   for k, n in enumerate(frames)], corrupt)
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +99,26 @@ def test_a_corrupt_video_is_substituted_whole(tmp_path):
             batch = next(iter(pipe))
             assert pipe.stats.decode_errors == 1
     assert 2 not in batch["index"].tolist()
+
+
+def test_a_size_column_that_disagrees_with_the_stream_fails_its_sample(tmp_path):
+    # size=None keeps stored sizes: a corrupt height column must not resize the clip to it
+    from chute.errors import FormatError
+
+    path = write_videos(tmp_path, frames=[20, 20, 20])
+    column = next(path.rglob("height.npy"))
+    heights = np.load(column)
+    heights[1] = 33
+    np.save(column, heights)
+    with pytest.warns(RuntimeWarning, match="sample 1 "):
+        with Pipeline(path, 1, augment="eval", device="cpu", fields=("video",),
+                      field_options={"video": OPTS}) as pipe:
+            delivered = [int(i) for b in pipe for i in b["index"]]
+            assert pipe.stats.decode_errors == 1
+    assert 1 not in delivered and len(delivered) == 3  # replaced, never resized to 33 rows
+    with pytest.raises(FormatError, match="mixes"):  # one batch, two stored sizes
+        list(Pipeline(path, 3, augment="eval", device="cpu", fields=("video",),
+                      field_options={"video": OPTS}))
 
 
 def test_missing_columns_and_bad_options_are_explained(videos, tmp_path):

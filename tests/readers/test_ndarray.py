@@ -101,6 +101,40 @@ def test_corrupt_compressed_record_is_reported_not_returned(tmp_path):
     assert status.tolist() == [0, 1, 0]
     np.testing.assert_array_equal(out[0], arrays[1])
     np.testing.assert_array_equal(out[2], arrays[3])
+    with pytest.raises(FormatError, match="record 2 of field 'latent'"):
+        ds.reader("latent").read(np.array([1, 2]))
+
+
+@pytest.fixture(params=["shim", "python"])
+def batch_path(request, monkeypatch):
+    """Batches of fixed-shape zstd records: decompressed by the C shim, or record by record."""
+    from chute.readers import _chunk_native
+
+    if request.param == "shim" and not _chunk_native.chunk_reader_status().available:
+        pytest.skip("chunk reader shim unavailable")
+    if request.param == "python":
+        monkeypatch.setattr(_chunk_native, "chunk_reader_status",
+                            lambda: _chunk_native.ChunkReaderStatus(False, None, "test"))
+    return request.param
+
+
+def test_compressed_batches_exact_and_a_flipped_bit_fails_its_row(tmp_path, batch_path):
+    arrays = [np.arange(256, dtype=np.float32) * (i + 1) for i in range(6)]
+    ds = _write(tmp_path / "d", arrays, {"kind": "ndarray", "compression": "zstd"},
+                shard_size="1GiB")
+    ids = np.array([5, 0, 3, 3, 1])
+    np.testing.assert_array_equal(ds.reader("latent").read(ids), np.stack(arrays)[ids])
+    records = ds.reader("latent").records
+    start, size = int(records.pointers[3]), int(records.lengths[3])
+    with open(records.paths[0], "r+b") as f:  # the checksum, not the size, catches this
+        f.seek(start + size // 2)
+        byte = f.read(1)
+        f.seek(start + size // 2)
+        f.write(bytes([byte[0] ^ 0x10]))
+    status = np.zeros(len(ids), np.uint8)
+    out = open_dataset(tmp_path / "d").reader("latent").read(ids, status=status)
+    assert status.tolist() == [0, 0, 1, 1, 0]
+    np.testing.assert_array_equal(out[[0, 1, 4]], np.stack(arrays)[[5, 0, 1]])
 
 
 def test_fixed_field_whose_index_disagrees_with_the_shape_is_refused(tmp_path):

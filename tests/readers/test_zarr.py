@@ -23,6 +23,22 @@ LAYOUTS = [  # (zarr_format, chunk, codec, shard)
 ]
 
 
+@pytest.fixture(params=["shim", "ctypes", "zstandard"])
+def read_path(request, monkeypatch):
+    """Each way chunks are read: the C shim (a batch of one-row chunks in one call per
+    thread), libzstd per chunk from Python, python-zstandard (no libzstd found)."""
+    from chute.readers import _zarr_chunks
+    from chute.readers._chunk_native import chunk_reader_status
+
+    if request.param == "shim" and not chunk_reader_status().available:
+        pytest.skip(f"chunk reader shim unavailable: {chunk_reader_status().reason}")
+    if request.param != "shim":
+        monkeypatch.setattr(_zarr_chunks, "_native_batch", lambda p: False)
+    if request.param == "zstandard":
+        monkeypatch.setattr(_zarr_chunks, "decoder", lambda: None)
+    return request.param
+
+
 @pytest.fixture(scope="module", params=LAYOUTS, ids=lambda p: "v{}-chunk{}-{}-shard{}".format(*p))
 def store(request, tmp_path_factory):
     fmt, chunk, codec, shard = request.param
@@ -39,7 +55,7 @@ def test_fields_and_kinds(store):
     assert ds.reader("clip_emb").num_rows == V
 
 
-def test_read_values_exact(store):
+def test_read_values_exact(store, read_path):
     ds = open_dataset(store)
     ids = np.random.default_rng(1).integers(0, S, 70)  # repeats and many chunks
     np.testing.assert_array_equal(ds.read("base_frames", ids), VALUES["base_frames"][ids])
@@ -91,16 +107,34 @@ def test_out_of_range_rows_named(tmp_path):
         ds.column("base_frames")
 
 
-def test_corrupt_chunk_is_named_or_counted(tmp_path):
-    path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_corrupt_chunk_is_named_or_counted(tmp_path, read_path, codec):
+    path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec=codec)
     (path / "base_frames" / "c" / "5" / "0" / "0" / "0").write_bytes(b"not zstd at all")
+    (path / "base_frames" / "c" / "7" / "0" / "0" / "0").unlink()  # never written: fill
     ds = open_dataset(path)
     with pytest.raises(FormatError, match="base_frames"):
         ds.read("base_frames", [4, 5, 6])
+    status = np.zeros(5, np.uint8)
+    out = ds.reader("base_frames").read(np.array([4, 5, 6, 7, 4]), status=status)
+    assert status.tolist() == [0, 1, 0, 0, 0]
+    np.testing.assert_array_equal(out[[0, 2, 4]], VALUES["base_frames"][[4, 6, 4]])
+    assert not out[[1, 3]].any()
+
+
+def test_a_table_is_read_whole_once_and_a_corrupt_chunk_fails_only_its_rows(tmp_path):
+    path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
+    reader = open_dataset(path).reader("clip_emb")
+    np.testing.assert_array_equal(reader.read(np.array([3, 0, 3])), VALUES["clip_emb"][[3, 0, 3]])
+    assert reader._whole[1] is not None  # kept decoded: later batches decompress nothing
+    (path / "clip_emb" / "c" / "4" / "0").write_bytes(b"corrupt")
+    reader = open_dataset(path).reader("clip_emb")
     status = np.zeros(3, np.uint8)
-    out = ds.reader("base_frames").read(np.array([4, 5, 6]), status=status)
-    assert status.tolist() == [0, 1, 0]
-    np.testing.assert_array_equal(out[[0, 2]], VALUES["base_frames"][[4, 6]])
+    out = reader.read(np.array([3, 4, 5]), status=status)
+    assert status.tolist() == [0, 1, 0] and reader._whole[1] is None
+    np.testing.assert_array_equal(out[[0, 2]], VALUES["clip_emb"][[3, 5]])
+    with pytest.raises(FormatError, match="clip_emb"):
+        reader.read(np.array([4]))
 
 
 def test_not_a_group_and_empty_group(tmp_path):
@@ -113,7 +147,7 @@ def test_not_a_group_and_empty_group(tmp_path):
 
 @pytest.mark.parametrize("fmt", [2, 3])
 @pytest.mark.parametrize("delta", [-2, 2], ids=["short", "long"])
-def test_a_valid_zstd_frame_of_the_wrong_size_is_named(tmp_path, fmt, delta):
+def test_a_valid_zstd_frame_of_the_wrong_size_is_named(tmp_path, fmt, delta, read_path):
     import zstandard
 
     path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt, chunk=1, codec="zstd")

@@ -1,0 +1,98 @@
+"""Locks, thread pools and per-process state that a forked child starts afresh.
+
+A child forked while another thread of the parent holds a lock inherits it held, and no thread
+of the child will ever release it; a thread pool's workers do not exist in the child. So every
+module-level lock and pool of the decode path is one of these, renewed in the child right after
+the fork (`os.register_at_fork`), and module state that belongs to the parent process is reset
+through `on_fork_in_child` (docs/design.md, "Processes and threads").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+__all__ = ["ProcessLock", "ProcessPool", "on_fork_in_child"]
+
+_LOCKS: weakref.WeakSet = weakref.WeakSet()
+_POOLS: weakref.WeakSet = weakref.WeakSet()
+
+
+def on_fork_in_child(reset: Callable[[], None]) -> Callable[[], None]:
+    """Run `reset()` in every child right after a fork (a no-op where fork does not exist).
+
+    Args:
+        reset: puts this process's module state back to its import-time value.
+    """
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=reset)
+    return reset
+
+
+class ProcessLock:
+    """A `threading.Lock` that is free in a forked child whatever the parent held."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        _LOCKS.add(self)
+
+    def __enter__(self) -> ProcessLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+class ProcessPool:
+    """A `ThreadPoolExecutor` made on first use in each process (its workers are threads,
+    which a forked child does not have).
+
+    Args:
+        workers: threads of the pool.
+        name: thread name prefix.
+    """
+
+    def __init__(self, workers: int, name: str = "chute") -> None:
+        self.workers = max(1, int(workers))
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        _POOLS.add(self)
+
+    def _current(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.name)
+            return self._pool
+
+    def map(self, fn, *iterables):
+        return self._current().map(fn, *iterables)
+
+    def submit(self, fn, *args) -> Future:
+        """`fn(*args)` on the pool; its Future."""
+        return self._current().submit(fn, *args)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _renew() -> None:
+    for lock in list(_LOCKS):
+        lock._lock = threading.Lock()
+    for pool in list(_POOLS):
+        # the parent's workers are gone here: forget that pool without joining it
+        pool._lock = threading.Lock()
+        pool._pool = None
+
+
+on_fork_in_child(_renew)

@@ -1,0 +1,128 @@
+/* Read and decompress zarr chunk files straight into a batch, without the GIL
+ * (docs/design.md, "Zarr groups").
+ *
+ * One call works through jobs [0, n) together with the other threads calling it on the same
+ * jobs: each takes the next job from a shared atomic counter, so threads stay busy until the
+ * batch is done however the scheduler treats them. Job k reads the file `prefix chunks[k]
+ * suffix` (or, with prefix NULL, takes sources[k] from memory: what the decompression bound
+ * measures) into this thread's reused buffer and decompresses it with this thread's reused
+ * zstd context into dests[k], which must come out exactly `nbytes` long; an uncompressed chunk
+ * is read straight into dests[k]. Per Python call ctypes releases the GIL, so all of this --
+ * opening, reading, decompressing -- runs in parallel.
+ *
+ * libzstd is not linked: its functions come in as pointers taken from the library chute
+ * found loaded (struct zstd_api), so the shim needs no headers. The declarations are zstd's
+ * stable public ABI (zstd.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct zstd_api {
+    void *(*create_dctx)(void);
+    size_t (*decompress_dctx)(void *dctx, void *dst, size_t capacity, const void *src,
+                              size_t size);
+    unsigned (*is_error)(size_t code);
+};
+
+enum { OK = 0, MISSING = 1, IO_ERROR = 2, NOT_DECODABLE = 3, WRONG_SIZE = 4 };
+
+static __thread void *dctx;       /* this thread's zstd context, kept for its life */
+static __thread char *buffer;     /* this thread's read buffer */
+static __thread size_t capacity;
+
+static int read_file(const char *path, char *into, size_t limit, size_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? MISSING : IO_ERROR;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return IO_ERROR;
+    }
+    size_t want = (size_t)st.st_size;
+    if (into == NULL) { /* into the thread's buffer, grown as needed */
+        if (want > capacity) {
+            char *grown = realloc(buffer, want);
+            if (grown == NULL) {
+                close(fd);
+                return IO_ERROR;
+            }
+            buffer = grown;
+            capacity = want;
+        }
+        into = buffer;
+    } else if (want != limit) { /* an uncompressed chunk of the wrong size */
+        close(fd);
+        *size = want;
+        return WRONG_SIZE;
+    }
+    size_t done = 0;
+    while (done < want) {
+        ssize_t got = pread(fd, into + done, want - done, (off_t)done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        done += (size_t)got;
+    }
+    close(fd);
+    *size = done;
+    return done == want ? OK : IO_ERROR;
+}
+
+/* codec: 0 uncompressed, 1 zstd. status[k]: one of the enum above. */
+int64_t chute_read_chunks(const struct zstd_api *api, int codec, const char *prefix,
+                          const char *suffix, const int64_t *chunks, const char *const *sources,
+                          const size_t *sizes, char *const *dests, size_t nbytes, int64_t n,
+                          int64_t *next, int32_t *status) {
+    char path[4096];
+    int64_t done = 0;
+    for (;;) {
+        int64_t k = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
+        if (k >= n)
+            return done;
+        done++;
+        const char *src;
+        size_t size;
+        if (prefix != NULL) {
+            if (snprintf(path, sizeof path, "%s%lld%s", prefix, (long long)chunks[k], suffix)
+                    >= (int)sizeof path) {
+                status[k] = IO_ERROR;
+                continue;
+            }
+            int code = read_file(path, codec == 0 ? dests[k] : NULL, nbytes, &size);
+            if (code != OK || codec == 0) {
+                status[k] = code;
+                continue;
+            }
+            src = buffer;
+        } else {
+            src = sources[k];
+            size = sizes[k];
+            if (codec == 0) {
+                if (size != nbytes) {
+                    status[k] = WRONG_SIZE;
+                    continue;
+                }
+                memcpy(dests[k], src, size);
+                status[k] = OK;
+                continue;
+            }
+        }
+        if (dctx == NULL && (dctx = api->create_dctx()) == NULL) {
+            status[k] = IO_ERROR;
+            continue;
+        }
+        size_t written = api->decompress_dctx(dctx, dests[k], nbytes, src, size);
+        if (api->is_error(written))
+            status[k] = NOT_DECODABLE; /* corrupt, or larger than a chunk */
+        else
+            status[k] = written == nbytes ? OK : WRONG_SIZE;
+    }
+}
