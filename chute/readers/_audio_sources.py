@@ -16,7 +16,7 @@ from chute.readers._files import read_regular_file
 from chute.readers._sources import list_csv
 
 __all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
-           "check_segments"]
+           "check_segments", "segment_frames", "END_SLACK"]
 
 
 @dataclass(frozen=True)
@@ -76,29 +76,51 @@ def list_audio_csv(path, root=None) -> list[AudioSource]:
     return [AudioSource(s.path, s.key, s.meta.get("text") or "") for s in sources]
 
 
+# Transcript timestamps are often rounded (to 10 ms in Kaldi segment files and many ASR
+# exports), so a last segment may end a little after the recording's last frame. An end less
+# than this many seconds past it means the last frame; soundfile.read(path, start, stop) gives
+# the same frames, as it stops there too. Further past is an error (docs/design.md, "Audio").
+END_SLACK = 0.01
+
+
+def segment_frames(seg, sample_rate: int, num_frames: int) -> tuple[int, int] | str:
+    """(start frame, stop frame) of a segment `{"start", "end"}` in seconds, `round(t *
+    sample_rate)`, with an end within END_SLACK past the recording's end taken as its last
+    frame; or why the segment is invalid (negative, empty or reversed, past the end).
+
+    Args:
+        seg: the segment's metadata.
+        sample_rate, num_frames: the recording's.
+    """
+    try:
+        start, end = float(seg["start"]), float(seg["end"])
+        if not (math.isfinite(start) and math.isfinite(end)):
+            raise ValueError
+    except (KeyError, TypeError, ValueError):
+        return f"needs numeric start and end, got {seg!r}"
+    first, stop = round(start * sample_rate), round(end * sample_rate)
+    if start < 0:
+        return f"negative start {start}"
+    if end <= start:
+        return f"end {end} is not after start {start}"
+    if stop > num_frames and end - num_frames / sample_rate < END_SLACK:
+        stop = num_frames
+    if first >= num_frames:
+        return (f"starts at {start} s, at or after the end of the recording "
+                f"({num_frames / sample_rate:.6f} s)")
+    if stop > num_frames:
+        return (f"ends at {end} s, past the end of the recording "
+                f"({num_frames / sample_rate:.6f} s)")
+    if stop <= first:
+        return (f"start {start} and end {end} round to the same frame at {sample_rate} Hz "
+                "(an empty segment)")
+    return first, stop
+
+
 def check_segments(segments: list, sample_rate: int, num_frames: int) -> list[str | None]:
-    """Per segment: None when `0 <= start < end` and it ends inside the recording (in frames,
-    `round(t * sample_rate)`), else why not."""
-    problems = []
-    for seg in segments:
-        try:
-            start, end = float(seg["start"]), float(seg["end"])
-            if not (math.isfinite(start) and math.isfinite(end)):
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            problems.append(f"needs numeric start and end, got {seg!r}")
-            continue
-        first, stop = round(start * sample_rate), round(end * sample_rate)
-        if start < 0:
-            problems.append(f"negative start {start}")
-        elif stop <= first:
-            problems.append(f"end {end} is not after start {start}")
-        elif stop > num_frames:
-            problems.append(f"ends at {end} s, past the end of the recording "
-                            f"({num_frames / sample_rate:.3f} s)")
-        else:
-            problems.append(None)
-    return problems
+    """Per segment: None when `segment_frames` accepts it, else why not."""
+    frames = (segment_frames(seg, sample_rate, num_frames) for seg in segments)
+    return [f if isinstance(f, str) else None for f in frames]
 
 
 def probe_audio(source: AudioSource) -> Probed | str:
