@@ -4,6 +4,7 @@ and the probe that checks each file and its segments (docs/design.md, "Audio")."
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -70,10 +71,43 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
 
 
 def list_audio_csv(path, root=None) -> list[AudioSource]:
-    """Rows `path,text` (paths relative to `root`, default the CSV's folder); each recording is
-    one segment spanning the file, with `text` as its transcript."""
+    """Rows `path,text` (paths relative to `root`, default the CSV's folder), with a header
+    row naming the columns or without one (then each row is `path,text`: a first cell with a
+    file suffix, like `a.flac`, is no header); each recording is one segment spanning the
+    file, with `text` as its transcript."""
+    path = Path(path)
+    header = _first_row(path)
+    if header is not None and "path" not in header and Path(header[0]).suffix:
+        return _headerless_csv(path, Path(root) if root is not None else path.parent)
     sources, _ = list_csv(path, root)
-    return [AudioSource(s.path, s.key, s.meta.get("text") or "") for s in sources]
+    return [AudioSource(s.path, s.key, s.meta.get("text") or s.meta.get("txt") or "")
+            for s in sources]
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return [row for row in csv.reader(f) if row]
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such CSV file") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise FormatError(f"{path}: cannot read it as UTF-8 CSV ({exc})") from None
+
+
+def _first_row(path: Path) -> list[str] | None:
+    rows = _csv_rows(path)
+    return [cell.strip() for cell in rows[0]] if rows else None
+
+
+def _headerless_csv(path: Path, root: Path) -> list[AudioSource]:
+    sources = []
+    for number, row in enumerate(_csv_rows(path), 1):
+        if len(row) > 2:
+            raise FormatError(f"{path}, line {number}: {len(row)} cells; a CSV without a "
+                              "header needs `path,text` rows (quote texts holding commas), or "
+                              "add a header row naming the columns")
+        sources.append(AudioSource(root / row[0], row[0], row[1] if len(row) > 1 else ""))
+    return sources
 
 
 # Transcript timestamps are often rounded (to 10 ms in Kaldi segment files and many ASR
