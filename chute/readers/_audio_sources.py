@@ -128,10 +128,11 @@ def segment_frames(seg, sample_rate: int, num_frames: int) -> tuple[int, int] | 
     """
     try:
         start, end = float(seg["start"]), float(seg["end"])
-        if not (math.isfinite(start) and math.isfinite(end)):
+        # in frames too: a huge time (1e308 s) is finite but its frame number is not
+        if not all(math.isfinite(t * sample_rate) for t in (start, end)):
             raise ValueError
     except (KeyError, TypeError, ValueError):
-        return f"needs numeric start and end, got {seg!r}"
+        return f"needs finite numeric start and end (seconds), got {seg!r}"
     first, stop = round(start * sample_rate), round(end * sample_rate)
     if start < 0:
         return f"negative start {start}"
@@ -178,6 +179,9 @@ def probe_audio(source: AudioSource) -> Probed | str:
     segments = source.segments
     if segments is None:
         segments = [{"start": 0.0, "end": frames / rate, "txt": source.txt}]
+    elif not isinstance(segments, list):
+        return (f'its "segments" is a {type(segments).__name__}, not a list of '
+                '{"start", "end", "txt"} objects')
     kept, dropped = [], []
     for index, (seg, problem) in enumerate(zip(segments, check_segments(segments, rate, frames),
                                                strict=True)):

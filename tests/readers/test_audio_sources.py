@@ -84,3 +84,14 @@ def test_csv_without_header_or_with_a_byte_order_mark(tmp_path):
     (tmp_path / "named.csv").write_text("file,text\na.wav,x\n")
     with pytest.raises(FormatError, match="needs a `path` column"):
         list_audio_csv(tmp_path / "named.csv")
+
+
+def test_huge_times_and_a_segments_object_are_reported_not_raised(tmp_path):
+    # 1e308 s is a finite float whose frame number is not: it must be a listed problem, not an
+    # OverflowError ending the whole conversion
+    problems = check_segments([{"start": 0, "end": 1e308}, {"start": -1e308, "end": 1}], 16000,
+                              100)
+    assert all("finite numeric start and end" in p for p in problems)
+    write_recordings(tmp_path, names=("a.wav",))
+    source = AudioSource(tmp_path / "a.wav", "a", segments={"start": 0, "end": 1})
+    assert "not a list" in probe_audio(source)
