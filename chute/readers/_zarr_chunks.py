@@ -20,6 +20,7 @@ import numpy as np
 
 from chute._fork import ProcessPool
 from chute.errors import FormatError
+from chute.readers._paths import Confined, LeadsOutside
 from chute.readers._zstd_native import decoder
 
 __all__ = ["ChunkPlan", "plan", "read_rows", "read_threads"]
@@ -42,7 +43,9 @@ def _pool() -> ProcessPool:
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    folder: Path
+    folder: Path  # the array's, for messages
+    confined: Confined  # the store: chunk files are opened only inside it
+    field: str  # the array's folder, relative to the store
     rows: int  # samples per chunk
     inner: tuple[int, ...]
     dtype: np.dtype
@@ -54,6 +57,10 @@ class ChunkPlan:
 
     def path(self, chunk: int) -> str:
         return f"{self.folder}{os.sep}{self.key(chunk)}"
+
+    def relative(self, chunk: int) -> str:
+        """The chunk file's path relative to the store."""
+        return f"{self.field}/{self.key(chunk)}"
 
 
 def _key_function(encode, zeros: tuple) -> tuple[Callable[[int], str], tuple | None]:
@@ -116,8 +123,9 @@ def _zstd_decode(raw, out=None):
     return flat[:done] if not extra else bytes(done + extra)  # wrong sizes are named upstream
 
 
-def plan(array, folder: Path) -> ChunkPlan | None:
-    """How to read `array`'s chunks directly, or None when zarr must do it."""
+def plan(array, store: Confined, field: str) -> ChunkPlan | None:
+    """How to read `array` (the folder `field` of `store`) chunks directly, or None when zarr
+    must do it."""
     meta = array.metadata
     shape, chunks = tuple(array.shape), tuple(array.chunks)
     if chunks[1:] != shape[1:] or np.dtype(array.dtype).byteorder == ">":
@@ -134,9 +142,9 @@ def plan(array, folder: Path) -> ChunkPlan | None:
     zeros = (0,) * (len(shape) - 1)
     dtype = np.dtype(array.dtype)
     key, parts = _key_function(meta.encode_chunk_key, zeros)
-    return ChunkPlan(folder, int(chunks[0]), shape[1:], dtype, meta.fill_value, key, decode,
-                     int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64)),
-                     parts)
+    nbytes = int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    return ChunkPlan(store.root / field, store, field, int(chunks[0]), shape[1:], dtype,
+                     meta.fill_value, key, decode, nbytes, parts)
 
 
 def _scratch(nbytes: int) -> np.ndarray:
@@ -154,7 +162,8 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
     exactly that."""
     path = p.path(chunk)
     try:
-        raw = _read(path, dest if p.decode is None else None)
+        raw = _read(p.confined.open(p.relative(chunk), f"chunk {chunk} of {where}"),
+                    dest if p.decode is None else None)
     except FileNotFoundError:
         return None  # never written: zarr's fill value
     try:
@@ -173,11 +182,11 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
     return flat.view(p.dtype).reshape(p.rows, *p.inner)
 
 
-def _read(path: str, dest: np.ndarray | None):
-    """The file's bytes: straight into `dest` when it is exactly that size, else into this
-    thread's reused buffer (a view, valid until the thread's next read). os-level calls: a
-    Python file object costs more than reading a 160 KB chunk from the page cache."""
-    fd = os.open(path, os.O_RDONLY)
+def _read(fd: int, dest: np.ndarray | None):
+    """The bytes of the file open as `fd` (closed here): straight into `dest` when it is
+    exactly that size, else into this thread's reused buffer (a view, valid until the
+    thread's next read). os-level calls: a Python file object costs more than reading a 160 KB
+    chunk from the page cache."""
     try:
         size = os.fstat(fd).st_size
         if dest is not None and dest.nbytes == size:
@@ -228,7 +237,7 @@ def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
 
     for k, failed in enumerate(_pool().map(one, range(len(touched)))):
         if failed is not None:
-            if status is None:
+            if status is None or isinstance(failed, LeadsOutside):
                 raise failed
             status[groups[k]] = 1
             out[groups[k]] = 0
@@ -248,13 +257,22 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
     """One-row chunks `chunk_of` decompressed by the C shim into `out` (each distinct chunk
     once, into its first row), on every reading thread at once; repeats copied, missing chunks
     filled, failures named."""
-    from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, read_chunks
+    from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, OUTSIDE, read_chunks
 
     touched, first, inverse = np.unique(chunk_of, return_index=True, return_inverse=True)
     dests = out.ctypes.data + first.astype(np.uintp) * np.uintp(out.strides[0])
-    prefix = f"{p.folder}{os.sep}{p.key_parts[0]}"
     codes = read_chunks(p.decode is not None, dests, p.nbytes, _pool(), read_threads(),
-                        prefix=prefix, suffix=p.key_parts[1], chunks=touched)
+                        store=p.confined, prefix=f"{p.field}/{p.key_parts[0]}",
+                        suffix=p.key_parts[1], chunks=touched)
+    for k in np.flatnonzero(codes == OUTSIDE).tolist():  # refused, or an absolute symlink
+        row = int(first[k])  # that may lead back inside: `_load` decides, as for any chunk
+        try:
+            codes[k] = MISSING if _load(p, int(touched[k]), where, out[row:row + 1]) is None \
+                else 0
+        except LeadsOutside:
+            raise
+        except FormatError:
+            codes[k] = 3  # does not decode
     if len(touched) < len(chunk_of):  # repeats of a sample in the batch
         source = first[inverse]
         repeats = np.flatnonzero(source != np.arange(len(chunk_of)))
