@@ -62,6 +62,7 @@ class Confined:
         self.real = os.path.realpath(root)
         self._prefix = self.real.rstrip(os.sep) + os.sep
         self._fd: int | None = None  # the folder, opened on first `open` (kept across fork)
+        self._open_under = None  # openat2 bound to it, where available
 
     def check(self, path: str | Path, what: str) -> Path:
         """`path` after checking that it resolves (symlinks followed) inside the folder."""
@@ -84,9 +85,13 @@ class Confined:
     def open(self, relative: str, what: str) -> int:
         """A read-only descriptor of the file `relative` (to the folder); FileNotFoundError
         when absent, FormatError when it resolves outside."""
-        if _open_beneath.available():
+        if self._open_under is None and _open_beneath.available():
+            self._open_under = _open_beneath.opener(self.dir_fd())
+        if self._open_under is not None:
             try:
-                return _open_beneath.open_beneath(self.dir_fd(), os.fsencode(relative))
+                return self._open_under(relative.encode())
+            except UnicodeEncodeError:
+                pass  # a name that is not UTF-8 (os.fsencode would escape it): checked below
             except OSError as exc:
                 if exc.errno != errno.EXDEV:
                     raise

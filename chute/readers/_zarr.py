@@ -28,6 +28,7 @@ from chute.readers._paths import Confined, LeadsOutside, plain_name
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
+_NUMERIC = "biufc"  # numpy kinds chute reads: bool, integers, floats, complex
 TABLE_CACHE_BYTES = 256 << 20  # tables up to this size are kept decoded in each process
 _METADATA_FILES = ("zarr.json", ".zgroup", ".zarray", ".zattrs")
 
@@ -226,9 +227,14 @@ class ZarrDataset:
         for name in arrays:  # each opened as the folder of that name: no way out of the store
             plain_name(name, "array name", self.path, folder="zarr store",
                        fix="its metadata (zarr.json, .zmetadata) is corrupt or was edited by hand")
+        # arrays of strings, bytes, objects or records have no fixed-size numeric rows to batch
+        self.unreadable: dict[str, str] = {n: str(a.dtype) for n, a in arrays.items()
+                                           if np.dtype(a.dtype).kind not in _NUMERIC}
+        arrays = {n: a for n, a in arrays.items() if n not in self.unreadable}
         if not arrays:
-            raise FormatError(f"{self.path}: the zarr group holds no arrays; write the "
-                              "per-sample arrays at its top level")
+            others = f" (only arrays of {self.unreadable})" if self.unreadable else ""
+            raise FormatError(f"{self.path}: the zarr group holds no arrays of numbers{others}; "
+                              "write the per-sample arrays at its top level")
         scalar_shaped = [a for a in arrays.values() if a.ndim == 0]
         if scalar_shaped:
             raise FormatError(f"{self.path}: array {scalar_shaped[0].basename!r} is 0-d; every "
@@ -250,7 +256,9 @@ class ZarrDataset:
             kind = "scalar"
         else:
             kind = "ndarray"
-        return {"kind": kind, "dtype": np.dtype(array.dtype).str, "shape": shape,
+        # zarr delivers native byte order whatever the store holds (v2 '>f4'); so does chute
+        dtype = np.dtype(array.dtype).newbyteorder("=")
+        return {"kind": kind, "dtype": dtype.str, "shape": shape,
                 "chunks": [int(c) for c in array.chunks],
                 "shards": None if array.shards is None else [int(c) for c in array.shards],
                 "zarr_format": int(array.metadata.zarr_format)}
@@ -291,7 +299,8 @@ class ZarrDataset:
         return self._len
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}:{k}" for n, k in self.fields.items())
+        fields = ", ".join([f"{n}:{k}" for n, k in self.fields.items()] +
+                           [f"{n}:unreadable {d}" for n, d in self.unreadable.items()])
         return f"<chute ZarrDataset {self.path} samples={self._len} {fields}>"
 
     def _check_index(self, i) -> int:
@@ -319,6 +328,10 @@ class ZarrDataset:
         try:
             return self._readers[field]
         except KeyError:
+            if field in self.unreadable:
+                raise KeyError(f"array {field!r} of {self.path} holds {self.unreadable[field]} "
+                               "values, not numbers: chute batches numeric arrays only (store "
+                               "it as numbers, e.g. token ids, or read it with zarr)") from None
             raise KeyError(f"{self.path} has no array {field!r} (arrays: "
                            f"{sorted(self._readers)})") from None
 

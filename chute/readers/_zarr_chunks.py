@@ -3,7 +3,7 @@ a thread pool (numcodecs' zstd and blosc release the GIL), bypassing zarr's per-
 machinery, which costs milliseconds per chunk (docs/design.md, "Zarr groups").
 
 Simple means: a local store, chunks spanning every dimension but the first, no filters, and
-at most one compressor among zstd and blosc (v2: `compressor`; v3: `bytes` little-endian then
+at most one compressor (v2: `compressor`, any numcodecs one; v3: `bytes` little-endian then
 `zstd`/`blosc`). Anything else (sharded v3 arrays, other codecs) returns None from `plan` and
 is read through zarr itself.
 """
@@ -87,10 +87,46 @@ def _v3_decoder(codecs):
     if len(rest) == 1 and isinstance(rest[0], ZstdCodec) and not rest[0].checksum:
         return _zstd_decode
     if len(rest) == 1 and isinstance(rest[0], BloscCodec):
+        return _blosc_decode
+    return False
+
+
+_BLOSC_HEADER = 16
+
+
+def _blosc_decode(raw, out=None):
+    """A blosc frame decoded (into `out`) once its header agrees with the chunk: blosc takes
+    the compressed size from the header and reads that many bytes, so a truncated or empty
+    chunk -- a view into this thread's reused read buffer -- would decode the stale bytes after
+    it (another chunk) without an error."""
+    raw = memoryview(raw).cast("B")
+    if len(raw) < _BLOSC_HEADER:
+        raise ValueError(f"blosc: {len(raw)} bytes, shorter than a blosc header")
+    decoded, stored = (int.from_bytes(raw[a:a + 4], "little") for a in (4, 12))
+    if stored != len(raw):
+        raise ValueError(f"blosc: the header gives {stored} compressed bytes, the chunk holds "
+                         f"{len(raw)}")
+    if out is not None and decoded != out.nbytes:
+        return raw[:0]  # the wrong size, named by the caller
+    if not hasattr(_LOCAL, "blosc"):
         import numcodecs
 
-        return numcodecs.Blosc().decode
-    return False
+        _LOCAL.blosc = numcodecs.Blosc()
+    return _LOCAL.blosc.decode(raw, out=out)
+
+
+def _whole(codec):
+    """`codec.decode` into a new buffer, then copied into `out`: a codec given `out` may leave
+    it untouched for input that decodes to nothing (numcodecs' GZip does), where the new
+    buffer's size shows it."""
+    def decode(raw, out=None):
+        data = np.frombuffer(codec.decode(raw), np.uint8)
+        if out is None or data.size != out.nbytes:
+            return data  # a wrong size is named by the caller
+        flat = out.reshape(-1).view(np.uint8)
+        flat[:] = data
+        return flat
+    return decode
 
 
 def _zstd_decode(raw, out=None):
@@ -133,8 +169,9 @@ def plan(array, store: Confined, field: str) -> ChunkPlan | None:
     if meta.zarr_format == 2:
         if meta.filters or meta.order != "C":
             return None
-        decode = None if meta.compressor is None else \
-            _zstd_decode if meta.compressor.codec_id == "zstd" else meta.compressor.decode
+        codec = meta.compressor
+        decode = None if codec is None else _zstd_decode if codec.codec_id == "zstd" else \
+            _blosc_decode if codec.codec_id == "blosc" else _whole(codec)
     else:
         decode = _v3_decoder(tuple(meta.codecs))
         if decode is False:
@@ -160,12 +197,12 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
     needs no extra copy; else into this thread's scratch buffer, valid until the thread's next
     chunk); None when the chunk was never written; FormatError when it does not decode to
     exactly that."""
-    path = p.path(chunk)
     try:
-        raw = _read(p.confined.open(p.relative(chunk), f"chunk {chunk} of {where}"),
+        raw = _read(p.confined.open(p.relative(chunk), "a chunk of " + where),
                     dest if p.decode is None else None)
     except FileNotFoundError:
         return None  # never written: zarr's fill value
+    path = p.path(chunk)
     try:
         if p.decode is None:
             data = raw  # in `dest`, or in the thread's read buffer
