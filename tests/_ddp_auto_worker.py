@@ -50,7 +50,20 @@ def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
             error = None
         except Exception as exc:  # every rank must fail, none may hang
             error = f"{type(exc).__name__}: {exc}"
-        report = {"decision": list(decision), "pipeline": from_pipeline, "error": error}
+        # the video field's shared resolver, failing on rank 0: the error names video's remedy
+        from chute import _auto_video
+
+        def failing_video(**request):
+            raise RuntimeError(f"rank {dist.get_rank()} could not measure")
+
+        _auto_video.resolve_video_backend = failing_video
+        try:
+            _auto_video._resolve(**request, field="clip")
+            video_error = None
+        except Exception as exc:
+            video_error = f"{type(exc).__name__}: {exc}"
+        report = {"decision": list(decision), "pipeline": from_pipeline, "error": error,
+                  "video_error": video_error}
         Path(workdir, f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()

@@ -38,7 +38,7 @@ def no_resolver():
 def gpu_machine(monkeypatch):
     """One CUDA device and an importable DALI, as far as the probes can tell."""
     monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
-    monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: None)
 
 
 def _store_fake_decision(monkeypatch, params):
@@ -92,7 +92,7 @@ def test_a_decision_for_another_shape_is_not_skipped_silently(monkeypatch, caplo
 def test_gpu_machine_measures_nothing_when_only_cpu_could_run(monkeypatch, device, dali_error,
                                                                why):
     monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
-    monkeypatch.setattr(cmod, "_dali_import_error", lambda: dali_error)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: dali_error)
     monkeypatch.setattr(auto, "tune_dataset", lambda *a, **k: pytest.fail("must not measure"))
     name, options, reason = auto.resolve_auto_backend(DS, batch_size=8, image_size=64,
                                                       augment="eval", device=device)

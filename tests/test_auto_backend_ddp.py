@@ -31,3 +31,11 @@ def test_only_rank_zero_resolves_and_every_rank_gets_its_decision(tmp_path):
     assert reports[1]["error"].startswith("BackendUnavailableError: backend='auto': rank 0 could "
                                           "not choose a backend for all 2 ranks (RuntimeError: "
                                           "rank 0 could not tune)")
+    assert "name a backend (backend='cpu', 'dali' or 'dali-native')" in reports[1]["error"]
+
+    # a video field's failure tells the other ranks how to name the video field's backend
+    assert reports[0]["video_error"] == "RuntimeError: rank 0 could not measure"
+    assert reports[1]["video_error"].startswith("BackendUnavailableError: backend='auto'")
+    assert ("name the video field's backend on every rank (field_options={'clip': "
+            "{'backend': 'cpu'}} or 'dali')") in reports[1]["video_error"]
+    assert "dali-native" not in reports[1]["video_error"]

@@ -16,7 +16,8 @@ def add_parser(kinds, size) -> None:
         "sample_rate, channels, num_frames and duration columns and JSON metadata (key, txt, "
         "segments) that `chute meta update` can replace. Files that do not decode and invalid "
         "segments are skipped and listed in a report.")
-    parser.add_argument("src", metavar="FILE", help="recordings: .jsonl (one per line) or .csv")
+    parser.add_argument("src", metavar="FILE", help="recordings: .jsonl (one per line) or .csv "
+                        "(path,text; header row optional)")
     parser.add_argument("dst", metavar="DST", help="new dataset folder")
     parser.add_argument("--root", metavar="DIR", help="folder the paths are relative to")
     parser.add_argument("--shard-size", type=size, default="1GiB", metavar="SIZE",

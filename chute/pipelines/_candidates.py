@@ -21,6 +21,7 @@ __all__ = [
     "BACKEND_ORDER",
     "DALI_HW_DECODER_LOADS",
     "DALI_INSTALL_HINT",
+    "dali_import_error",
     "cpu_thread_counts",
     "cpu_candidates",
     "dali_candidates",
@@ -108,7 +109,8 @@ def cpu_candidates(device: str, *, cpu_count: int | None = None) -> list[Produce
 
 
 @functools.lru_cache(maxsize=1)
-def _dali_import_error() -> str | None:
+def dali_import_error() -> str | None:
+    """Why nvidia.dali cannot be imported here (what to install, or what broke), or None."""
     try:
         importlib.import_module("nvidia.dali")
     except ImportError:
@@ -132,7 +134,7 @@ def dali_unavailable_reason(device: str, cuda_devices: int | None = None) -> str
     if not str(device).startswith("cuda"):
         return (f"device={str(device)!r} requested; the DALI backends deliver batches on a CUDA "
                 "device")
-    return _dali_import_error()
+    return dali_import_error()
 
 
 def dali_candidates(device: str, *, cuda_devices: int | None = None) -> list[ProducerCandidate]:

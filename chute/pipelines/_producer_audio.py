@@ -16,6 +16,7 @@ never returned short or wrong.
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 
@@ -91,10 +92,14 @@ class AudioProducer(StoredFieldProducer):
             spec.dataset, options.get("unit", "recording"), options.get("meta_field", "meta"))
         self.rates = np.asarray(spec.dataset.column("sample_rate"), np.int64)
         self.target = options.get("sample_rate")
-        if self.target is None and len(np.unique(self.rates)) > 1:
-            raise ValueError(f"field {self.field!r} of {spec.dataset.path} mixes sample rates "
-                             f"{sorted(set(self.rates.tolist()))}; pass sample_rate= to "
-                             "resample them to one")
+        self.mixed_rates = self.target is None and len(np.unique(self.rates)) > 1
+        if self.mixed_rates:
+            # without resampling each segment is its source's frames, at the source's rate
+            warnings.warn(f"field {self.field!r} of {spec.dataset.path} mixes sample rates "
+                          f"{sorted(set(self.rates.tolist()))}: each sample is delivered at its "
+                          "recording's own rate (the `sample_rate` field tells them apart); "
+                          "pass field_options={" f"{self.field!r}" ": {'sample_rate': R}} to "
+                          "resample them to one", stacklevel=2)
         self.perturb = AudioPerturbation(tuple(options.get("speeds", (1.0,))),
                                          tuple(options.get("volume_db", (0.0, 0.0))))
         if self.target is not None:
@@ -124,6 +129,10 @@ class AudioProducer(StoredFieldProducer):
         if features != "fbank" or not self.mono:
             raise ValueError(f"features must be None or 'fbank' (with mono=True), got "
                              f"{features!r} for field {self.field!r}")
+        if self.mixed_rates:
+            raise ValueError(f"features='fbank' for field {self.field!r} needs one sample rate, "
+                             f"but its recordings mix {sorted(set(self.rates.tolist()))}; pass "
+                             "sample_rate= to resample them to one")
         rate = self.target if self.target is not None else int(self.rates[0])
         return FbankConfig(rate)
 

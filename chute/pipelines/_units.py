@@ -158,14 +158,14 @@ def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta",
 
 
 def _frames(dataset, meta, r: int, s: int, seg, rate: int, frames: int) -> tuple[int, int]:
-    from chute.readers._audio_sources import check_segments
+    from chute.readers._audio_sources import segment_frames
 
-    problem = check_segments([seg], rate, frames)[0]
-    if problem is not None:
+    found = segment_frames(seg, rate, frames)
+    if isinstance(found, str):
         raise FormatError(
-            f"recording {r} ({meta.get('key')!r}) of {dataset.path}, segment {s}: {problem}. "
+            f"recording {r} ({meta.get('key')!r}) of {dataset.path}, segment {s}: {found}. "
             "Fix the segment list with `chute meta update`.")
-    return round(float(seg["start"]) * rate), round(float(seg["end"]) * rate)
+    return found
 
 
 def sample_durations(dataset, unit: SampleUnit | None, seed: int = 0,

@@ -4,6 +4,7 @@ and the probe that checks each file and its segments (docs/design.md, "Audio")."
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -16,7 +17,7 @@ from chute.readers._files import read_regular_file
 from chute.readers._sources import list_csv
 
 __all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
-           "check_segments"]
+           "check_segments", "segment_frames", "END_SLACK"]
 
 
 @dataclass(frozen=True)
@@ -70,35 +71,91 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
 
 
 def list_audio_csv(path, root=None) -> list[AudioSource]:
-    """Rows `path,text` (paths relative to `root`, default the CSV's folder); each recording is
-    one segment spanning the file, with `text` as its transcript."""
+    """Rows `path,text` (paths relative to `root`, default the CSV's folder), with a header
+    row naming the columns or without one (then each row is `path,text`: a first cell with a
+    file suffix, like `a.flac`, is no header); each recording is one segment spanning the
+    file, with `text` as its transcript."""
+    path = Path(path)
+    header = _first_row(path)
+    if header is not None and "path" not in header and Path(header[0]).suffix:
+        return _headerless_csv(path, Path(root) if root is not None else path.parent)
     sources, _ = list_csv(path, root)
-    return [AudioSource(s.path, s.key, s.meta.get("text") or "") for s in sources]
+    return [AudioSource(s.path, s.key, s.meta.get("text") or s.meta.get("txt") or "")
+            for s in sources]
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return [row for row in csv.reader(f) if row]
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such CSV file") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise FormatError(f"{path}: cannot read it as UTF-8 CSV ({exc})") from None
+
+
+def _first_row(path: Path) -> list[str] | None:
+    rows = _csv_rows(path)
+    return [cell.strip() for cell in rows[0]] if rows else None
+
+
+def _headerless_csv(path: Path, root: Path) -> list[AudioSource]:
+    sources = []
+    for number, row in enumerate(_csv_rows(path), 1):
+        if len(row) > 2:
+            raise FormatError(f"{path}, line {number}: {len(row)} cells; a CSV without a "
+                              "header needs `path,text` rows (quote texts holding commas), or "
+                              "add a header row naming the columns")
+        sources.append(AudioSource(root / row[0], row[0], row[1] if len(row) > 1 else ""))
+    return sources
+
+
+# Transcript timestamps are often rounded (to 10 ms in Kaldi segment files and many ASR
+# exports), so a last segment may end a little after the recording's last frame. An end less
+# than this many seconds past it means the last frame; soundfile.read(path, start, stop) gives
+# the same frames, as it stops there too. Further past is an error (docs/design.md, "Audio").
+END_SLACK = 0.01
+
+
+def segment_frames(seg, sample_rate: int, num_frames: int) -> tuple[int, int] | str:
+    """(start frame, stop frame) of a segment `{"start", "end"}` in seconds, `round(t *
+    sample_rate)`, with an end within END_SLACK past the recording's end taken as its last
+    frame; or why the segment is invalid (negative, empty or reversed, past the end).
+
+    Args:
+        seg: the segment's metadata.
+        sample_rate, num_frames: the recording's.
+    """
+    try:
+        start, end = float(seg["start"]), float(seg["end"])
+        # in frames too: a huge time (1e308 s) is finite but its frame number is not
+        if not all(math.isfinite(t * sample_rate) for t in (start, end)):
+            raise ValueError
+    except (KeyError, TypeError, ValueError):
+        return f"needs finite numeric start and end (seconds), got {seg!r}"
+    first, stop = round(start * sample_rate), round(end * sample_rate)
+    if start < 0:
+        return f"negative start {start}"
+    if end <= start:
+        return f"end {end} is not after start {start}"
+    if stop > num_frames and end - num_frames / sample_rate < END_SLACK:
+        stop = num_frames
+    if first >= num_frames:
+        return (f"starts at {start} s, at or after the end of the recording "
+                f"({num_frames / sample_rate:.6f} s)")
+    if stop > num_frames:
+        return (f"ends at {end} s, past the end of the recording "
+                f"({num_frames / sample_rate:.6f} s)")
+    if stop <= first:
+        return (f"start {start} and end {end} round to the same frame at {sample_rate} Hz "
+                "(an empty segment)")
+    return first, stop
 
 
 def check_segments(segments: list, sample_rate: int, num_frames: int) -> list[str | None]:
-    """Per segment: None when `0 <= start < end` and it ends inside the recording (in frames,
-    `round(t * sample_rate)`), else why not."""
-    problems = []
-    for seg in segments:
-        try:
-            start, end = float(seg["start"]), float(seg["end"])
-            if not (math.isfinite(start) and math.isfinite(end)):
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            problems.append(f"needs numeric start and end, got {seg!r}")
-            continue
-        first, stop = round(start * sample_rate), round(end * sample_rate)
-        if start < 0:
-            problems.append(f"negative start {start}")
-        elif stop <= first:
-            problems.append(f"end {end} is not after start {start}")
-        elif stop > num_frames:
-            problems.append(f"ends at {end} s, past the end of the recording "
-                            f"({num_frames / sample_rate:.3f} s)")
-        else:
-            problems.append(None)
-    return problems
+    """Per segment: None when `segment_frames` accepts it, else why not."""
+    frames = (segment_frames(seg, sample_rate, num_frames) for seg in segments)
+    return [f if isinstance(f, str) else None for f in frames]
 
 
 def probe_audio(source: AudioSource) -> Probed | str:
@@ -122,6 +179,9 @@ def probe_audio(source: AudioSource) -> Probed | str:
     segments = source.segments
     if segments is None:
         segments = [{"start": 0.0, "end": frames / rate, "txt": source.txt}]
+    elif not isinstance(segments, list):
+        return (f'its "segments" is a {type(segments).__name__}, not a list of '
+                '{"start", "end", "txt"} objects')
     kept, dropped = [], []
     for index, (seg, problem) in enumerate(zip(segments, check_segments(segments, rate, frames),
                                                strict=True)):

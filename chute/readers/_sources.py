@@ -79,7 +79,8 @@ def list_csv(csv_path, root=None) -> tuple[list[Source], list[str] | None]:
     csv_path = Path(csv_path)
     root = Path(root) if root is not None else csv_path.parent
     try:
-        with open(csv_path, newline="", encoding="utf-8") as f:
+        # utf-8-sig: spreadsheet exports start with a byte order mark
+        with open(csv_path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             rows = list(reader)
             columns = reader.fieldnames or []

@@ -46,17 +46,17 @@ def test_no_cuda_lists_dali_unavailable_with_the_reason():
 def test_dali_reasons(monkeypatch):
     assert dali_unavailable_reason("cuda:0", 0) == "no CUDA device available"
     assert "deliver batches on a CUDA device" in dali_unavailable_reason("cpu", 1)
-    monkeypatch.setattr(cmod, "_dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
     assert dali_unavailable_reason("cuda:0", 1) == (
         "nvidia-dali-cuda120 not installed (pip install chute[dali])")
     cands = dali_candidates("cuda:0", cuda_devices=1)
     assert all(c.reason == cmod.DALI_INSTALL_HINT for c in cands)
-    monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: None)
     assert all(c.available for c in dali_candidates("cuda:0", cuda_devices=1))
 
 
 def test_each_backend_default_is_measured_first(monkeypatch):
-    monkeypatch.setattr(cmod, "_dali_import_error", lambda: None)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: None)
     cands = backend_candidates("cuda:0", cpu_count=4, cuda_devices=1)
     first = sorted(cands, key=lambda c: (c.priority, c.cost))[:3]
     assert [c.name for c in first] == [

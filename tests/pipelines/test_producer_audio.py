@@ -62,9 +62,6 @@ def _source(ds, rec, seg):
 
 
 def test_segments_equal_soundfile_read_of_the_source(ds):
-    # the dataset mixes rates: without sample_rate= the producer refuses to batch them
-    with pytest.raises(ValueError, match="mixes sample rates"):
-        create_producer(ProducerSpec("audio", "audio", ds, 12, options={"unit": "segment"}))
     mono_16k = [0, 1]  # a.wav, b.flac
     for rec in mono_16k:
         producer = create_producer(ProducerSpec(
@@ -158,3 +155,22 @@ def test_lossy_formats_equal_soundfile_read_of_the_source(tmp_path, fmt, subtype
         assert n == len(want)
         np.testing.assert_array_equal(out["audio"][row, :n], want)
     producer.close()
+
+
+def test_mixed_rates_without_resampling_keep_each_recordings_rate(ds):
+    # recordings of 8, 16 and 22.05 kHz in one dataset, resampling off: every segment is its
+    # source's frames at the source's rate (said by a warning), never refused or resampled
+    with pytest.warns(UserWarning, match=r"mixes sample rates \[8000, 16000, 22050\]"):
+        producer = create_producer(ProducerSpec("audio", "audio", ds, 12,
+                                                options={"unit": "segment"}))
+    request, out, status = _batch(producer, np.arange(12))
+    assert not status.any()
+    for k in range(12):
+        want = _source(ds, k // 3, k % 3).astype(np.float32)
+        want = want.mean(axis=1, dtype=np.float32) if want.shape[1] > 1 else want[:, 0]
+        n = out["audio_lengths"][k]
+        assert n == len(want)
+        np.testing.assert_array_equal(out["audio"][k, :n], want)
+    producer.close()
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="fbank.*needs one sample"):
+        create_producer(ProducerSpec("audio", "audio", ds, 4, options={"features": "fbank"}))

@@ -118,3 +118,36 @@ def test_a_failing_segment_is_substituted_or_raised_naming_it(tmp_path):
         (batch,) = list(pipe)
     assert pipe.stats.decode_errors == 1 and 5 not in batch["index"].tolist()
     assert "segment 2 of recording 1" in str(caught[0].message)
+
+
+def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
+    # transcripts round timestamps (here to 10 ms and 1 ms): a last segment ending a few ms
+    # after the recording is its end, exactly as soundfile.read(stop=round(end*sr)) reads it;
+    # one further past is dropped at conversion and raises after a metadata update
+    import soundfile as sf
+
+    from chute.readers import AudioConvertOptions, convert_audio
+
+    rate, frames = 16000, 19752  # 1.2345 s
+    samples = (np.random.default_rng(3).standard_normal(frames) * 3000).astype(np.int16)
+    sf.write(tmp_path / "r.flac", samples, rate, format="FLAC", subtype="PCM_16")
+    segments = [{"start": 0.5, "end": 1.24, "txt": "a"}, {"start": 1.0, "end": 1.235, "txt": "b"},
+                {"start": 1.0, "end": 1.25, "txt": "past"}]
+    (tmp_path / "r.jsonl").write_text(json.dumps({"key": "r", "path": "r.flac",
+                                                  "info": {"segments": segments}}) + "\n")
+    report = convert_audio(tmp_path / "r.jsonl", tmp_path / "ds",
+                           AudioConvertOptions(workers=1, progress=False))
+    assert report.segments == 2 and [w for w, _ in report.skipped] == [
+        f"{tmp_path / 'r.flac'}#segment2"]
+    (batch,) = list(Pipeline(tmp_path / "ds", 2, unit="segment", fields=("audio",),
+                             augment="eval"))
+    for row, seg in enumerate(segments[:2]):
+        want = sf.read(tmp_path / "r.flac", start=round(seg["start"] * rate),
+                       stop=round(seg["end"] * rate), dtype="float32")[0]
+        assert int(batch["audio_lengths"][row]) == len(want)
+        np.testing.assert_array_equal(batch["audio"][row, :len(want)].numpy(), want)
+        assert batch["audio_segment"][row]["end"] == frames / rate
+    (tmp_path / "u.jsonl").write_text(json.dumps({"key": "r", "segments": segments}) + "\n")
+    update_metadata(tmp_path / "ds", tmp_path / "u.jsonl")
+    with pytest.raises(FormatError, match=r"recording 0 \('r'\).*segment 2.*past the end"):
+        Pipeline(tmp_path / "ds", 2, unit="segment", fields=("audio",))

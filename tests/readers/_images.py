@@ -54,3 +54,35 @@ def converted_imagefolder(tmp_path: Path, shard_size: str = "3KB") -> Path:
     assert main(["convert", "imagefolder", str(src), str(dst), "--shard-size", shard_size,
                  "--workers", "1", "--no-progress"]) == 0
     return dst
+
+
+def lossless_jpeg_bytes(pixels) -> bytes:
+    """A lossless (SOF3) 8-bit grayscale JPEG of `pixels` (uint8 [H, W]): predictor 1 (left),
+    one Huffman table giving each difference category 0-8 a 4-bit code (ITU T.81, annex H)."""
+    import numpy as np
+
+    pixels = np.asarray(pixels, dtype=np.int32)
+    height, width = pixels.shape
+    bits: list[int] = []
+    for y in range(height):
+        for x in range(width):
+            predicted = (pixels[y, x - 1] if x else pixels[y - 1, 0] if y else 128)
+            diff = int(pixels[y, x] - predicted)
+            category = abs(diff).bit_length()
+            extra = diff if diff >= 0 else diff + (1 << category) - 1
+            bits += [(category >> k) & 1 for k in range(3, -1, -1)]
+            bits += [(extra >> k) & 1 for k in range(category - 1, -1, -1)]
+    bits += [1] * (-len(bits) % 8)
+    scan = bytearray()
+    for k in range(0, len(bits), 8):
+        byte = int("".join(map(str, bits[k:k + 8])), 2)
+        scan += bytes([byte, 0]) if byte == 0xFF else bytes([byte])
+
+    def segment(marker: int, body: bytes) -> bytes:
+        return bytes([0xFF, marker]) + (len(body) + 2).to_bytes(2, "big") + body
+
+    counts = bytes([0, 0, 0, 9] + [0] * 12)
+    return (b"\xff\xd8" + segment(0xC4, b"\x00" + counts + bytes(range(9)))
+            + segment(0xC3, bytes([8]) + height.to_bytes(2, "big") + width.to_bytes(2, "big")
+                      + b"\x01\x01\x11\x00")
+            + segment(0xDA, b"\x01\x01\x00\x01\x00\x00") + bytes(scan) + b"\xff\xd9")

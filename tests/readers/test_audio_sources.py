@@ -65,3 +65,33 @@ def test_bad_listing_lines_raise_naming_the_line(tmp_path):
     (tmp_path / "x.jsonl").write_text(json.dumps({"path": "a.wav"}) + "\n{\"key\": 1}\n")
     with pytest.raises(FormatError, match="line 2"):
         list_audio_jsonl(tmp_path / "x.jsonl")
+
+
+def test_csv_without_header_or_with_a_byte_order_mark(tmp_path):
+    # `path,text` rows as they come: no header row, or a header after a UTF-8 byte order mark
+    # (spreadsheet exports); texts with commas are quoted
+    write_recordings(tmp_path, names=("a.wav", "b.flac"))
+    (tmp_path / "bare.csv").write_text('a.wav,"hello, world"\nb.flac,bye\n', encoding="utf-8")
+    sources = list_audio_csv(tmp_path / "bare.csv")
+    assert [(s.path, s.key, s.txt) for s in sources] == [
+        (tmp_path / "a.wav", "a.wav", "hello, world"), (tmp_path / "b.flac", "b.flac", "bye")]
+    (tmp_path / "bom.csv").write_text("path,text\nb.flac,bye\n", encoding="utf-8-sig")
+    (source,) = list_audio_csv(tmp_path / "bom.csv")
+    assert (source.path, source.txt) == (tmp_path / "b.flac", "bye")
+    (tmp_path / "three.csv").write_text("a.wav,x,y\n")
+    with pytest.raises(FormatError, match="line 1: 3 cells"):
+        list_audio_csv(tmp_path / "three.csv")
+    (tmp_path / "named.csv").write_text("file,text\na.wav,x\n")
+    with pytest.raises(FormatError, match="needs a `path` column"):
+        list_audio_csv(tmp_path / "named.csv")
+
+
+def test_huge_times_and_a_segments_object_are_reported_not_raised(tmp_path):
+    # 1e308 s is a finite float whose frame number is not: it must be a listed problem, not an
+    # OverflowError ending the whole conversion
+    problems = check_segments([{"start": 0, "end": 1e308}, {"start": -1e308, "end": 1}], 16000,
+                              100)
+    assert all("finite numeric start and end" in p for p in problems)
+    write_recordings(tmp_path, names=("a.wav",))
+    source = AudioSource(tmp_path / "a.wav", "a", segments={"start": 0, "end": 1})
+    assert "not a list" in probe_audio(source)

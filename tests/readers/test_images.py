@@ -3,7 +3,7 @@ import pytest
 from chute.readers import jpeg_is_complete
 from chute.readers._images import UnreadableImage, prepare_image
 
-from ._images import jpeg_bytes, png_bytes
+from ._images import jpeg_bytes, lossless_jpeg_bytes, png_bytes
 
 
 def test_jpeg_stored_unchanged_with_header_size():
@@ -48,3 +48,64 @@ def test_eoi_inside_exif_thumbnail_does_not_count():
 def test_foreign_bytes_rejected():
     with pytest.raises(UnreadableImage):
         prepare_image(b"GIF89a but not really" * 5)
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"", "empty file (0 bytes)"),
+    (b"plain text, not an image\n", "not an image format Pillow can read (the file starts with "
+                                    "b'plain text, '); check the file or remove it"),
+])
+def test_unreadable_file_reason_says_what_is_wrong(raw, reason):
+    """The reason (skipped.tsv, --strict) says what is wrong, without Pillow's object repr."""
+    with pytest.raises(UnreadableImage) as caught:
+        prepare_image(raw)
+    assert str(caught.value) == reason
+
+
+def test_12_bit_jpeg_reason_names_the_precision():
+    raw = bytearray(jpeg_bytes(16, 8))
+    sof = raw.index(b"\xff\xc0")
+    raw[sof + 4] = 12  # the frame header's sample precision
+    with pytest.raises(UnreadableImage, match=r"^12-bit JPEG .* re-encode it as an 8-bit JPEG"):
+        prepare_image(bytes(raw))
+
+
+def test_mpo_stored_unchanged_and_decodes_as_its_first_picture():
+    """Many cameras write MPO (a JPEG followed by more pictures): it is a JPEG, stored as is,
+    and the CPU decoder reads the picture Pillow shows."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from chute.fallbacks import decode_batch
+    from tests._media import noise_image
+
+    first, second = noise_image(24, 40, 1), noise_image(24, 40, 2)
+    out = io.BytesIO()
+    Image.fromarray(first).save(out, "MPO", save_all=True,
+                                append_images=[Image.fromarray(second)], quality=90)
+    raw = out.getvalue()
+    prepared = prepare_image(raw)
+    assert prepared.action == "stored" and prepared.data is raw
+    assert (prepared.height, prepared.width) == (24, 40)
+    pixels = np.zeros((1, 24, 40, 3), np.uint8)
+    status = decode_batch(np.frombuffer(raw, np.uint8), [0, len(raw)], [[0.0, 0.0, 24.0, 40.0]],
+                          [False], pixels, layout="NHWC", dct_scaling=False)
+    assert status[0] == 0
+    assert np.array_equal(pixels[0], np.asarray(Image.open(io.BytesIO(raw)).convert("RGB")))
+
+
+def test_lossless_jpeg_transcoded():
+    """A lossless JPEG Pillow decodes (but libjpeg-turbo's DCT decoder does not) is transcoded
+    like any other format, not refused."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    gradient = np.add.outer(np.arange(20) * 6, np.arange(30) * 4).astype(np.uint8)
+    prepared = prepare_image(lossless_jpeg_bytes(gradient))
+    assert prepared.action == "transcoded" and (prepared.height, prepared.width) == (20, 30)
+    decoded = np.asarray(Image.open(io.BytesIO(prepared.data)).convert("L"), np.int16)
+    assert np.abs(decoded - gradient).max() <= 3
