@@ -38,7 +38,7 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
                images=None) -> bytes:
     """`n` frames of `frame_image` (or `natural_image` when `natural`; or the RGB `images`
     given, then `n`, `height` and `width` come from them) encoded with `codec` (libx264,
-    libvpx-vp9, libvpx, mjpeg, mpeg4) in `container`."""
+    libvpx-vp9, libvpx, mjpeg, mpeg4, mpeg2video) in `container`."""
     import av
 
     if images is not None:
@@ -52,6 +52,8 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
         stream.gop_size = gop
         if codec == "libx264":
             stream.options = {"bf": str(bframes), "crf": "10", "preset": "ultrafast"}
+            stream.max_b_frames = bframes
+        if codec in ("mpeg4", "mpeg2video"):
             stream.max_b_frames = bframes
         if codec.startswith("libvpx"):  # libvpx's default speed is minutes for real sizes
             stream.options = {"deadline": "realtime", "cpu-used": "8"}

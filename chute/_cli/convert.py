@@ -11,6 +11,7 @@ from chute._cli._args import positive
 from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
 from chute.readers import parse_size
+from chute.readers._transcode import TRANSCODE_QUALITY
 
 
 def _size(text: str) -> int:
@@ -29,8 +30,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-side", type=positive(int), metavar="N",
                         help="downscale images whose longer side exceeds N and re-encode them "
                              "as JPEG (default: JPEG bytes are stored unchanged)")
-    parser.add_argument("--quality", type=int, default=95, metavar="Q",
-                        help="JPEG quality for transcoded/downscaled images (default 95)")
+    parser.add_argument("--quality", type=int, default=TRANSCODE_QUALITY, metavar="Q",
+                        help="JPEG quality for transcoded/downscaled images, stored without "
+                             f"chroma subsampling (default {TRANSCODE_QUALITY})")
     parser.add_argument("--strict", action="store_true",
                         help="fail on the first unreadable or truncated image instead of "
                              "skipping it")

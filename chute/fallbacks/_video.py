@@ -92,8 +92,8 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
 
     Args:
         data: the container's bytes (bytes-like or a uint8 array).
-        frame_pts: every frame's presentation timestamp, ascending (what `chute convert video`
-            stores in the `pts` field).
+        frame_pts: every frame's presentation timestamp in presentation order (what
+            `chute convert video` stores in the `pts` field).
         indices: frame numbers to return, in the order wanted.
         rotation: degrees counter-clockwise that display applies (0, 90, 180, 270).
         size: (H, W) to resize to fill (aspect ratio kept) and centre-crop to; None keeps the
@@ -110,15 +110,17 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
         DecodeError: a wanted frame is missing or the stream is corrupt.
     """
     indices = np.asarray(indices, dtype=np.int64)
+    frame_pts = np.asarray(frame_pts)
     wanted = frame_pts[indices]
     if not isinstance(data, (bytes, bytearray)):
         data = memoryview(np.ascontiguousarray(data))
-    found = _decode_span(data, wanted, rotation, size, crop, skip)
+    span = _Span(frame_pts, indices)
+    found = _decode_span(data, span, rotation, size, crop, skip)
     if found is None:
         # Skipping disposable packets lost a wanted frame: decode the whole span, as a decoder
         # without the shortcut would, and say so when that finds it (a decoder that reorders
         # by what it has seen; a corrupt stream fails below without a warning).
-        found = _decode_span(data, wanted, rotation, size, crop, False)
+        found = _decode_span(data, span, rotation, size, crop, False)
         if isinstance(found, dict):
             warnings.warn("chute: a video lost wanted frames when its unwanted disposable "
                           "H.264 frames were skipped; its whole span was decoded instead",
@@ -129,13 +131,59 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
     return np.stack([found[p] for p in wanted.tolist()])
 
 
-def _decode_span(data, wanted: np.ndarray, rotation: int, size, crop,
+class _Span:
+    """The wanted frames of one clip: their timestamps, and each timestamp's frame number."""
+
+    def __init__(self, frame_pts: np.ndarray, indices: np.ndarray):
+        self.frame_pts = frame_pts
+        self.number = {p: k for k, p in enumerate(frame_pts.tolist())}
+        self.targets = set(frame_pts[indices].tolist())
+        self.first = int(indices.min())
+        self.last = int(indices.max())
+
+
+_MAX_SEEKS = 8  # seeks back one keyframe at a time before decoding from the start
+
+
+def _seek(container, stream, span: _Span):
+    """Packets of `stream` from a keyframe at or before frame `span.first`.
+
+    Containers index keyframes by decode timestamp (MP4, AVI) or presentation timestamp
+    (Matroska), so a seek to the first wanted timestamp can land on a keyframe shown after it
+    (B-frames, open GOPs: the frames just before that keyframe are decoded after it or from the
+    previous one). The first packet tells where the seek landed; when that is past the first
+    wanted frame, seek again to just before its decode timestamp."""
+    target = int(span.frame_pts[span.first])
+    for _ in range(_MAX_SEEKS):
+        container.seek(target, stream=stream, backward=True, any_frame=False)
+        packets = container.demux(stream)
+        head = next(packets, None)
+        if head is None:
+            break
+        landed = span.number.get(head.pts)
+        if landed is not None and landed <= span.first:
+            return _chain(head, packets)
+        earlier = min(t for t in (head.pts, head.dts, target) if t is not None) - 1
+        if landed is None or earlier >= target:
+            break
+        target = earlier
+    # Unknown timestamps or no progress: from the first frame (a frame still missing after
+    # that is a DecodeError below, never another frame).
+    container.seek(int(span.frame_pts.min()), stream=stream, backward=True, any_frame=False)
+    return container.demux(stream)
+
+
+def _chain(head, packets):
+    yield head
+    yield from packets
+
+
+def _decode_span(data, span: _Span, rotation: int, size, crop,
                  skip: bool) -> dict[int, np.ndarray] | set[int] | None:
     """pts -> display frame for every wanted pts; else the missing pts (a plain decode) or
     None (skipping lost a frame)."""
     av = _av()
-    targets = set(wanted.tolist())
-    last = int(wanted.max())
+    targets = span.targets
     found: dict[int, np.ndarray] = {}
     skipped = False
     try:
@@ -145,9 +193,8 @@ def _decode_span(data, wanted: np.ndarray, rotation: int, size, crop,
             if context is None:  # FFmpeg knows no decoder for the stream's codec tag
                 raise ValueError("no decoder for its video codec")
             disposable = disposable_test(context.name, context.extradata) if skip else None
-            container.seek(int(wanted.min()), stream=stream, backward=True, any_frame=False)
             done = False
-            for packet in container.demux(stream):
+            for packet in _seek(container, stream, span):
                 if (disposable is not None and packet.pts is not None
                         and packet.pts not in targets and disposable(packet)):
                     skipped = True
@@ -157,7 +204,10 @@ def _decode_span(data, wanted: np.ndarray, rotation: int, size, crop,
                         continue
                     if frame.pts in targets:
                         found[frame.pts] = _display(frame, rotation, size, crop)
-                    done = len(found) == len(targets) or frame.pts > last
+                    # Stop after the last wanted frame in presentation order (timestamps are
+                    # in decode order in some containers, so their size does not tell).
+                    done = (len(found) == len(targets)
+                            or span.number.get(frame.pts, -1) > span.last)
                     if done:
                         break
                 if done:

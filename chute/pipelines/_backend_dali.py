@@ -26,6 +26,7 @@ from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline, im
 from chute.pipelines._dali_output import KernelWriter, write_native
 from chute.pipelines._dali_source import DaliBatchSource, cupy_import_error, staging_for
 from chute.pipelines._image_producer import ImageProducerBase
+from chute.pipelines._placeholder import PLACEHOLDER, refusals
 
 __all__ = ["create", "candidates", "DaliBackend", "DaliOptions", "DecodeWarning"]
 
@@ -45,9 +46,13 @@ class DaliOptions:
     memory-mapped bytes itself); CPU mode, parallel workers and machines without CuPy use "views".
     py_start_method: "fork" or "spawn" for the workers; None picks "fork" unless this process
     already holds a CUDA context (forking it would break CUDA in the workers), then "spawn".
+    max_pixels: the largest image header handed to DALI (default: `CHUTE_MAX_IMAGE_PIXELS` or
+    Pillow's bound); larger ones, and headers that disagree with the height/width columns, fail
+    their sample before DALI decodes it.
     """
 
     hw_decoder_load: float = 0.65
+    max_pixels: int | None = None
     num_threads: int = max(1, min(4, os.cpu_count() or 1))
     py_workers: int = 0
     staging: str = "pinned"
@@ -63,6 +68,10 @@ class DaliOptions:
                 f"unknown DALI backend_options {unknown}; the DALI backends accept {sorted(known)}"
             )
         made = cls(**options)
+        if made.max_pixels is not None:
+            from chute.fallbacks._limits import max_image_pixels
+
+            max_image_pixels(made.max_pixels)  # a ValueError naming the option
         if not 0.0 <= made.hw_decoder_load <= 1.0:
             raise ValueError(f"hw_decoder_load must be in [0, 1], got {made.hw_decoder_load}")
         if made.py_start_method not in (None, "fork", "spawn"):
@@ -165,6 +174,7 @@ class DaliBackend(ImageProducerBase):
             margin_for=tuple(self.spec.size) if self.variant == "kernel" else None,
             size_fields=tuple(self.spec.size_fields),
             with_roi=self.variant == "native",
+            max_pixels=self.options.max_pixels,
         )
 
     def fill(self, request, out: dict) -> np.ndarray:
@@ -230,8 +240,8 @@ class DaliEpoch:
         except RuntimeError as err:
             status = self._recover(err, iteration, ids, boxes, flips, out)
         else:
-            self._check_ids(outputs[-1], ids, iteration)
-            self._write(outputs, ids, boxes, flips, out)
+            status = self._check_ids(outputs[-1], ids, iteration)
+            self._write(outputs, ids, boxes, flips, out, status)
         if self.next_iteration >= len(self.plan):
             self.backend.epoch_finished(self)
         return status
@@ -245,19 +255,25 @@ class DaliEpoch:
         # Outputs bound to the caller's stream: our kernel/copy enqueued on it runs after DALI.
         return self.pipe.run(stream)
 
-    def _check_ids(self, index_tl, ids, iteration) -> None:
-        delivered = np.asarray(index_tl.as_array()).reshape(-1)  # a CPU output in every graph
+    def _check_ids(self, index_tl, ids, iteration) -> np.ndarray:
+        """The batch's status: the source's refusals (placeholders), after checking that DALI
+        delivered the plan's samples."""
+        # a CPU output in every graph
+        delivered, status = refusals(np.asarray(index_tl.as_array()))
         if not np.array_equal(delivered, np.asarray(ids, dtype=np.int64)):
             raise ChuteError(
                 f"DALI delivered samples {delivered[:4].tolist()}... for iteration {iteration}, "
                 f"but the plan says {np.asarray(ids[:4]).tolist()}...: reader out of step (a bug)"
             )
+        return status
 
-    def _write(self, outputs, ids, boxes, flips, out) -> None:
+    def _write(self, outputs, ids, boxes, flips, out, status) -> None:
         if self.backend.variant == "native":
             write_native(outputs[0], out)
         else:
             _, inner = self.source.windows(ids, boxes)  # the crop inside each decoded window
+            # a refused sample's decoded window is the placeholder (its pixels are replaced)
+            inner[status != 0] = PLACEHOLDER.box
             self.backend._kernel_writer.write(outputs[0], inner, flips, out)
 
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:

@@ -7,7 +7,9 @@ decode, no DALI graph), then the shared resample (docs/design.md, "Resize defini
   the CPU fallback's resample (`chute.fallbacks._resample.resample_into`) does the rest.
 
 Windows carry the resample's margin (`chute.kernels.roi_windows`), EXIF orientation is ignored,
-and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them).
+and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them), as
+do samples whose header claims more than `max_pixels` (backend option) or another size than the
+height/width columns: those never reach the decoder.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from chute._device import require_cuda
 from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
 from chute.kernels._plan import roi_windows
+from chute.pipelines._image_header import refused_headers
 from chute.pipelines._image_producer import ImageProducerBase
 from chute.pipelines._producer import ImageSpec, SequentialEpoch, check_options
 
 __all__ = ["create", "candidates", "NvImgCodecBackend", "import_nvimgcodec"]
 
-_OPTIONS = frozenset({"num_cpu_threads"})
+_OPTIONS = frozenset({"num_cpu_threads", "max_pixels"})
 _UNDECODABLE = 1  # status of a sample nvImageCodec returns no image for
 
 
@@ -61,6 +64,9 @@ class NvImgCodecBackend(ImageProducerBase):
             self._decoder = codec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
         self._params = codec.DecodeParams(apply_exif_orientation=False,
                                           color_spec=codec.ColorSpec.SRGB)
+        from chute.fallbacks._limits import max_image_pixels
+
+        self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
         heights, widths = (np.asarray(spec.dataset.column(n)) for n in spec.size_fields)
         self._sizes = np.stack([heights, widths], axis=1)
         if device_id is None:
@@ -74,8 +80,12 @@ class NvImgCodecBackend(ImageProducerBase):
         ids = np.asarray(request.ids, dtype=np.int64)
         flips = np.asarray(request.params["flips"], dtype=bool)
         windows, inner = roi_windows(request.params["boxes"], self._sizes[ids], self.spec.size)
-        images = self._decode(ids, windows)
+        views = self.spec.dataset.views(ids, field=self.field)
+        # headers first: a bomb or a size the columns do not state never reaches the decoder
+        refused = refused_headers(views, self._sizes[ids], self._max_pixels)
+        images = self._decode(views, windows, refused)
         status = np.array([0 if img is not None else _UNDECODABLE for img in images], np.uint8)
+        status = np.where(refused != 0, refused, status).astype(np.uint8)
         target = out[self.field]
         if self.device_id is None:
             self._resample_on_cpu(images, inner, flips, target)
@@ -83,17 +93,20 @@ class NvImgCodecBackend(ImageProducerBase):
             self._resample_on_gpu(images, inner, flips, target, status)
         return status
 
-    def _decode(self, ids, windows) -> list:
+    def _decode(self, views, windows, refused) -> list:
         codec = self._codec
-        streams = []
-        for view, (top, left, height, width) in zip(
-                self.spec.dataset.views(ids, field=self.field), windows.tolist(), strict=True):
-            stream = codec.CodeStream(np.asarray(view))
+        streams, kept = [], np.flatnonzero(refused == 0)
+        for k in kept.tolist():
+            top, left, height, width = windows[k].tolist()
+            stream = codec.CodeStream(np.asarray(views[k]))
             region = codec.Region(top, left, top + height, left + width)
             streams.append(stream.get_sub_code_stream(region=region))
-        images = self._decoder.decode(streams, params=self._params)
-        return [None if img is None or img.shape[:2] != tuple(w[2:]) else img
-                for img, w in zip(images, windows.tolist(), strict=True)]
+        decoded = self._decoder.decode(streams, params=self._params) if streams else []
+        images: list = [None] * len(views)
+        for k, img in zip(kept.tolist(), decoded, strict=True):
+            if img is not None and img.shape[:2] == tuple(windows[k, 2:].tolist()):
+                images[k] = img
+        return images
 
     def _resample_on_cpu(self, images, inner, flips, target) -> None:
         from chute.fallbacks._resample import (

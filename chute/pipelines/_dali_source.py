@@ -19,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from chute.pipelines._image_header import refused_headers
+from chute.pipelines._placeholder import PLACEHOLDER, refused_index
+
 __all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "ROI_SOURCE_OUTPUTS", "CUPY_INSTALL_HINT",
            "cupy_import_error", "staging_for"]
 
@@ -51,6 +54,10 @@ class DaliBatchSource:
     size_fields: the dataset's (height, width) columns of the full images (clamp the windows).
     with_roi: also return each box inside its window as (roi_start, roi_end) (y, x) float32
         pairs, for `fn.resize`'s region of interest (the `dali-native` graph).
+    max_pixels: the largest image header accepted (None: `chute.fallbacks.max_image_pixels`).
+        A payload whose header claims more, or a size other than its height/width columns, or
+        cannot be read, never reaches DALI: a small placeholder image takes its place and its
+        `index` output is `refused_index(id, status)` (`refusals` decodes it).
     """
 
     plan: Any
@@ -61,6 +68,7 @@ class DaliBatchSource:
     margin_for: tuple[int, int] | None = None
     size_fields: tuple[str, str] = ("height", "width")
     with_roi: bool = False
+    max_pixels: int | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -71,6 +79,7 @@ class DaliBatchSource:
         if self.staging not in ("views", "pinned"):
             raise ValueError(f"staging must be 'views' or 'pinned', not {self.staging!r}")
         self._dataset = None
+        self._max_pixels: int | None = None
         self._slots: list[np.ndarray | None] = [None] * self.ring
         self._held: list[tuple | None] = [None] * self.ring
 
@@ -78,6 +87,7 @@ class DaliBatchSource:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_dataset"] = None
+        state["_max_pixels"] = None
         state["_slots"] = [None] * self.ring
         state["_held"] = [None] * self.ring
         return state
@@ -109,6 +119,7 @@ class DaliBatchSource:
             encoded = self._gather_pinned(ids, iteration)
         else:
             encoded = self.dataset().views(ids, field=self.field)
+        ids = self._refuse(encoded, ids, boxes, inner)
         anchor = np.ascontiguousarray(boxes[:, 0:2], dtype=np.float32)  # (top, left)
         shape = np.ascontiguousarray(boxes[:, 2:4], dtype=np.float32)  # (height, width)
         flip = np.ascontiguousarray(flips, dtype=np.int32)
@@ -128,10 +139,30 @@ class DaliBatchSource:
         """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch."""
         from chute._resize_box import decode_windows
 
+        return decode_windows(boxes, self.sizes(ids), self.margin_for)
+
+    def sizes(self, ids) -> np.ndarray:
+        """[B, 2] (height, width) columns of the samples `ids`."""
         ds = self.dataset()
         ids = np.asarray(ids, dtype=np.int64)
-        sizes = np.stack([np.asarray(ds.column(name))[ids] for name in self.size_fields], axis=1)
-        return decode_windows(boxes, sizes, self.margin_for)
+        return np.stack([np.asarray(ds.column(name))[ids] for name in self.size_fields], axis=1)
+
+    def _refuse(self, encoded: list, ids: np.ndarray, boxes: np.ndarray,
+                inner: np.ndarray) -> np.ndarray:
+        """Swap refused payloads (in place) for the placeholder; the ids to deliver."""
+        from chute.fallbacks._limits import max_image_pixels
+
+        if self._max_pixels is None:
+            self._max_pixels = max_image_pixels(self.max_pixels)
+        status = refused_headers(encoded, self.sizes(ids), self._max_pixels)
+        if not status.any():
+            return ids
+        ids = ids.copy()
+        for k in np.flatnonzero(status).tolist():
+            encoded[k] = PLACEHOLDER.payload()
+            boxes[k] = inner[k] = PLACEHOLDER.box
+            ids[k] = refused_index(int(ids[k]), int(status[k]))
+        return ids
 
     def dataset(self):
         if self._dataset is None:

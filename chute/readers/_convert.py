@@ -14,6 +14,7 @@ from chute.errors import ChuteError
 from chute.readers._files import read_regular_file, write_skipped
 from chute.readers._images import UnreadableImage, prepare_image
 from chute.readers._sources import Source, list_csv, list_imagefolder
+from chute.readers._transcode import TRANSCODE_QUALITY
 from chute.readers._writer import ShardWriter
 
 __all__ = ["ConvertOptions", "ConvertReport", "convert_sources", "convert_imagefolder",
@@ -27,7 +28,7 @@ class ConvertOptions:
     shard_size: str | int = "1GiB"
     workers: int | None = None  # processes; None = one per CPU
     max_side: int | None = None  # downscale (and re-encode) images larger than this
-    quality: int = 95  # JPEG quality of transcoded / downscaled images
+    quality: int = TRANSCODE_QUALITY  # JPEG quality of transcoded / downscaled images
     strict: bool = False  # fail on the first unreadable image instead of skipping it
     overwrite: bool = False
     progress: bool = True

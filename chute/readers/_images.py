@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
-__all__ = ["PreparedImage", "UnreadableImage", "prepare_image", "jpeg_is_complete"]
+from chute.readers._transcode import TRANSCODE_QUALITY
+
+__all__ = ["PreparedImage", "UnreadableImage", "prepare_image", "jpeg_is_complete", "encode_jpeg"]
 
 _SOI = b"\xff\xd8"
 # Start-of-frame markers (0xC4 DHT, 0xC8 JPG and 0xCC DAC share the range but are not frames).
@@ -102,12 +104,15 @@ def _decode_check(img: Image.Image) -> None:
     img.load()
 
 
-def _encode_jpeg(img: Image.Image, quality: int) -> bytes:
+def encode_jpeg(img: Image.Image, quality: int = TRANSCODE_QUALITY) -> bytes:
+    """A PIL image as a JPEG of RGB (or grey) pixels, without chroma subsampling: colour edges
+    keep their resolution, so eval on a transcoded image stays within the fidelity bar of
+    torchvision's transform on the original (chute/readers/_transcode.py)."""
     if img.mode not in ("RGB", "L"):
         img = img.convert("RGBA").convert("RGB") if "transparency" in img.info else \
             img.convert("RGB")
     out = io.BytesIO()
-    img.save(out, format="JPEG", quality=quality)
+    img.save(out, format="JPEG", quality=quality, subsampling=0)
     return out.getvalue()
 
 
@@ -134,7 +139,8 @@ def _unidentified(raw: bytes, jpeg: _JpegStructure | None) -> UnreadableImage:
                            f"{raw[:12]!r}); check the file or remove it")
 
 
-def prepare_image(raw: bytes, *, max_side: int | None = None, quality: int = 95) -> PreparedImage:
+def prepare_image(raw: bytes, *, max_side: int | None = None,
+                  quality: int = TRANSCODE_QUALITY) -> PreparedImage:
     """Raise UnreadableImage for anything that is not a complete, decodable image."""
     jpeg = _jpeg_structure(raw) if raw.startswith(_SOI) else None
     try:
@@ -157,7 +163,7 @@ def prepare_image(raw: bytes, *, max_side: int | None = None, quality: int = 95)
             img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
         else:
             img.load()
-        data = _encode_jpeg(img, quality)
+        data = encode_jpeg(img, quality)
     except UnreadableImage:
         raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:

@@ -1,6 +1,7 @@
 """Probing a video container (PyAV, imported lazily): frame count, rate, display size, duration
 and what seeking needs (every frame's timestamp in presentation order, keyframe indices).
-Packets are demuxed, not decoded, except the first frame (its rotation)."""
+Packets are demuxed, not decoded, except the first frame (its rotation), and every frame of a
+stream whose timestamps may be in decode order (below)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class VideoInfo:
     width: int
     duration: float  # seconds
     rotation: int  # degrees counter-clockwise to display (0, 90, 180, 270)
-    pts: np.ndarray  # int64 [num_frames] presentation timestamps, ascending
+    pts: np.ndarray  # int64 [num_frames] each frame's timestamp, in presentation order
     time_base: float  # seconds per pts unit
     keyframes: np.ndarray  # int64 frame indices of keyframes
 
@@ -41,6 +42,23 @@ def _rotation(container, stream) -> int:
     for frame in container.decode(stream):
         return int(round(getattr(frame, "rotation", 0) or 0)) % 360
     raise UnreadableVideo("no frame decodes")
+
+
+def _output_order(container, stream, pts: list[int]) -> list[int] | None:
+    """The timestamps in the order the decoder shows the frames, when that is not ascending.
+
+    A container without presentation timestamps (AVI) gives packets their decode order: with
+    B-frames, frame k of the display is then not the k-th smallest timestamp. Only a stream
+    that may reorder and whose timestamps never go back needs this decode."""
+    if not stream.codec_context.has_b_frames or bool(np.any(np.diff(pts) < 0)):
+        return None
+    container.seek(0, stream=stream)
+    shown = [frame.pts for frame in container.decode(stream) if frame.pts is not None]
+    if sorted(shown) == shown:
+        return None
+    if sorted(shown) != sorted(pts):
+        raise UnreadableVideo(f"{len(pts)} frames are stored but {len(shown)} decode")
+    return shown
 
 
 def probe_video(data: bytes) -> VideoInfo:
@@ -64,7 +82,15 @@ def probe_video(data: bytes) -> VideoInfo:
             raise UnreadableVideo(f"cannot be demuxed ({exc})") from None
         if not pts:
             raise UnreadableVideo("has no video frames")
-        order = np.argsort(np.asarray(pts, np.int64), kind="stable")
+        try:
+            shown = _output_order(container, stream, pts)
+        except av.error.FFmpegError as exc:
+            raise UnreadableVideo(f"frames do not decode ({exc})") from None
+        if shown is None:
+            order = np.argsort(np.asarray(pts, np.int64), kind="stable")
+        else:  # each shown timestamp's packet
+            where = {p: k for k, p in enumerate(pts)}
+            order = np.asarray([where[p] for p in shown], np.int64)
         pts_sorted = np.asarray(pts, np.int64)[order]
         keyframes = np.flatnonzero(np.asarray(keys, bool)[order]).astype(np.int64)
         if keyframes.size == 0 or keyframes[0] != 0:

@@ -9,6 +9,7 @@ from pathlib import Path
 from chute.errors import FormatError
 from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._kinds import infer_declaration
+from chute.readers._transcode import TRANSCODE_QUALITY
 from chute.readers._writer import ShardWriter
 
 __all__ = ["write_dataset"]
@@ -17,7 +18,7 @@ __all__ = ["write_dataset"]
 def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str = "image",
                   fields: dict | None = None, shard_size: str | int = "1GiB",
                   class_names: list[str] | None = None, overwrite: bool = False,
-                  quality: int = 95) -> Dataset:
+                  quality: int = TRANSCODE_QUALITY) -> Dataset:
     """Write `samples` as a chute dataset and open it.
 
     Each sample is a dict of field -> value (bytes, str, numbers, NumPy arrays, JSON-able
@@ -34,7 +35,8 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
         shard_size: payload bytes per shard, e.g. "1GiB" or "256MiB".
         class_names: label names stored in the manifest (`label` values index them).
         overwrite: replace a dataset already at `path`.
-        quality: JPEG quality for images that are not JPEG already.
+        quality: JPEG quality for images that are not JPEG already (stored without
+            chroma subsampling).
 
     Raises:
         FormatError: an image that cannot be read (naming the sample) or no samples at all.
@@ -63,15 +65,12 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
 def _with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:
     from PIL import Image
 
-    from chute.readers._images import UnreadableImage, prepare_image
+    from chute.readers._images import UnreadableImage, encode_jpeg, prepare_image
 
     value = sample[image_field]
     if isinstance(value, Image.Image):
-        import io
 
-        out = io.BytesIO()
-        value.convert("RGB").save(out, format="JPEG", quality=quality)
-        value = out.getvalue()
+        value = encode_jpeg(value, quality)
     if not isinstance(value, (bytes, bytearray, memoryview)):
         raise FormatError(f"sample {i}: {image_field!r} must be encoded image bytes or a "
                           f"PIL.Image, got {type(value).__name__}")

@@ -77,3 +77,27 @@ def test_strict_and_nothing_stored_fail(tmp_path):
     with pytest.raises(ChuteError, match="--strict"):
         convert_video_csv(table, tmp_path / "ds2", progress=False, strict=True)
     assert not (tmp_path / "ds").exists() and not (tmp_path / "ds2").exists()
+
+
+def _shown(data: bytes) -> list[np.ndarray]:
+    import io
+
+    import av
+
+    with av.open(io.BytesIO(data)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+
+
+def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
+    # AVI gives packets their decode order as timestamps: with H.264 B-frames the k-th smallest
+    # is not the k-th frame shown, and a clip took other frames than the ones it named.
+    from chute.fallbacks import decode_frames
+    from chute.readers._video_probe import probe_video
+
+    data = make_video(n=20, height=32, width=48, container="avi", gop=10, bframes=2)
+    info = probe_video(data)
+    shown = _shown(data)
+    assert info.num_frames == len(shown) == 20 and info.keyframes.tolist() == [0, 10]
+    got = decode_frames(data, info.pts, np.arange(20))
+    for k in range(20):
+        np.testing.assert_array_equal(got[k], shown[k])

@@ -1,0 +1,105 @@
+"""Image headers checked before a GPU decoder sees the bytes (docs/design.md, "Decompression
+bombs"): a JPEG's SOF or a PNG's IHDR is read in Python, and a payload whose header claims more
+than `max_pixels` pixels, or a size other than the dataset's height/width columns, or whose
+header cannot be read, is refused by the status codes the CPU decoder uses. Other formats are
+not checked here (their decoder reads them).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+__all__ = ["header_size", "refused_headers"]
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+# SOF0..SOF15 carry the frame size; C4 (DHT), C8 (JPG) and CC (DAC) share the range but do not.
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+# Markers without a length field: TEM, RST0..RST7 (and SOI, handled as the start).
+_STANDALONE = frozenset([0x01, *range(0xD0, 0xD8)])
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def header_size(payload) -> tuple[int, int] | None:
+    """(height, width) a JPEG or PNG header states; None for another format.
+
+    Args:
+        payload: the encoded bytes (bytes, memoryview or a uint8 array).
+
+    Raises:
+        ValueError: the payload starts like a JPEG or PNG but its header cannot be read.
+    """
+    data = memoryview(payload).cast("B") if not isinstance(payload, bytes) else payload
+    try:
+        if data[:3] == b"\xff\xd8\xff":
+            return _jpeg_size(data)
+        if data[:8] == _PNG:
+            return _png_size(data)
+    except (_Unreadable, struct.error, IndexError) as exc:
+        raise ValueError(f"unreadable image header ({exc or 'truncated'})") from None
+    return None
+
+
+def _jpeg_size(data) -> tuple[int, int]:
+    at, end = 2, len(data)
+    while at < end:
+        if data[at] != 0xFF:
+            raise _Unreadable(f"no marker at byte {at}")
+        while at < end and data[at] == 0xFF:  # fill bytes may precede a marker
+            at += 1
+        marker = data[at]
+        at += 1
+        if marker in _STANDALONE:
+            continue
+        if marker in (0xD9, 0xDA):  # end of image, or a scan, before any frame header
+            raise _Unreadable("no frame header before the image data")
+        (length,) = struct.unpack_from(">H", data, at)
+        if length < 2:
+            raise _Unreadable(f"segment length {length} at byte {at}")
+        if marker in _SOF:
+            height, width = struct.unpack_from(">HH", data, at + 3)
+            if height < 1 or width < 1:
+                raise _Unreadable(f"frame size {height} x {width}")
+            return height, width
+        at += length
+    raise _Unreadable("the header ends before a frame header")
+
+
+def _png_size(data) -> tuple[int, int]:
+    if bytes(data[12:16]) != b"IHDR":
+        raise _Unreadable("no IHDR chunk first")
+    width, height = struct.unpack_from(">II", data, 16)
+    if height < 1 or width < 1:
+        raise _Unreadable(f"image size {height} x {width}")
+    return height, width
+
+
+def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
+    """Per payload 0, or the DecodeStatus code that refuses it before decoding.
+
+    Args:
+        payloads: the batch's encoded images.
+        sizes: [B, 2] (height, width) columns the headers must state.
+        max_pixels: the most pixels a header may claim (`chute.fallbacks.max_image_pixels`).
+    """
+    from chute.fallbacks._status import CORRUPT, SIZE_MISMATCH, TOO_LARGE
+
+    status = np.zeros(len(payloads), dtype=np.uint8)
+    for i, payload in enumerate(payloads):
+        try:
+            stated = header_size(payload)
+        except ValueError:
+            status[i] = CORRUPT
+            continue
+        if stated is None:
+            continue
+        height, width = stated
+        if height * width > max_pixels:  # first, as the CPU decoder does
+            status[i] = TOO_LARGE
+        elif height != int(sizes[i, 0]) or width != int(sizes[i, 1]):
+            status[i] = SIZE_MISMATCH
+    return status

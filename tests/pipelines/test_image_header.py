@@ -1,0 +1,93 @@
+"""The header check the GPU readers run before decoding (chute/pipelines/_image_header.py): the
+size it reads equals Pillow's for every JPEG and PNG flavour, unreadable headers are refused,
+other formats are left to their decoder."""
+
+import io
+import struct
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chute.fallbacks import DecodeStatus
+from chute.pipelines._image_header import header_size, refused_headers
+from chute.pipelines._placeholder import PLACEHOLDER, refusals, refused_index
+from tests._media import smooth_image
+from tests.pipelines.test_decompression_bombs import bomb
+
+
+def _encode(image: Image.Image, fmt: str, **kw) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **kw)
+    return buffer.getvalue()
+
+
+def _flavours():
+    rgb = Image.fromarray(smooth_image(37, 53))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    exif[0x010E] = "x" * 3000  # a long APP1 segment before the frame header
+    yield "baseline", _encode(rgb, "JPEG")
+    yield "progressive", _encode(rgb, "JPEG", progressive=True)
+    yield "exif+icc", _encode(rgb, "JPEG", exif=exif.tobytes(), icc_profile=b"\0" * 5000)
+    yield "restart", _encode(rgb, "JPEG", restart_marker_blocks=1)
+    yield "gray", _encode(rgb.convert("L"), "JPEG")
+    yield "cmyk", _encode(rgb.convert("CMYK"), "JPEG")
+    yield "png-rgba", _encode(rgb.convert("RGBA"), "PNG")
+    yield "png-16bit", _encode(rgb.convert("I;16"), "PNG")
+
+
+@pytest.mark.parametrize("name,payload", list(_flavours()), ids=[n for n, _ in _flavours()])
+def test_the_stated_size_is_pillows(name, payload):
+    width, height = Image.open(io.BytesIO(payload)).size
+    assert header_size(payload) == (height, width)
+    assert header_size(np.frombuffer(payload, np.uint8)) == (height, width)
+
+
+def test_fill_bytes_before_a_marker_are_skipped():
+    payload = bomb(300, 200)
+    at = payload.find(b"\xff\xc0")
+    padded = payload[:at] + b"\xff\xff\xff" + payload[at:]
+    assert header_size(padded) == (300, 200)
+
+
+@pytest.mark.parametrize("cut", [3, 5, 20])
+def test_a_truncated_or_damaged_header_is_unreadable(cut):
+    payload = bomb(16, 16)
+    with pytest.raises(ValueError, match="unreadable image header"):
+        header_size(payload[:cut])
+    at = payload.find(b"\xff\xc0")
+    no_frame = payload[:at] + b"\xff\xda" + payload[at + 2:]  # a scan before any frame header
+    with pytest.raises(ValueError, match="no frame header"):
+        header_size(no_frame)
+    zero = bytearray(payload)
+    zero[at + 5:at + 9] = struct.pack(">HH", 0, 16)
+    with pytest.raises(ValueError, match="frame size 0 x 16"):
+        header_size(bytes(zero))
+
+
+def test_other_formats_are_not_checked_here():
+    assert header_size(_encode(Image.fromarray(smooth_image(8, 8)), "BMP")) is None
+    assert header_size(b"not an image") is None
+
+
+def test_refusals_use_the_cpu_decoders_codes():
+    payloads = [bomb(24, 32), bomb(30000, 30000), bomb(48, 64), bomb(24, 32)[:7], b"GIF89a.."]
+    sizes = np.array([[24, 32]] * 5)
+    status = refused_headers(payloads, sizes, max_pixels=178_956_970)
+    assert [DecodeStatus(int(s)) for s in status] == [
+        DecodeStatus.OK, DecodeStatus.TOO_LARGE, DecodeStatus.SIZE_MISMATCH,
+        DecodeStatus.CORRUPT, DecodeStatus.OK]
+    assert refused_headers(payloads[:1], sizes[:1], max_pixels=24 * 32 - 1)[0] == \
+        DecodeStatus.TOO_LARGE
+
+
+def test_refused_ids_travel_with_their_status():
+    index = np.array([7, refused_index(123456789, 5), 0, refused_index(0, 1)])
+    ids, status = refusals(index)
+    assert ids.tolist() == [7, 123456789, 0, 0]
+    assert status.tolist() == [0, 5, 0, 1]
+    with pytest.raises(ValueError):
+        refused_index(3, 0)
+    placeholder = Image.open(io.BytesIO(PLACEHOLDER.payload().tobytes()))
+    assert placeholder.size == PLACEHOLDER.box[2:]
