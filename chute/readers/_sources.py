@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,9 +25,31 @@ class Source:
 
 
 def _image_files(folder: Path) -> list[Path]:
-    """Every entry named like an image. Entries that are not regular files (broken symlinks,
-    FIFOs, a folder named x.jpg) are kept, so the convert lists them as skipped."""
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
+    """Every entry named like an image, also inside symlinked sub-folders (as torchvision's
+    ImageFolder finds them; a link back to a folder being walked is not entered twice).
+    Entries that are not regular files (broken symlinks, FIFOs, a folder named x.jpg) are kept,
+    so the convert lists them as skipped."""
+    found = []
+    walking = set()
+
+    def walk(top: str) -> None:
+        real = os.path.realpath(top)
+        if real in walking:  # a symlink cycle
+            return
+        walking.add(real)
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except OSError:
+            entries = []  # unreadable folder: nothing to list
+        for entry in entries:
+            if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
+                found.append(Path(entry.path))
+            if entry.is_dir():
+                walk(entry.path)
+        walking.discard(real)
+
+    walk(str(folder))
+    return sorted(found)
 
 
 def list_imagefolder(root) -> tuple[list[Source], list[str]]:

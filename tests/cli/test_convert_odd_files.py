@@ -74,3 +74,21 @@ def test_csv_row_naming_a_fifo_is_skipped_not_read(tmp_path):
     assert done.returncode == 0, done.stderr
     assert len(open_dataset(dst)) == 1
     assert "FIFO" in (dst / "skipped.tsv").read_text()
+
+
+def test_symlinked_subfolders_are_followed_and_cycles_are_not(tmp_path):
+    """Images inside a symlinked sub-folder are found, as torchvision's ImageFolder finds them;
+    a link back to a folder being walked is not entered again (no endless walk)."""
+    from chute.readers._sources import list_imagefolder
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "deep").mkdir(parents=True)
+    (elsewhere / "deep" / "b.jpg").write_bytes(jpeg_bytes(20, 16, seed=3))
+    src = tmp_path / "src"
+    (src / "c").mkdir(parents=True)
+    (src / "c" / "a.jpg").write_bytes(jpeg_bytes(20, 16, seed=1))
+    (src / "c" / "linked").symlink_to(elsewhere)
+    (src / "c" / "loop").symlink_to(src / "c")
+    sources, classes = list_imagefolder(src)
+    assert classes == ["c"]
+    assert [s.key for s in sources] == ["c/a.jpg", "c/linked/deep/b.jpg"]
