@@ -161,7 +161,8 @@ def _seek(container, stream, span: _Span):
         if head is None:
             break
         landed = span.number.get(head.pts)
-        if landed is not None and landed <= span.first:
+        # A discarded packet (before an MP4 edit list's start) precedes every shown frame.
+        if head.is_discard or (landed is not None and landed <= span.first):
             return _chain(head, packets)
         earlier = min(t for t in (head.pts, head.dts, target) if t is not None) - 1
         if landed is None or earlier >= target:

@@ -85,10 +85,16 @@ def probe_video(data: bytes) -> VideoInfo:
         if not container.streams.video:
             raise UnreadableVideo("has no video stream (audio only?)")
         stream = container.streams.video[0]
-        pts, keys = [], []
+        pts, keys, starts_with_key = [], [], None
         try:
             for packet in container.demux(stream):
                 if packet.pts is not None and packet.size:
+                    if starts_with_key is None:
+                        starts_with_key = packet.is_keyframe
+                    if packet.is_discard:
+                        # Before the start of an MP4 edit list (a cut stream): decoded as a
+                        # reference for what follows, never shown, so not a frame.
+                        continue
                     pts.append(packet.pts)
                     keys.append(packet.is_keyframe)
         except av.error.FFmpegError as exc:
@@ -106,7 +112,7 @@ def probe_video(data: bytes) -> VideoInfo:
             order = np.asarray([where[p] for p in shown], np.int64)
         pts_sorted = np.asarray(pts, np.int64)[order]
         keyframes = np.flatnonzero(np.asarray(keys, bool)[order]).astype(np.int64)
-        if keyframes.size == 0 or keyframes[0] != 0:
+        if not starts_with_key:
             raise UnreadableVideo("does not start with a keyframe (truncated or cut?)")
         time_base = float(stream.time_base)
         container.seek(0, stream=stream)

@@ -119,3 +119,19 @@ def test_a_variable_frame_rate_is_measured_from_the_timestamps(container):
     got = decode_frames(data, info.pts, np.arange(12))
     for k, frame in enumerate(_shown(data)):
         np.testing.assert_array_equal(got[k], frame)
+
+
+def test_frames_an_edit_list_hides_are_not_frames():
+    # A stream cut after its keyframe keeps the frames before the cut for decoding and hides
+    # them with an edit list: they were counted, and frame k was the frame shown at k - 5.
+    from chute.fallbacks import decode_frames
+    from chute.readers._video_probe import probe_video
+    from tests._video_media import cut_start
+
+    data = cut_start(make_video(n=24, height=32, width=48, gop=12, bframes=2), 5)
+    info = probe_video(data)
+    shown = _shown(data)
+    assert info.num_frames == len(shown) == 19 and info.pts[0] == 0
+    got = decode_frames(data, info.pts, np.arange(19))
+    for k in range(19):
+        np.testing.assert_array_equal(got[k], shown[k])
