@@ -41,6 +41,7 @@ LAYER_OF = {
     "chute._sample_images": "base",  # synthetic JPEGs (numpy + PIL only), for demo and tests
     "chute._fork": "base",  # locks, pools and state a forked child renews
     "chute._native_build": "base",  # builds C shims (fallbacks' decoders, readers' chunks)
+    "chute._sndfile_read": "base",  # frames read with libsndfile directly (soundfile only)
     "chute.readers": "readers",
     "chute.fallbacks": "fallbacks",
     "chute.kernels": "kernels",

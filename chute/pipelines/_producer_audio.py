@@ -22,6 +22,7 @@ import numpy as np
 
 from chute._fork import ProcessPool
 from chute._lazy import require
+from chute._sndfile_read import read_frames
 from chute.fallbacks._audio_segment import decode_segment, segment_decoder_status
 from chute.pipelines._audio_perturb import AudioPerturbation
 from chute.pipelines._fbank import FbankConfig, fbank, fbank_frames
@@ -249,12 +250,12 @@ class AudioProducer(StoredFieldProducer):
                 return None  # SEGMENT_ERRORS[data]: never a wrong or short slice
         else:
             with self.sf.SoundFile(_ViewFile(view)) as f:
-                if f.samplerate != rate or stop > f.frames:
+                if f.samplerate != rate or f.channels != channels or stop > f.frames:
                     return None  # the bytes are not the recording the columns describe
                 f.seek(start)
-                data = f.read(stop - start, dtype="float32", always_2d=True)
-            if data.shape[0] != stop - start:
-                return None  # a corrupt or truncated frame ended the read early
+                data = np.empty((stop - start, channels), np.float32)
+                if read_frames(self.sf, f, data) != stop - start:
+                    return None  # a corrupt or truncated frame ended the read early
         if self.mono:
             data = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1, dtype=np.float32)
         elif data.shape[1] != self.channels:

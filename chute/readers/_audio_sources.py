@@ -11,7 +11,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from chute._lazy import require
+from chute._sndfile_read import UNKNOWN_FRAMES, read_frames
 from chute.errors import FormatError
 from chute.readers._files import read_regular_file
 from chute.readers._sources import list_csv
@@ -169,9 +172,14 @@ def probe_audio(source: AudioSource) -> Probed | str:
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
             rate, channels, frames = f.samplerate, f.channels, f.frames
-            decoded = sum(len(block) for block in f.blocks(65536, dtype="float32"))
+            block = np.empty((65536, channels), np.float32)
+            decoded = 0
+            while (n := read_frames(sf, f, block)) > 0:
+                decoded += n
     except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
         return f"cannot decode it as audio: {exc}"
+    if frames == UNKNOWN_FRAMES:
+        frames = decoded  # a FLAC written as a stream: its header leaves the length out
     if decoded != frames:
         return f"decodes to {decoded} frames but its header says {frames} (corrupt or truncated)"
     if source.sample_rate is not None and source.sample_rate != rate:
