@@ -19,13 +19,18 @@ import numpy as np
 
 from chute._native_build import NativeShim, ShimStatus, load_function
 from chute.errors import BackendUnavailableError
+from chute.readers._open_beneath import available
+from chute.readers._paths import Confined
 from chute.readers._zstd_native import decoder
 
-__all__ = ["ChunkReaderStatus", "chunk_reader_status", "read_chunks", "CHUNK_ERRORS", "MISSING"]
+__all__ = ["ChunkReaderStatus", "chunk_reader_status", "read_chunks", "CHUNK_ERRORS", "MISSING",
+           "OUTSIDE"]
 
 _SOURCE = Path(__file__).parent / "_native" / "zarr_chunks.c"
 
 MISSING = 1  # the chunk file does not exist: zarr's fill value
+OUTSIDE = 5  # the path resolves outside the store (or through an absolute symlink): judged by
+# the caller (`_paths.Confined`)
 # status codes of chute_read_chunks (zarr_chunks.c) -> what went wrong
 CHUNK_ERRORS = {
     2: "cannot be read (I/O error)",
@@ -37,6 +42,11 @@ CHUNK_ERRORS = {
 class _Api(ctypes.Structure):
     _fields_ = [("create_dctx", ctypes.c_void_p), ("decompress_dctx", ctypes.c_void_p),
                 ("is_error", ctypes.c_void_p)]
+
+
+class _Store(ctypes.Structure):  # struct store of zarr_chunks.c
+    _fields_ = [("root_fd", ctypes.c_int), ("beneath", ctypes.c_int),
+                ("root", ctypes.c_char_p), ("real_root", ctypes.c_char_p)]
 
 
 # whether batches of one-row chunks are read by the C shim (else chunk by chunk)
@@ -55,9 +65,9 @@ def _load() -> tuple:
                address("ZSTD_isError"))
     path, function = load_function(
         _SOURCE, "chute_read_chunks", ctypes.c_int64,
-        [ctypes.POINTER(_Api), ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
-         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64,
-         ctypes.c_void_p, ctypes.c_void_p],
+        [ctypes.POINTER(_Api), ctypes.c_int, ctypes.POINTER(_Store), ctypes.c_char_p,
+         ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+         ctypes.c_size_t, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p],
         "chute's zarr chunk reader", "zarr chunks are read one by one in Python (slower)")
     return path, (function, api)
 
@@ -72,9 +82,10 @@ def chunk_reader_status() -> ShimStatus:
 
 
 def read_chunks(compressed: bool, dests: np.ndarray, nbytes: int, pool: ThreadPoolExecutor,
-                workers: int, *, prefix: str | None = None, suffix: str = "",
-                chunks: np.ndarray | None = None, sources: list | None = None) -> np.ndarray:
-    """Status (int32 [n]: 0, MISSING or a CHUNK_ERRORS code) of decompressing chunk k into
+                workers: int, *, store: Confined | None = None, prefix: str | None = None,
+                suffix: str = "", chunks: np.ndarray | None = None,
+                sources: list | None = None) -> np.ndarray:
+    """Status (int32 [n]: 0, MISSING, OUTSIDE or a CHUNK_ERRORS code) of decompressing chunk k into
     the `nbytes` at address dests[k], for every k, by `workers` threads (this one and
     `workers - 1` of `pool`). Call `chunk_reader_status()` first.
 
@@ -84,7 +95,8 @@ def read_chunks(compressed: bool, dests: np.ndarray, nbytes: int, pool: ThreadPo
         nbytes: bytes of one decoded chunk.
         pool: where the other workers run.
         workers: threads working on the batch together.
-        prefix, suffix, chunks: chunk k is the file `prefix + str(chunks[k]) + suffix`.
+        store, prefix, suffix, chunks: chunk k is the file `prefix + str(chunks[k]) + suffix`
+            of `store` (prefix relative to it).
         sources: or chunk k is the bytes-like sources[k], already in memory.
     """
     function, api = _shim.loaded
@@ -96,10 +108,13 @@ def read_chunks(compressed: bool, dests: np.ndarray, nbytes: int, pool: ThreadPo
         arrays = [np.frombuffer(s, np.uint8) for s in sources]
         pointers = np.asarray([a.ctypes.data for a in arrays], np.uintp)
         sizes = np.asarray([a.size for a in arrays], np.uintp)
-        args = (None, b"", None, pointers.ctypes.data, sizes.ctypes.data)
+        args = (None, None, b"", None, pointers.ctypes.data, sizes.ctypes.data)
     else:
         chunks = np.ascontiguousarray(chunks, np.int64)
-        args = (os.fsencode(prefix), os.fsencode(suffix), chunks.ctypes.data, None, None)
+        where = _Store(store.dir_fd(), int(available()), os.fsencode(store.root),
+                       os.fsencode(store.real.rstrip(os.sep) + os.sep))
+        args = (ctypes.byref(where), os.fsencode(prefix), os.fsencode(suffix),
+                chunks.ctypes.data, None, None)
 
     def work() -> int:
         return function(ctypes.byref(api), int(compressed), *args, dests.ctypes.data, nbytes,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from chute.errors import FormatError
 from chute.readers._writer import ShardWriter
 
 __all__ = ["convert_zarr"]
@@ -32,6 +33,11 @@ def convert_zarr(src: str | Path, dst: str | Path, *, shard_size: str | int = "1
     from chute.readers._zarr import ZarrDataset
 
     ds = ZarrDataset(src)
+    if ds.unreadable:  # converting without them would drop data silently
+        raise FormatError(f"{ds.path}: arrays {ds.unreadable} hold no numbers, which a chute "
+                          "dataset converted from zarr cannot store; remove them from a copy of "
+                          "the group, or write the dataset with ShardWriter (json or bytes "
+                          "fields)")
     per_sample = {n: k for n, k in ds.fields.items() if k != "table"}
     tables = {n: ds.reader(n).read(np.arange(ds.reader(n).num_rows)) for n in ds.fields
               if n not in per_sample}

@@ -16,16 +16,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import SampleIndexError, check_rows
+from chute.readers._paths import Confined, LeadsOutside, plain_name
 
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
+_NUMERIC = "biufc"  # numpy kinds chute reads: bool, integers, floats, complex
 TABLE_CACHE_BYTES = 256 << 20  # tables up to this size are kept decoded in each process
 _METADATA_FILES = ("zarr.json", ".zgroup", ".zarray", ".zattrs")
 
@@ -44,21 +47,23 @@ def _zarr():
     return zarr
 
 
-def _fingerprint(root: Path) -> str:
+def _fingerprint(confined: Confined) -> str:
     """Digest of every metadata document of the group (shapes, dtypes, codecs, chunking).
     Arrays are leaves of a zarr hierarchy: their folders (chunk files, possibly millions) are
-    not walked."""
+    not walked. A document leading outside the store is a FormatError."""
+    root = confined.root
     digest = hashlib.sha256()
     found = []
     for folder, dirs, files in os.walk(root):
         names = [f for f in files if f in _METADATA_FILES]
         found += [Path(folder, f) for f in names]
-        if ".zarray" in names or ("zarr.json" in names and _is_array(Path(folder, "zarr.json"))):
+        if ".zarray" in names or ("zarr.json" in names and _is_array(
+                confined.check(Path(folder, "zarr.json"), "metadata document"))):
             dirs[:] = []
         dirs.sort()
     for path in sorted(found):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
+        digest.update(confined.check(path, "metadata document").read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -67,6 +72,20 @@ def _is_array(document: Path) -> bool:
         return json.loads(document.read_bytes()).get("node_type") == "array"
     except (ValueError, AttributeError):
         return False  # not ours to judge here: zarr names a broken document when it opens it
+
+
+@contextmanager
+def _metadata_errors(path: Path):
+    """zarr's errors on broken metadata (JSON, unknown codecs, invalid names) as a FormatError
+    naming `path`."""
+    try:
+        yield
+    except FormatError:
+        raise
+    except Exception as exc:
+        raise FormatError(f"{path}: cannot be opened as a zarr group or array ({type(exc).__name__}"
+                          f": {exc}); its metadata (zarr.json, .zgroup, .zarray, .zmetadata) is "
+                          "corrupt or was edited by hand: restore the store") from None
 
 
 class ZarrArrayReader:
@@ -91,7 +110,7 @@ class ZarrArrayReader:
         if self._plan is None or self._plan[0] != os.getpid():
             from chute.readers._zarr_chunks import plan
 
-            self._plan = (os.getpid(), plan(self._array(), self.dataset.path / self.field))
+            self._plan = (os.getpid(), plan(self._array(), self.dataset.confined(), self.field))
         return self._plan[1]
 
     def _array(self):
@@ -144,8 +163,8 @@ class ZarrArrayReader:
         unique, inverse = np.unique(ids, return_inverse=True)
         try:
             values = self._select(unique)
-        except FormatError:
-            if status is None:
+        except FormatError as exc:
+            if status is None or isinstance(exc, LeadsOutside):
                 raise
             self._read_rows_one_by_one(ids, out, status)
             return out
@@ -169,6 +188,8 @@ class ZarrArrayReader:
                                                               *self.sample_shape), self.dtype),
                                               None)
                     whole.flags.writeable = False
+                except LeadsOutside:
+                    raise
                 except FormatError:
                     whole = None
             self._whole = (os.getpid(), whole)
@@ -180,6 +201,8 @@ class ZarrArrayReader:
         for row, i in enumerate(ids.tolist()):
             try:
                 out[row] = self._select(np.array([i], np.int64))[0]
+            except LeadsOutside:
+                raise
             except FormatError:
                 status[row] = 1
                 out[row] = 0
@@ -198,23 +221,32 @@ class ZarrDataset:
         self.path = Path(path)
         if not is_zarr_group(self.path):
             raise FormatError(f"{self.path}: not a zarr group (no zarr.json or .zgroup)")
-        group = _zarr().open_group(str(self.path), mode="r")
-        arrays = dict(sorted(group.arrays()))
+        zarr = _zarr()
+        with _metadata_errors(self.path):
+            arrays = dict(sorted(zarr.open_group(self._store(), mode="r").arrays()))
+        for name in arrays:  # each opened as the folder of that name: no way out of the store
+            plain_name(name, "array name", self.path, folder="zarr store",
+                       fix="its metadata (zarr.json, .zmetadata) is corrupt or was edited by hand")
+        # arrays of strings, bytes, objects or records have no fixed-size numeric rows to batch
+        self.unreadable: dict[str, str] = {n: str(a.dtype) for n, a in arrays.items()
+                                           if np.dtype(a.dtype).kind not in _NUMERIC}
+        arrays = {n: a for n, a in arrays.items() if n not in self.unreadable}
         if not arrays:
-            raise FormatError(f"{self.path}: the zarr group holds no arrays; write the "
-                              "per-sample arrays at its top level")
+            others = f" (only arrays of {self.unreadable})" if self.unreadable else ""
+            raise FormatError(f"{self.path}: the zarr group holds no arrays of numbers{others}; "
+                              "write the per-sample arrays at its top level")
         scalar_shaped = [a for a in arrays.values() if a.ndim == 0]
         if scalar_shaped:
             raise FormatError(f"{self.path}: array {scalar_shaped[0].basename!r} is 0-d; every "
                               "array needs a first dimension (samples or table rows)")
         self._len = max(int(a.shape[0]) for a in arrays.values())
-        self.fingerprint = _fingerprint(self.path)
+        self.fingerprint = _fingerprint(Confined(self.path, "zarr store"))
         self.specs: dict[str, dict] = {name: self._spec(a) for name, a in arrays.items()}
         self.fields: dict[str, str] = {n: s["kind"] for n, s in self.specs.items()}
         self._readers = {n: ZarrArrayReader(self, n, tuple(s["shape"]), np.dtype(s["dtype"]))
                          for n, s in self.specs.items()}
         self._columns: dict[str, np.ndarray] = {}
-        self._opened: tuple[int, dict] | None = None  # (pid, name -> zarr array)
+        self._opened: tuple[int, object, dict] | None = None  # (pid, store, name -> array)
 
     def _spec(self, array) -> dict:
         shape = [int(d) for d in array.shape]
@@ -224,18 +256,36 @@ class ZarrDataset:
             kind = "scalar"
         else:
             kind = "ndarray"
-        return {"kind": kind, "dtype": np.dtype(array.dtype).str, "shape": shape,
+        # zarr delivers native byte order whatever the store holds (v2 '>f4'); so does chute
+        dtype = np.dtype(array.dtype).newbyteorder("=")
+        return {"kind": kind, "dtype": dtype.str, "shape": shape,
                 "chunks": [int(c) for c in array.chunks],
                 "shards": None if array.shards is None else [int(c) for c in array.shards],
                 "zarr_format": int(array.metadata.zarr_format)}
 
+    def _store(self):
+        """zarr's view of the folder, every read confined to it (`_zarr_store.py`)."""
+        _zarr()
+        from chute.readers._zarr_store import ConfinedStore
+
+        return ConfinedStore(self.path)
+
+    def _this_process(self) -> tuple:
+        if self._opened is None or self._opened[0] != os.getpid():
+            self._opened = (os.getpid(), self._store(), {})
+        return self._opened
+
+    def confined(self) -> Confined:
+        """The store's folder, resolved once in this process, for direct chunk reads."""
+        return self._this_process()[1].confined
+
     def array(self, name: str):
         """The zarr array `name`, opened in this process on first use."""
-        if self._opened is None or self._opened[0] != os.getpid():
-            self._opened = (os.getpid(), {})
-        arrays = self._opened[1]
+        _, store, arrays = self._this_process()
         if name not in arrays:
-            arrays[name] = _zarr().open_array(str(self.path / name), mode="r")
+            zarr = _zarr()
+            with _metadata_errors(self.path / name):
+                arrays[name] = zarr.open_array(store, path=name, mode="r")
         return arrays[name]
 
     @property
@@ -249,7 +299,8 @@ class ZarrDataset:
         return self._len
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}:{k}" for n, k in self.fields.items())
+        fields = ", ".join([f"{n}:{k}" for n, k in self.fields.items()] +
+                           [f"{n}:unreadable {d}" for n, d in self.unreadable.items()])
         return f"<chute ZarrDataset {self.path} samples={self._len} {fields}>"
 
     def _check_index(self, i) -> int:
@@ -277,6 +328,10 @@ class ZarrDataset:
         try:
             return self._readers[field]
         except KeyError:
+            if field in self.unreadable:
+                raise KeyError(f"array {field!r} of {self.path} holds {self.unreadable[field]} "
+                               "values, not numbers: chute batches numeric arrays only (store "
+                               "it as numbers, e.g. token ids, or read it with zarr)") from None
             raise KeyError(f"{self.path} has no array {field!r} (arrays: "
                            f"{sorted(self._readers)})") from None
 

@@ -3,7 +3,7 @@ a thread pool (numcodecs' zstd and blosc release the GIL), bypassing zarr's per-
 machinery, which costs milliseconds per chunk (docs/design.md, "Zarr groups").
 
 Simple means: a local store, chunks spanning every dimension but the first, no filters, and
-at most one compressor among zstd and blosc (v2: `compressor`; v3: `bytes` little-endian then
+at most one compressor (v2: `compressor`, any numcodecs one; v3: `bytes` little-endian then
 `zstd`/`blosc`). Anything else (sharded v3 arrays, other codecs) returns None from `plan` and
 is read through zarr itself.
 """
@@ -20,6 +20,7 @@ import numpy as np
 
 from chute._fork import ProcessPool
 from chute.errors import FormatError
+from chute.readers._paths import Confined, LeadsOutside
 from chute.readers._zstd_native import decoder
 
 __all__ = ["ChunkPlan", "plan", "read_rows", "read_threads"]
@@ -42,7 +43,9 @@ def _pool() -> ProcessPool:
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    folder: Path
+    folder: Path  # the array's, for messages
+    confined: Confined  # the store: chunk files are opened only inside it
+    field: str  # the array's folder, relative to the store
     rows: int  # samples per chunk
     inner: tuple[int, ...]
     dtype: np.dtype
@@ -54,6 +57,10 @@ class ChunkPlan:
 
     def path(self, chunk: int) -> str:
         return f"{self.folder}{os.sep}{self.key(chunk)}"
+
+    def relative(self, chunk: int) -> str:
+        """The chunk file's path relative to the store."""
+        return f"{self.field}/{self.key(chunk)}"
 
 
 def _key_function(encode, zeros: tuple) -> tuple[Callable[[int], str], tuple | None]:
@@ -80,10 +87,46 @@ def _v3_decoder(codecs):
     if len(rest) == 1 and isinstance(rest[0], ZstdCodec) and not rest[0].checksum:
         return _zstd_decode
     if len(rest) == 1 and isinstance(rest[0], BloscCodec):
+        return _blosc_decode
+    return False
+
+
+_BLOSC_HEADER = 16
+
+
+def _blosc_decode(raw, out=None):
+    """A blosc frame decoded (into `out`) once its header agrees with the chunk: blosc takes
+    the compressed size from the header and reads that many bytes, so a truncated or empty
+    chunk -- a view into this thread's reused read buffer -- would decode the stale bytes after
+    it (another chunk) without an error."""
+    raw = memoryview(raw).cast("B")
+    if len(raw) < _BLOSC_HEADER:
+        raise ValueError(f"blosc: {len(raw)} bytes, shorter than a blosc header")
+    decoded, stored = (int.from_bytes(raw[a:a + 4], "little") for a in (4, 12))
+    if stored != len(raw):
+        raise ValueError(f"blosc: the header gives {stored} compressed bytes, the chunk holds "
+                         f"{len(raw)}")
+    if out is not None and decoded != out.nbytes:
+        return raw[:0]  # the wrong size, named by the caller
+    if not hasattr(_LOCAL, "blosc"):
         import numcodecs
 
-        return numcodecs.Blosc().decode
-    return False
+        _LOCAL.blosc = numcodecs.Blosc()
+    return _LOCAL.blosc.decode(raw, out=out)
+
+
+def _whole(codec):
+    """`codec.decode` into a new buffer, then copied into `out`: a codec given `out` may leave
+    it untouched for input that decodes to nothing (numcodecs' GZip does), where the new
+    buffer's size shows it."""
+    def decode(raw, out=None):
+        data = np.frombuffer(codec.decode(raw), np.uint8)
+        if out is None or data.size != out.nbytes:
+            return data  # a wrong size is named by the caller
+        flat = out.reshape(-1).view(np.uint8)
+        flat[:] = data
+        return flat
+    return decode
 
 
 def _zstd_decode(raw, out=None):
@@ -116,8 +159,9 @@ def _zstd_decode(raw, out=None):
     return flat[:done] if not extra else bytes(done + extra)  # wrong sizes are named upstream
 
 
-def plan(array, folder: Path) -> ChunkPlan | None:
-    """How to read `array`'s chunks directly, or None when zarr must do it."""
+def plan(array, store: Confined, field: str) -> ChunkPlan | None:
+    """How to read `array` (the folder `field` of `store`) chunks directly, or None when zarr
+    must do it."""
     meta = array.metadata
     shape, chunks = tuple(array.shape), tuple(array.chunks)
     if chunks[1:] != shape[1:] or np.dtype(array.dtype).byteorder == ">":
@@ -125,8 +169,9 @@ def plan(array, folder: Path) -> ChunkPlan | None:
     if meta.zarr_format == 2:
         if meta.filters or meta.order != "C":
             return None
-        decode = None if meta.compressor is None else \
-            _zstd_decode if meta.compressor.codec_id == "zstd" else meta.compressor.decode
+        codec = meta.compressor
+        decode = None if codec is None else _zstd_decode if codec.codec_id == "zstd" else \
+            _blosc_decode if codec.codec_id == "blosc" else _whole(codec)
     else:
         decode = _v3_decoder(tuple(meta.codecs))
         if decode is False:
@@ -134,9 +179,9 @@ def plan(array, folder: Path) -> ChunkPlan | None:
     zeros = (0,) * (len(shape) - 1)
     dtype = np.dtype(array.dtype)
     key, parts = _key_function(meta.encode_chunk_key, zeros)
-    return ChunkPlan(folder, int(chunks[0]), shape[1:], dtype, meta.fill_value, key, decode,
-                     int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64)),
-                     parts)
+    nbytes = int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    return ChunkPlan(store.root / field, store, field, int(chunks[0]), shape[1:], dtype,
+                     meta.fill_value, key, decode, nbytes, parts)
 
 
 def _scratch(nbytes: int) -> np.ndarray:
@@ -152,11 +197,12 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
     needs no extra copy; else into this thread's scratch buffer, valid until the thread's next
     chunk); None when the chunk was never written; FormatError when it does not decode to
     exactly that."""
-    path = p.path(chunk)
     try:
-        raw = _read(path, dest if p.decode is None else None)
+        raw = _read(p.confined.open(p.relative(chunk), "a chunk of " + where),
+                    dest if p.decode is None else None)
     except FileNotFoundError:
         return None  # never written: zarr's fill value
+    path = p.path(chunk)
     try:
         if p.decode is None:
             data = raw  # in `dest`, or in the thread's read buffer
@@ -173,11 +219,11 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
     return flat.view(p.dtype).reshape(p.rows, *p.inner)
 
 
-def _read(path: str, dest: np.ndarray | None):
-    """The file's bytes: straight into `dest` when it is exactly that size, else into this
-    thread's reused buffer (a view, valid until the thread's next read). os-level calls: a
-    Python file object costs more than reading a 160 KB chunk from the page cache."""
-    fd = os.open(path, os.O_RDONLY)
+def _read(fd: int, dest: np.ndarray | None):
+    """The bytes of the file open as `fd` (closed here): straight into `dest` when it is
+    exactly that size, else into this thread's reused buffer (a view, valid until the
+    thread's next read). os-level calls: a Python file object costs more than reading a 160 KB
+    chunk from the page cache."""
     try:
         size = os.fstat(fd).st_size
         if dest is not None and dest.nbytes == size:
@@ -228,7 +274,7 @@ def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
 
     for k, failed in enumerate(_pool().map(one, range(len(touched)))):
         if failed is not None:
-            if status is None:
+            if status is None or isinstance(failed, LeadsOutside):
                 raise failed
             status[groups[k]] = 1
             out[groups[k]] = 0
@@ -248,13 +294,22 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
     """One-row chunks `chunk_of` decompressed by the C shim into `out` (each distinct chunk
     once, into its first row), on every reading thread at once; repeats copied, missing chunks
     filled, failures named."""
-    from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, read_chunks
+    from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, OUTSIDE, read_chunks
 
     touched, first, inverse = np.unique(chunk_of, return_index=True, return_inverse=True)
     dests = out.ctypes.data + first.astype(np.uintp) * np.uintp(out.strides[0])
-    prefix = f"{p.folder}{os.sep}{p.key_parts[0]}"
     codes = read_chunks(p.decode is not None, dests, p.nbytes, _pool(), read_threads(),
-                        prefix=prefix, suffix=p.key_parts[1], chunks=touched)
+                        store=p.confined, prefix=f"{p.field}/{p.key_parts[0]}",
+                        suffix=p.key_parts[1], chunks=touched)
+    for k in np.flatnonzero(codes == OUTSIDE).tolist():  # refused, or an absolute symlink
+        row = int(first[k])  # that may lead back inside: `_load` decides, as for any chunk
+        try:
+            codes[k] = MISSING if _load(p, int(touched[k]), where, out[row:row + 1]) is None \
+                else 0
+        except LeadsOutside:
+            raise
+        except FormatError:
+            codes[k] = 3  # does not decode
     if len(touched) < len(chunk_of):  # repeats of a sample in the batch
         source = first[inverse]
         repeats = np.flatnonzero(source != np.arange(len(chunk_of)))

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 import zstandard
 
-from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, chunk_reader_status, read_chunks
+from chute.readers import _chunk_native
+from chute.readers._chunk_native import (
+    CHUNK_ERRORS,
+    MISSING,
+    OUTSIDE,
+    chunk_reader_status,
+    read_chunks,
+)
+from chute.readers._paths import Confined
 from chute.readers._zstd_native import decoder
 
 NBYTES = 3000
@@ -30,7 +38,7 @@ def _files(tmp_path, compressed: bool):
     (tmp_path / "c2.bin").write_bytes(b"\x28\xb5\x2f\xfd garbage" if compressed else b"x" * 9)
     (tmp_path / "c3.bin").write_bytes(pack(ROWS[3].tobytes()[:-1]))
     (tmp_path / "c4.bin").unlink()
-    return f"{tmp_path}/c", ".bin"
+    return "c", ".bin"
 
 
 @pytest.mark.parametrize("compressed", [True, False], ids=["zstd", "none"])
@@ -41,13 +49,48 @@ def test_files_read_into_their_rows_with_a_status_each(tmp_path, compressed):
     chunks = np.array([5, 0, 2, 3, 4, 1])  # row r gets chunk chunks[r]
     dests = out.ctypes.data + np.arange(6, dtype=np.uintp) * np.uintp(NBYTES)
     with ThreadPoolExecutor(2) as pool:
-        status = read_chunks(compressed, dests, NBYTES, pool, 3, prefix=prefix, suffix=suffix,
-                             chunks=chunks)
+        status = read_chunks(compressed, dests, NBYTES, pool, 3, store=Confined(tmp_path),
+                             prefix=prefix, suffix=suffix, chunks=chunks)
     assert status[4] == MISSING
     assert status[2] in CHUNK_ERRORS and status[3] in CHUNK_ERRORS
     for row in (0, 1, 5):
         assert status[row] == 0
         np.testing.assert_array_equal(out[row], ROWS[chunks[row]])
+
+
+@pytest.mark.parametrize("beneath", [True, False], ids=["openat2", "realpath"])
+def test_chunk_files_leading_out_of_the_store_are_refused(tmp_path, monkeypatch, beneath):
+    """A chunk file (or a folder on its way) that is a symlink out of the store is never read:
+    status OUTSIDE, by the kernel (openat2) or by its resolved path (older kernels)."""
+    _native()
+    if not beneath:
+        monkeypatch.setattr(_chunk_native, "available", lambda: False)
+    elif not _chunk_native.available():
+        pytest.skip("openat2 is not available here")
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (store / "d").mkdir(parents=True)
+    outside.mkdir()
+    for k, row in enumerate(ROWS[:4]):
+        (outside / f"c{k}.bin").write_bytes(row.tobytes())
+    (store / "c0.bin").write_bytes(ROWS[0].tobytes())  # inside: read
+    (store / "c1.bin").symlink_to(outside / "c1.bin")  # the file leads out
+    (store / "c2.bin").symlink_to(store / "c0.bin")  # an absolute link back inside
+    (store / "d" / "c3.bin").symlink_to(outside / "c3.bin")
+    (store / "e").symlink_to(outside)  # a folder on the way leads out
+    out = np.zeros((4, NBYTES), np.uint8)
+    dests = out.ctypes.data + np.arange(4, dtype=np.uintp) * np.uintp(NBYTES)
+    with ThreadPoolExecutor(1) as pool:
+        status = read_chunks(False, dests, NBYTES, pool, 2, store=Confined(store), prefix="c",
+                             suffix=".bin", chunks=np.array([0, 1, 2, 1]))
+        status_d = read_chunks(False, dests[:2], NBYTES, pool, 2, store=Confined(store),
+                               prefix="d/c", suffix=".bin", chunks=np.array([3, 3]))
+        status_e = read_chunks(False, dests[:1], NBYTES, pool, 2, store=Confined(store),
+                               prefix="e/c", suffix=".bin", chunks=np.array([0]))
+    assert status[0] == 0 and status[1] == status[3] == OUTSIDE
+    assert status[2] in (0, OUTSIDE)  # openat2 refuses absolute links: the caller re-checks
+    assert status_d.tolist() == [OUTSIDE, OUTSIDE] and status_e.tolist() == [OUTSIDE]
+    np.testing.assert_array_equal(out[0], ROWS[0])
+    assert not out[1].any() and not out[3].any()
 
 
 def test_frames_in_memory_as_the_decompression_bound_reads_them():

@@ -4,11 +4,17 @@
  * One call works through jobs [0, n) together with the other threads calling it on the same
  * jobs: each takes the next job from a shared atomic counter, so threads stay busy until the
  * batch is done however the scheduler treats them. Job k reads the file `prefix chunks[k]
- * suffix` (or, with prefix NULL, takes sources[k] from memory: what the decompression bound
- * measures) into this thread's reused buffer and decompresses it with this thread's reused
- * zstd context into dests[k], which must come out exactly `nbytes` long; an uncompressed chunk
+ * suffix` of the store (or, with prefix NULL, takes sources[k] from memory: what the
+ * decompression bound measures) into this thread's reused buffer and decompresses it with
+ * this thread's reused zstd context into dests[k], which must come out exactly `nbytes` long; an uncompressed chunk
  * is read straight into dests[k]. Per Python call ctypes releases the GIL, so all of this --
  * opening, reading, decompressing -- runs in parallel.
+ *
+ * Chunk files must stay inside their store (docs/design.md, "Zarr groups"): the path is
+ * relative to the store, opened as root_fd, and opened with openat2(RESOLVE_BENEATH), where the
+ * kernel refuses any way out at no extra cost; where that call is missing (old kernels), the
+ * path's realpath must start with real_root. A file refused either way is status OUTSIDE, and
+ * the caller decides (an absolute symlink back inside is fine).
  *
  * libzstd is not linked: its functions come in as pointers taken from the library chute
  * found loaded (struct zstd_api), so the shim needs no headers. The declarations are zstd's
@@ -20,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct zstd_api {
@@ -30,16 +38,60 @@ struct zstd_api {
     unsigned (*is_error)(size_t code);
 };
 
-enum { OK = 0, MISSING = 1, IO_ERROR = 2, NOT_DECODABLE = 3, WRONG_SIZE = 4 };
+enum { OK = 0, MISSING = 1, IO_ERROR = 2, NOT_DECODABLE = 3, WRONG_SIZE = 4, OUTSIDE = 5 };
+
+struct store {
+    int root_fd;           /* the store's folder */
+    int beneath;           /* openat2(RESOLVE_BENEATH) works here (probed by the caller) */
+    const char *root;      /* its path as given (relative paths are joined to it) */
+    const char *real_root; /* its resolved path, ending in '/' */
+};
+
+struct open_how_ { /* linux/openat2.h */
+    uint64_t flags, mode, resolve;
+};
+
+/* A descriptor of `relative` inside the store, or -1 with *code MISSING, IO_ERROR or OUTSIDE. */
+static int open_inside(const struct store *store, const char *relative, int *code) {
+    int fd;
+#ifdef SYS_openat2
+    if (store->beneath) {
+        struct open_how_ how = {O_RDONLY | O_CLOEXEC, 0, 0x08 /* RESOLVE_BENEATH */};
+        fd = (int)syscall(SYS_openat2, store->root_fd, relative, &how, sizeof how);
+        if (fd < 0)
+            *code = errno == ENOENT ? MISSING : errno == EXDEV ? OUTSIDE : IO_ERROR;
+        return fd;
+    }
+#endif
+    char path[PATH_MAX], real[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", store->root, relative) >= (int)sizeof path) {
+        *code = IO_ERROR;
+        return -1;
+    }
+    if (realpath(path, real) == NULL) {
+        *code = errno == ENOENT ? MISSING : IO_ERROR;
+        return -1;
+    }
+    if (strncmp(real, store->real_root, strlen(store->real_root)) != 0) {
+        *code = OUTSIDE;
+        return -1;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        *code = errno == ENOENT ? MISSING : IO_ERROR;
+    return fd;
+}
 
 static __thread void *dctx;       /* this thread's zstd context, kept for its life */
 static __thread char *buffer;     /* this thread's read buffer */
 static __thread size_t capacity;
 
-static int read_file(const char *path, char *into, size_t limit, size_t *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+static int read_file(const struct store *store, const char *path, char *into, size_t limit,
+                     size_t *size) {
+    int code;
+    int fd = open_inside(store, path, &code);
     if (fd < 0)
-        return errno == ENOENT ? MISSING : IO_ERROR;
+        return code;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
@@ -77,7 +129,8 @@ static int read_file(const char *path, char *into, size_t limit, size_t *size) {
 }
 
 /* codec: 0 uncompressed, 1 zstd. status[k]: one of the enum above. */
-int64_t chute_read_chunks(const struct zstd_api *api, int codec, const char *prefix,
+int64_t chute_read_chunks(const struct zstd_api *api, int codec, const struct store *store,
+                          const char *prefix,
                           const char *suffix, const int64_t *chunks, const char *const *sources,
                           const size_t *sizes, char *const *dests, size_t nbytes, int64_t n,
                           int64_t *next, int32_t *status) {
@@ -96,7 +149,7 @@ int64_t chute_read_chunks(const struct zstd_api *api, int codec, const char *pre
                 status[k] = IO_ERROR;
                 continue;
             }
-            int code = read_file(path, codec == 0 ? dests[k] : NULL, nbytes, &size);
+            int code = read_file(store, path, codec == 0 ? dests[k] : NULL, nbytes, &size);
             if (code != OK || codec == 0) {
                 status[k] = code;
                 continue;

@@ -1,0 +1,64 @@
+"""zarr's local store, confined: every key zarr reads (group and array metadata, consolidated
+metadata, shard and chunk files of arrays read through zarr) must resolve inside the store,
+else a FormatError naming the store and the key (docs/design.md, "Zarr groups"). A byte range
+past the end of its file is a FormatError too: zarr asks for a shard's index and chunks by
+range, and takes a range that comes back short or empty for chunks never written (fill values).
+
+A check resolves one path (`_paths.Confined.check`); zarr reads through here only what chute
+does not read itself (metadata, sharded arrays, other codecs), where a call costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zarr.abc.store import RangeByteRequest, SuffixByteRequest
+from zarr.storage import LocalStore
+
+from chute.errors import FormatError
+from chute.readers._paths import Confined
+
+__all__ = ["ConfinedStore", "STORE"]
+
+STORE = "zarr store"  # what messages call the folder
+
+
+class ConfinedStore(LocalStore):
+    """A read-only LocalStore whose reads stay inside `root` (symlinks followed)."""
+
+    def __init__(self, root: Path | str, *, read_only: bool = True) -> None:
+        super().__init__(root, read_only=read_only)
+        self.confined = Confined(root, STORE)
+
+    def _checked(self, key: str) -> str:
+        self.confined.check(self.root / key, f"entry {key!r}")
+        return key
+
+    def _whole(self, key: str, byte_range, value):
+        """`value`, after checking it holds every byte of `byte_range` that was asked for."""
+        if value is None or byte_range is None:
+            return value
+        if isinstance(byte_range, RangeByteRequest):
+            want = byte_range.end - byte_range.start
+        elif isinstance(byte_range, SuffixByteRequest):
+            want = byte_range.suffix
+        else:
+            return value
+        if len(value) < want:
+            raise FormatError(f"{self.root / key}: entry {key!r} of zarr store {self.root} ends "
+                              f"{want - len(value)} bytes before the range zarr reads "
+                              f"({byte_range}); the file is truncated: restore the store")
+        return value
+
+    def get_sync(self, key, *, prototype=None, byte_range=None):
+        value = super().get_sync(self._checked(key), prototype=prototype, byte_range=byte_range)
+        return self._whole(key, byte_range, value)
+
+    async def get(self, key, prototype=None, byte_range=None):
+        return self._whole(key, byte_range,
+                           await super().get(self._checked(key), prototype, byte_range))
+
+    async def get_partial_values(self, prototype, key_ranges):
+        key_ranges = [(self._checked(key), byte_range) for key, byte_range in key_ranges]
+        values = await super().get_partial_values(prototype, key_ranges)
+        return [self._whole(key, r, v) for (key, r), v in zip(key_ranges, values, strict=True)]
