@@ -4,6 +4,7 @@ bright bar whose position also encodes k, so a decoded frame tells which frame i
 from __future__ import annotations
 
 import io
+from fractions import Fraction
 
 import numpy as np
 
@@ -35,10 +36,11 @@ def natural_image(k: int, height: int, width: int) -> np.ndarray:
 def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "libx264",
                container: str = "mp4", fps: int = 25, gop: int = 10, bframes: int = 2,
                rotation: int = 0, texture: bool = False, natural: bool = False,
-               images=None) -> bytes:
+               images=None, pts_ms=None) -> bytes:
     """`n` frames of `frame_image` (or `natural_image` when `natural`; or the RGB `images`
     given, then `n`, `height` and `width` come from them) encoded with `codec` (libx264,
-    libvpx-vp9, libvpx, mjpeg, mpeg4, mpeg2video) in `container`."""
+    libvpx-vp9, libvpx, mjpeg, mpeg4, mpeg2video) in `container`; `pts_ms` gives each frame's
+    timestamp in milliseconds (a variable frame rate)."""
     import av
 
     if images is not None:
@@ -48,6 +50,8 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
     with av.open(out, "w", format=container) as c:
         stream = c.add_stream(codec, rate=fps)
         stream.width, stream.height = width, height
+        if pts_ms is not None:
+            stream.time_base = stream.codec_context.time_base = Fraction(1, 1000)
         stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
         stream.gop_size = gop
         if codec == "libx264":
@@ -66,6 +70,8 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
                 image = natural_image(k, height, width) if natural else \
                     frame_image(k, height, width, texture)
             frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            if pts_ms is not None:
+                frame.pts, frame.time_base = int(pts_ms[k]), Fraction(1, 1000)
             for packet in stream.encode(frame):
                 c.mux(packet)
         for packet in stream.encode():

@@ -44,6 +44,19 @@ def _rotation(container, stream) -> int:
     raise UnreadableVideo("no frame decodes")
 
 
+def _frame_rate(pts: np.ndarray, time_base: float, declared) -> float:
+    """Frames per second from the timestamps (n - 1 intervals over the span), so a variable
+    rate is measured rather than taken from the header; the declared rate when it agrees
+    within 1 % (timestamps rounded to the time base, e.g. milliseconds at 23.976 fps)."""
+    span = float(pts.max() - pts.min()) * time_base if len(pts) > 1 else 0.0
+    if span <= 0:
+        return float(declared) if declared else 0.0
+    measured = (len(pts) - 1) / span
+    if declared and abs(float(declared) - measured) <= 0.01 * measured:
+        return float(declared)
+    return measured
+
+
 def _output_order(container, stream, pts: list[int]) -> list[int] | None:
     """The timestamps in the order the decoder shows the frames, when that is not ascending.
 
@@ -104,10 +117,7 @@ def probe_video(data: bytes) -> VideoInfo:
         height, width = stream.codec_context.height, stream.codec_context.width
         if rotation in (90, 270):
             height, width = width, height
-        rate = stream.average_rate or stream.guessed_rate
-        n = len(pts_sorted)
-        fps = float(rate) if rate else (n - 1) / max((pts_sorted[-1] - pts_sorted[0]) *
-                                                     time_base, 1e-9)
-        duration = n / fps if fps else 0.0
-        return VideoInfo(n, fps, int(height), int(width), float(duration), rotation,
+        fps = _frame_rate(pts_sorted, time_base, stream.average_rate or stream.guessed_rate)
+        duration = len(pts_sorted) / fps if fps else 0.0
+        return VideoInfo(len(pts_sorted), fps, int(height), int(width), float(duration), rotation,
                          pts_sorted, time_base, keyframes)

@@ -101,3 +101,21 @@ def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
     got = decode_frames(data, info.pts, np.arange(20))
     for k in range(20):
         np.testing.assert_array_equal(got[k], shown[k])
+
+
+@pytest.mark.parametrize("container", ["matroska", "mp4"])
+def test_a_variable_frame_rate_is_measured_from_the_timestamps(container):
+    # The header declares 25 fps; the frames are 40 to 120 ms apart (about 13 fps).
+    from chute.fallbacks import decode_frames
+    from chute.readers._video_probe import probe_video
+
+    pts_ms = np.cumsum([0] + [40, 120, 80, 40, 120, 80, 40, 120, 80, 40, 120]).tolist()
+    data = make_video(n=12, height=32, width=48, container=container, pts_ms=pts_ms, gop=4)
+    info = probe_video(data)
+    assert info.num_frames == 12
+    assert info.fps == pytest.approx(11 / 0.88, rel=0.01)
+    assert info.duration == pytest.approx(12 * 0.88 / 11, rel=0.01)
+    assert np.allclose(info.pts * info.time_base, np.asarray(pts_ms) / 1000, atol=1e-3)
+    got = decode_frames(data, info.pts, np.arange(12))
+    for k, frame in enumerate(_shown(data)):
+        np.testing.assert_array_equal(got[k], frame)
