@@ -31,13 +31,8 @@ from chute.fallbacks import _roi_library, _turbojpeg
 from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
 from chute.fallbacks._limits import max_image_pixels
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
-from chute.fallbacks._slow_path import (
-    decode_refused_jpeg,
-    decode_warned_jpeg,
-    decode_with_pil,
-    resample_decoded,
-)
-from chute.fallbacks._status import JPEG_REFUSED, JPEG_WARNING, NEEDS_PIL, OK
+from chute.fallbacks._slow_path import decode_warned_jpeg, decode_with_pil, resample_decoded
+from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
 
 __all__ = ["decode_batch", "release_scratch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -262,10 +257,8 @@ def decode_batch(
             numba.set_num_threads(previous)
 
     status = plan[:, 0].copy()
-    slow = {NEEDS_PIL: decode_with_pil, JPEG_WARNING: decode_warned_jpeg,
-            JPEG_REFUSED: decode_refused_jpeg}
-    for i in np.flatnonzero(np.isin(status, list(slow))):
-        decode = slow[int(status[i])]
+    for i in np.flatnonzero((status == NEEDS_PIL) | (status == JPEG_WARNING)):
+        decode = decode_with_pil if status[i] == NEEDS_PIL else decode_warned_jpeg
         expected = tuple(sizes[i]) if len(sizes) else None
         status[i], pixels_rgb = decode(data[offsets[i]:offsets[i + 1]], expected, max_pixels)
         if pixels_rgb is not None:

@@ -2,8 +2,7 @@
 
 Both are `prange` loops over samples. Each thread uses its own TurboJPEG handle, ROI decoder
 and scratch rows, indexed by `numba.get_thread_id()`. Sample status codes written here: 0 ok,
-the DecodeStatus failures, or NEEDS_PIL / JPEG_WARNING / JPEG_REFUSED for payloads the slow
-path must look at.
+the DecodeStatus failures, or NEEDS_PIL / JPEG_WARNING for payloads the slow path must look at.
 
 With ROI decoders (roi_handles non-empty) a JPEG is decoded only over its crop plus a margin:
 the resample taps (ceil(support) pixels) and one more pixel, because fancy upsampling makes a
@@ -24,7 +23,6 @@ from chute.fallbacks._roi_library import ROI_OK, ROI_WARNING, roi_decode
 from chute.fallbacks._status import (
     BOX_OUTSIDE,
     CORRUPT,
-    JPEG_REFUSED,
     JPEG_WARNING,
     NEEDS_PIL,
     OK,
@@ -80,7 +78,7 @@ def plan_batch(data, offsets, boxes, sizes, max_pixels, out_h, out_w, dct_headro
             continue
         h = hptr + i * 16
         if tj_decompress_header3(handles[t], base + start, size, h, h + 4, h + 8, h + 12) != 0:
-            plan[i, P_STATUS] = JPEG_REFUSED
+            plan[i, P_STATUS] = CORRUPT
             _renew_handle(handles, t)
             continue
         width = np.int64(header[i, 0])

@@ -1,5 +1,4 @@
-"""The slower correct path: non-JPEG payloads through PIL, JPEGs libjpeg warned about, and
-JPEGs whose header TurboJPEG refused (Pillow may read them: lossless JPEG).
+"""The slower correct path: non-JPEG payloads through PIL, and JPEGs libjpeg warned about.
 
 A libjpeg warning means corrupt data (truncation, broken entropy-coded segments, ...): such a
 JPEG fails, with one exception that leaves every pixel intact and is common in real datasets:
@@ -28,7 +27,7 @@ from chute.fallbacks._status import (
     UNREADABLE,
 )
 
-__all__ = ["decode_with_pil", "decode_warned_jpeg", "decode_refused_jpeg", "resample_decoded"]
+__all__ = ["decode_with_pil", "decode_warned_jpeg", "resample_decoded"]
 
 _BENIGN_WARNING = b"extraneous bytes before marker 0xd9"
 
@@ -65,15 +64,6 @@ def decode_warned_jpeg(payload: np.ndarray, size: tuple[int, int] | None,
         return CORRUPT, None
     status, pixels = decode_with_pil(payload, size, max_pixels)
     return (CORRUPT, None) if status != OK else (status, pixels)
-
-
-def decode_refused_jpeg(payload: np.ndarray, size: tuple[int, int] | None,
-                        max_pixels: int) -> tuple[int, np.ndarray | None]:
-    """(status, RGB pixels) for a JPEG whose header TurboJPEG refused: Pillow's libjpeg-turbo
-    may support its coding process (lossless JPEG since 3.0); anything Pillow cannot read
-    either is corrupt, as the fast path would have said."""
-    status, pixels = decode_with_pil(payload, size, max_pixels)
-    return (CORRUPT, None) if status == UNREADABLE else (status, pixels)
 
 
 def decode_with_pil(payload: np.ndarray, size: tuple[int, int] | None,

@@ -6,7 +6,7 @@ from enum import IntEnum
 
 __all__ = [
     "DecodeStatus", "OK", "CORRUPT", "UNREADABLE", "BOX_OUTSIDE", "TOO_LARGE", "SIZE_MISMATCH",
-    "NEEDS_PIL", "JPEG_WARNING", "JPEG_REFUSED",
+    "NEEDS_PIL", "JPEG_WARNING",
 ]
 
 OK = 0
@@ -15,12 +15,9 @@ UNREADABLE = 2
 BOX_OUTSIDE = 3
 TOO_LARGE = 4
 SIZE_MISMATCH = 5
-# Internal, never returned: the payload is not a JPEG (PIL path), libjpeg warned about it, or
-# TurboJPEG refused its header (corrupt, or a JPEG process this libjpeg-turbo lacks, such as
-# lossless before 3.0: Pillow's own libjpeg-turbo may read it).
+# Internal, never returned: the payload is not a JPEG (PIL path), or libjpeg warned about it.
 NEEDS_PIL = 100
 JPEG_WARNING = 101
-JPEG_REFUSED = 102
 
 
 class DecodeStatus(IntEnum):

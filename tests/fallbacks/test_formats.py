@@ -135,23 +135,3 @@ def test_float_slots_of_failures_are_zero_too():
                           out)
     assert status.tolist() == [0, DecodeStatus.UNREADABLE]
     assert np.isfinite(out[0]).all() and (out[1] == 0).all()
-
-
-def test_lossless_jpeg_decodes_like_pil():
-    """A lossless JPEG stored as it is (ShardWriter; `convert` transcodes it): libjpeg-turbo
-    before 3.0 refuses its header, Pillow's decoder reads it, so the sample is not lost."""
-    from tests.readers._images import lossless_jpeg_bytes
-
-    gray = smooth_image(H, W, seed=6)[..., 1]
-    status, out = _identity([lossless_jpeg_bytes(gray)])
-    assert status.tolist() == [0]
-    assert all(np.array_equal(out[0, ..., c], gray) for c in range(3))
-
-
-def test_jpeg_with_refused_header_is_corrupt():
-    """A header neither TurboJPEG nor Pillow reads is CORRUPT, as before the Pillow retry."""
-    payload = bytearray(encode(smooth_image(H, W), quality=90))
-    sof = payload.index(b"\xff\xc0")
-    payload[sof + 9] = 7  # a component count no JPEG decoder supports
-    status, out = _identity([bytes(payload)])
-    assert status.tolist() == [int(DecodeStatus.CORRUPT)] and not out.any()
