@@ -161,7 +161,8 @@ def _process_group():
     return dist
 
 
-def _decide_on_rank_zero(dist, resolver: AutoResolver, request: dict) -> tuple[str, dict, str]:
+def _decide_on_rank_zero(dist, resolver: AutoResolver, request: dict,
+                         remedy: str) -> tuple[str, dict, str]:
     world = dist.get_world_size()
     if dist.get_rank() == 0:
         try:
@@ -179,13 +180,15 @@ def _decide_on_rank_zero(dist, resolver: AutoResolver, request: dict) -> tuple[s
     if status != "ok":
         raise BackendUnavailableError(
             f"backend='auto': rank 0 could not choose a backend for all {world} ranks ({value}). "
-            "Fix the error rank 0 reports, or name a backend (backend='cpu', 'dali' or "
-            "'dali-native') on every rank."
+            f"Fix the error rank 0 reports, or {remedy.format_map(request)}."
         )
     return value
 
 
-def shared_across_ranks(resolver: AutoResolver) -> AutoResolver:
+_IMAGE_REMEDY = "name a backend (backend='cpu', 'dali' or 'dali-native') on every rank"
+
+
+def shared_across_ranks(resolver: AutoResolver, *, remedy: str = _IMAGE_REMEDY) -> AutoResolver:
     """`resolver`, run once per distributed job: under an initialised torch.distributed job of
     two or more ranks, rank 0 resolves (and tunes if it must, while the others do not compete
     for the machine) and broadcasts the decision; the other ranks wait for it. Every rank must
@@ -194,6 +197,8 @@ def shared_across_ranks(resolver: AutoResolver) -> AutoResolver:
 
     Args:
         resolver: the resolver to share (see chute.pipelines._resolve.AutoResolver).
+        remedy: what the other ranks' error tells the user to do instead of "auto", formatted
+            with the request's keyword arguments (the default names the image backends).
     """
 
     @functools.wraps(resolver)
@@ -201,7 +206,7 @@ def shared_across_ranks(resolver: AutoResolver) -> AutoResolver:
         dist = _process_group()
         if dist is None:
             return resolver(**request)
-        return _decide_on_rank_zero(dist, resolver, request)
+        return _decide_on_rank_zero(dist, resolver, request, remedy)
 
     return resolve
 

@@ -12,11 +12,11 @@ with DALI's error in the reason. Decisions are kept for the life of the process;
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 from chute._auto_backend import shared_across_ranks
 from chute.errors import BackendUnavailableError
+from chute.pipelines._candidates import dali_import_error
 from chute.pipelines._field_resolve import register_field_resolver
 
 __all__ = ["resolve_video_backend", "MEASURED_BATCHES"]
@@ -26,8 +26,10 @@ _decided: dict = {}
 
 
 def _unavailable(device: str) -> str | None:
-    if importlib.util.find_spec("nvidia.dali") is None:
-        return "DALI is not installed (pip install chute[dali])"
+    # unlike the image backends, the dali video producer also runs in DALI's CPU mode
+    missing = dali_import_error()
+    if missing is not None:
+        return missing
     if device.startswith("cuda"):
         from chute._device import cuda_device_count
 
@@ -106,7 +108,9 @@ def _as_decision(**request) -> tuple[str, dict, str]:
     return backend, {}, reason
 
 
-_shared = shared_across_ranks(_as_decision)
+_shared = shared_across_ranks(
+    _as_decision, remedy="name the video field's backend on every rank "
+    "(field_options={{{field!r}: {{'backend': 'cpu'}}}} or 'dali')")
 
 
 def _resolve(**request) -> tuple[str, str]:

@@ -45,10 +45,16 @@ def _hf_samples(args):
                          f"{table.column_names}); pass --image-column")
     label_feature = table.features.get(args.label_column)
     class_names = list(getattr(label_feature, "names", None) or []) or None
+    encoded = isinstance(table.features[args.image_column], datasets.Image)
+    if encoded:
+        # The files' bytes, not decoded PIL images: JPEGs are then stored as they are instead
+        # of being re-encoded (a second lossy generation).
+        table = table.cast_column(args.image_column, datasets.Image(decode=False))
 
     def samples():
         for i, row in enumerate(table):
-            sample = {"image": row.pop(args.image_column)}
+            image = row.pop(args.image_column)
+            sample = {"image": _image_bytes(image, args.src, i) if encoded else image}
             if args.label_column in row:
                 sample["label"] = int(row.pop(args.label_column))
             sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
@@ -56,3 +62,13 @@ def _hf_samples(args):
             yield sample
 
     return samples(), class_names
+
+
+def _image_bytes(value: dict, src, row: int) -> bytes:
+    """The encoded image of an undecoded `datasets.Image` value ({"bytes", "path"})."""
+    if value.get("bytes") is not None:
+        return value["bytes"]
+    if value.get("path"):
+        return Path(value["path"]).read_bytes()
+    raise ChuteError(f"{src}: row {row} has an empty image (no bytes and no path); fix or drop "
+                     "the row")

@@ -71,11 +71,14 @@ class _ViewFile(io.RawIOBase):
 
 
 def _out_frames(frames: np.ndarray, rates: np.ndarray, out_rates: np.ndarray) -> np.ndarray:
-    """Frames after resampling `frames` from `rates` to `out_rates` (soxr's length: rounded)."""
+    """Frames after resampling `frames` from `rates` to `out_rates`: soxr's length, `frames /
+    (rates / out_rates)` rounded half up, computed as soxr does (a half rounded to even, or
+    the product `frames * (out / in)`, is one frame off for some lengths, and the sample then
+    failed as short)."""
     frames = np.asarray(frames, np.int64)
     rates = np.asarray(rates, np.float64)
     return np.where(rates == out_rates, frames,
-                    np.rint(frames * (out_rates / rates)).astype(np.int64))
+                    np.floor(frames / (rates / out_rates) + 0.5).astype(np.int64))
 
 
 class AudioProducer(StoredFieldProducer):

@@ -104,13 +104,19 @@ def _decode_check(img: Image.Image) -> None:
     img.load()
 
 
+def _rgb_or_grey(img: Image.Image) -> Image.Image:
+    """The image in a mode JPEG stores (RGB or L), converted as torchvision's loader does."""
+    if img.mode in ("RGB", "L"):
+        return img
+    return img.convert("RGBA").convert("RGB") if "transparency" in img.info else \
+        img.convert("RGB")
+
+
 def encode_jpeg(img: Image.Image, quality: int = TRANSCODE_QUALITY) -> bytes:
     """A PIL image as a JPEG of RGB (or grey) pixels, without chroma subsampling: colour edges
     keep their resolution, so eval on a transcoded image stays within the fidelity bar of
     torchvision's transform on the original (chute/readers/_transcode.py)."""
-    if img.mode not in ("RGB", "L"):
-        img = img.convert("RGBA").convert("RGB") if "transparency" in img.info else \
-            img.convert("RGB")
+    img = _rgb_or_grey(img)
     out = io.BytesIO()
     img.save(out, format="JPEG", quality=quality, subsampling=0)
     return out.getvalue()
@@ -160,6 +166,10 @@ def prepare_image(raw: bytes, *, max_side: int | None = None,
             _decode_check(img)
             return PreparedImage(raw, height, width, "stored")
         if too_big:
+            if is_jpeg and not store:
+                img.load()  # no DCT-scaled draft: lossless JPEGs have no DCT to scale
+            # Pillow resizes only some modes (not 16-bit grey): convert first.
+            img = _rgb_or_grey(img)
             img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
         else:
             img.load()

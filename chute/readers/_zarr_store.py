@@ -1,8 +1,9 @@
 """zarr's local store, confined: every key zarr reads (group and array metadata, consolidated
 metadata, shard and chunk files of arrays read through zarr) must resolve inside the store,
 else a FormatError naming the store and the key (docs/design.md, "Zarr groups"). A byte range
-past the end of its file is a FormatError too: zarr asks for a shard's index and chunks by
-range, and takes a range that comes back short or empty for chunks never written (fill values).
+past the end of its file, or an empty file read whole, is a FormatError too: zarr asks for a
+shard's index and chunks by range (or for the whole shard), and takes a range that comes back
+short or empty for chunks never written (fill values); zarr never writes an empty file.
 
 A check resolves one path (`_paths.Confined.check`); zarr reads through here only what chute
 does not read itself (metadata, sharded arrays, other codecs), where a call costs milliseconds.
@@ -36,9 +37,11 @@ class ConfinedStore(LocalStore):
 
     def _whole(self, key: str, byte_range, value):
         """`value`, after checking it holds every byte of `byte_range` that was asked for."""
-        if value is None or byte_range is None:
+        if value is None:
             return value
-        if isinstance(byte_range, RangeByteRequest):
+        if byte_range is None:
+            want = 1  # a file zarr wrote holds something
+        elif isinstance(byte_range, RangeByteRequest):
             want = byte_range.end - byte_range.start
         elif isinstance(byte_range, SuffixByteRequest):
             want = byte_range.suffix
@@ -47,7 +50,8 @@ class ConfinedStore(LocalStore):
         if len(value) < want:
             raise FormatError(f"{self.root / key}: entry {key!r} of zarr store {self.root} ends "
                               f"{want - len(value)} bytes before the range zarr reads "
-                              f"({byte_range}); the file is truncated: restore the store")
+                              f"({byte_range or 'the whole file'}); the file is truncated: "
+                              "restore the store")
         return value
 
     def get_sync(self, key, *, prototype=None, byte_range=None):

@@ -42,3 +42,19 @@ def test_convert_hf_saved_dataset(tmp_path, capsys):
     assert main(["convert", "hf", str(tmp_path / "saved"), str(tmp_path / "y.chute"),
                  "--image-column", "picture"]) == 1
     assert "no column 'picture'" in capsys.readouterr().err
+
+
+def test_convert_hf_stores_jpeg_bytes_as_they_are(tmp_path):
+    """A JPEG image column is read undecoded: the bytes are stored unchanged, not decoded by
+    `datasets` and re-encoded."""
+    buffer = io.BytesIO()
+    rng = np.random.default_rng(3)
+    Image.fromarray(rng.integers(0, 256, (12, 20, 3), dtype=np.uint8)).save(buffer, "JPEG",
+                                                                             quality=80)
+    jpeg = buffer.getvalue()
+    table = datasets.Dataset.from_dict({"image": [{"bytes": jpeg, "path": None}]},
+                                       features=datasets.Features({"image": datasets.Image()}))
+    table.save_to_disk(str(tmp_path / "saved"))
+    assert main(["convert", "hf", str(tmp_path / "saved"), str(tmp_path / "hf.chute")]) == 0
+    sample = open_dataset(tmp_path / "hf.chute")[0]
+    assert bytes(sample["image"]) == jpeg and (sample["height"], sample["width"]) == (12, 20)

@@ -40,7 +40,9 @@ def ds(tmp_path_factory):
 
 
 def _batch(producer, ids):
-    params = producer.unit(0, 0, np.asarray(ids, np.int64))
+    params = {}  # what the Pipeline asks the producer's param sources (unit, perturbation)
+    for source in producer.param_sources():
+        params |= source(0, 0, np.asarray(ids, np.int64))
     from chute.pipelines import BatchRequest
 
     request = BatchRequest(0, np.asarray(ids, np.int64), params)
@@ -208,4 +210,30 @@ def test_a_flac_written_as_a_stream_converts_and_reads_to_its_last_frame(tmp_pat
         want = pcm[round(s["start"] * rate):round(s["end"] * rate), 0] / np.float32(32768)
         assert out["audio_lengths"][row] == len(want)
         np.testing.assert_array_equal(out["audio"][row, :len(want)], want)
+    producer.close()
+
+
+@pytest.mark.parametrize("frames, speed", [(80, 1.0), (1416, 0.9)])
+def test_resampled_lengths_are_soxrs_also_at_a_half_frame(tmp_path, frames, speed):
+    # 80 frames at 8 kHz are 220.5 at 22.05 kHz, 1416 at speed 0.9 are 4336.5: soxr makes 221
+    # and 4337, while lengths rounded half to even said 220 and 4336, so the sample failed
+    import json
+
+    from chute.readers import AudioConvertOptions, convert_audio
+
+    rate = 8000
+    pcm = (np.random.default_rng(7).standard_normal((rate, 1)) * 3000).astype(np.int16)
+    sf.write(tmp_path / "r.wav", pcm, rate, subtype="PCM_16")
+    segment = {"start": 0.25, "end": 0.25 + frames / rate}
+    (tmp_path / "r.jsonl").write_text(json.dumps({"key": "r", "path": "r.wav",
+                                                  "info": {"segments": [segment]}}) + "\n")
+    convert_audio(tmp_path / "r.jsonl", tmp_path / "ds",
+                  AudioConvertOptions(workers=1, progress=False))
+    producer = create_producer(ProducerSpec("audio", "audio", open_dataset(tmp_path / "ds"), 1,
+                                            options={"unit": "segment", "sample_rate": 22050,
+                                                     "speeds": (speed,)}))
+    _, out, status = _batch(producer, [0])
+    want = soxr.resample(pcm[2000:2000 + frames, 0] / np.float32(32768), rate * speed, 22050)
+    assert not status.any() and out["audio_lengths"][0] == len(want)
+    np.testing.assert_allclose(out["audio"][0, :len(want)], want, atol=1e-6)
     producer.close()

@@ -109,3 +109,25 @@ def test_lossless_jpeg_transcoded():
     assert prepared.action == "transcoded" and (prepared.height, prepared.width) == (20, 30)
     decoded = np.asarray(Image.open(io.BytesIO(prepared.data)).convert("L"), np.int16)
     assert np.abs(decoded - gradient).max() <= 3
+
+
+def test_max_side_downscales_16_bit_png_and_lossless_jpeg():
+    """--max-side reads what a plain convert reads: a 16-bit grey PNG (Pillow resizes no such
+    mode) and a lossless JPEG (which has no DCT for a scaled draft) are downscaled, not refused."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    # 6x smaller: Pillow's thumbnail first reduces (or drafts a JPEG) by 2x or more
+    grey16 = np.add.outer(np.arange(120), np.arange(180)).astype(np.uint16) * 200
+    png16 = io.BytesIO()
+    Image.fromarray(grey16).save(png16, "PNG")
+    gradient = np.add.outer(np.arange(120), np.arange(180) // 2).astype(np.uint8)
+    for raw in (png16.getvalue(), lossless_jpeg_bytes(gradient)):
+        plain = Image.open(io.BytesIO(prepare_image(raw).data)).convert("RGB")
+        prepared = prepare_image(raw, max_side=30)
+        assert prepared.action == "resized" and (prepared.height, prepared.width) == (20, 30)
+        small = np.asarray(Image.open(io.BytesIO(prepared.data)).convert("RGB"), np.int16)
+        expected = np.asarray(plain.resize((30, 20), Image.Resampling.LANCZOS), np.int16)
+        assert np.abs(small - expected).mean() <= 1.5

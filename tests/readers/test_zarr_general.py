@@ -60,8 +60,9 @@ def test_a_damaged_chunk_is_named_not_stale_bytes(tmp_path, fmt, codec, damage):
         np.testing.assert_array_equal(np.delete(got, 5, axis=0), np.delete(VALUES, 5, axis=0))
 
 
-@pytest.mark.parametrize("damage", ["empty", "cut"])
-def test_a_damaged_shard_is_named_not_fill_values(tmp_path, damage):
+@pytest.mark.parametrize("damage,ids", [("empty", [7]), ("empty", [4, 5, 6, 7]), ("cut", [7])],
+                         ids=["empty-read-in-part", "empty-read-whole", "cut"])
+def test_a_damaged_shard_is_named_not_fill_values(tmp_path, damage, ids):
     """zarr reads an empty shard, or a chunk its index places past the end of the file, as
     never written (fill values): a file that is there but short is corrupt."""
     path = _store(tmp_path / "x.zarr", shards=(4, 3, 4))
@@ -72,11 +73,11 @@ def test_a_damaged_shard_is_named_not_fill_values(tmp_path, damage):
     shard.write_bytes(b"" if damage == "empty" else data[:VALUES[0].nbytes] + data[-index:])
     ds = open_dataset(path)
     with pytest.raises(FormatError, match="x/c/1/0/0"):
-        ds.read("x", [7])
-    status = np.zeros(3, np.uint8)
-    got = ds.reader("x").read(np.array([0, 7, 9]), status=status)
-    assert status.tolist() == [0, 1, 0]
-    np.testing.assert_array_equal(got[[0, 2]], VALUES[[0, 9]])
+        ds.read("x", ids)
+    status = np.zeros(len(ids) + 2, np.uint8)
+    got = ds.reader("x").read(np.array([0, *ids, 9]), status=status)
+    assert status.tolist() == [0] + [1] * len(ids) + [0]
+    np.testing.assert_array_equal(got[[0, -1]], VALUES[[0, 9]])
 
 
 @pytest.mark.parametrize("fmt,chunk", [(2, 1), (2, 5), (3, 1)])

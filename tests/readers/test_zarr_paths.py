@@ -118,3 +118,18 @@ def test_links_that_stay_inside_read_as_usual(tmp_path, read_path):  # noqa: F81
     ds = open_dataset(store)
     ids = np.arange(S)
     np.testing.assert_array_equal(ds.read("base_frames", ids), VALUES["base_frames"])
+
+
+def test_without_openat2_each_chunk_path_is_resolved(tmp_path, monkeypatch, read_path):  # noqa: F811
+    """Older kernels and other systems: the same refusal, by each chunk's resolved path."""
+    from chute.readers import _chunk_native, _paths
+
+    monkeypatch.setattr(_paths._open_beneath, "available", lambda: False)
+    monkeypatch.setattr(_chunk_native, "available", lambda: False)
+    store, other = _pair(tmp_path, zarr_format=3, chunk=1, codec="zstd")
+    _relink(store / "base_frames/c/1", other / "base_frames/c/1")
+    (store / "base_frames/c/2/0/0/0").rename(store / "two")
+    (store / "base_frames/c/2/0/0/0").symlink_to(store / "two")  # inside: read
+    ds = open_dataset(store)
+    np.testing.assert_array_equal(ds.read("base_frames", [0, 2]), VALUES["base_frames"][[0, 2]])
+    _refused(ds, [0, 1, 2])
