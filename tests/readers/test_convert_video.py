@@ -135,3 +135,18 @@ def test_frames_an_edit_list_hides_are_not_frames():
     got = decode_frames(data, info.pts, np.arange(19))
     for k in range(19):
         np.testing.assert_array_equal(got[k], shown[k])
+
+
+@pytest.mark.parametrize("kw", [dict(container="matroska"),
+                                dict(codec="mjpeg", container="avi", gop=1)])
+def test_truncated_files_are_skipped(tmp_path, kw):
+    # A file cut short still opens and its first frames decode; only its header (AVI frame
+    # count, Matroska track DURATION) says frames are missing.
+    data = make_video(n=30, height=32, width=48, **kw)
+    (tmp_path / "whole.v").write_bytes(data)
+    (tmp_path / "cut.v").write_bytes(data[: len(data) * 6 // 10])
+    table = _write_csv(tmp_path, [["whole.v", "", ""], ["cut.v", "", ""]])
+    report = convert_video_csv(table, tmp_path / "ds", progress=False)
+    assert report.written == 1
+    assert [name for name, _ in report.skipped] == ["cut.v"]
+    assert "truncated" in report.skipped[0][1]
