@@ -79,6 +79,14 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
     return out.getvalue()
 
 
+def full_decode(data: bytes) -> list[np.ndarray]:
+    """Every frame the decoder shows, in order, as RGB (the reference a clip is held to)."""
+    import av
+
+    with av.open(io.BytesIO(data)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+
+
 def cut_start(data: bytes, frames: int) -> bytes:
     """The MP4 `data` remuxed (not re-encoded) with its timestamps moved back by `frames`
     frames, so an edit list hides its first `frames` frames: what cutting a stream at a

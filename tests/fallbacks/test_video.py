@@ -6,16 +6,7 @@ pytest.importorskip("av")
 from chute.errors import DecodeError  # noqa: E402
 from chute.fallbacks import decode_frames  # noqa: E402
 from chute.readers._video_probe import probe_video  # noqa: E402
-from tests._video_media import level, make_video  # noqa: E402
-
-
-def _full_decode(data: bytes) -> list[np.ndarray]:
-    import io
-
-    import av
-
-    with av.open(io.BytesIO(data)) as c:
-        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+from tests._video_media import full_decode, level, make_video  # noqa: E402
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(gop=5, bframes=3), dict(codec="mpeg4"),
@@ -23,7 +14,7 @@ def _full_decode(data: bytes) -> list[np.ndarray]:
 def test_frames_equal_a_full_decode_at_those_indices(kw):
     data = make_video(n=40, **kw)
     info = probe_video(data)
-    reference = _full_decode(data)
+    reference = full_decode(data)
     indices = np.array([33, 0, 7, 7, 21, 39])  # any order, repeats, across keyframes
     got = decode_frames(data, info.pts, indices)
     for k, i in enumerate(indices):
@@ -72,7 +63,7 @@ def test_every_clip_start_decodes_where_keyframes_are_indexed_by_decode_time(kw)
     # generated here: libx265 after the MPEG encoders in one process corrupts the heap).
     data = make_video(n=24, height=32, width=48, gop=8, **kw)
     info = probe_video(data)
-    reference = _full_decode(data)
+    reference = full_decode(data)
     assert info.num_frames == len(reference) == 24
     for start in range(23):
         indices = np.array([start, start + 1])

@@ -8,7 +8,7 @@ pytest.importorskip("av")
 from chute.errors import ChuteError  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from chute.readers._convert_video import convert_video_csv  # noqa: E402
-from tests._video_media import audio_only, make_video  # noqa: E402
+from tests._video_media import audio_only, full_decode, make_video  # noqa: E402
 
 CASES = {
     "h264.mp4": dict(n=30, height=48, width=64),
@@ -79,15 +79,6 @@ def test_strict_and_nothing_stored_fail(tmp_path):
     assert not (tmp_path / "ds").exists() and not (tmp_path / "ds2").exists()
 
 
-def _shown(data: bytes) -> list[np.ndarray]:
-    import io
-
-    import av
-
-    with av.open(io.BytesIO(data)) as c:
-        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
-
-
 def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
     # AVI gives packets their decode order as timestamps: with H.264 B-frames the k-th smallest
     # is not the k-th frame shown, and a clip took other frames than the ones it named.
@@ -96,7 +87,7 @@ def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
 
     data = make_video(n=20, height=32, width=48, container="avi", gop=10, bframes=2)
     info = probe_video(data)
-    shown = _shown(data)
+    shown = full_decode(data)
     assert info.num_frames == len(shown) == 20 and info.keyframes.tolist() == [0, 10]
     got = decode_frames(data, info.pts, np.arange(20))
     for k in range(20):
@@ -117,7 +108,7 @@ def test_a_variable_frame_rate_is_measured_from_the_timestamps(container):
     assert info.duration == pytest.approx(12 * 0.88 / 11, rel=0.01)
     assert np.allclose(info.pts * info.time_base, np.asarray(pts_ms) / 1000, atol=1e-3)
     got = decode_frames(data, info.pts, np.arange(12))
-    for k, frame in enumerate(_shown(data)):
+    for k, frame in enumerate(full_decode(data)):
         np.testing.assert_array_equal(got[k], frame)
 
 
@@ -130,7 +121,7 @@ def test_frames_an_edit_list_hides_are_not_frames():
 
     data = cut_start(make_video(n=24, height=32, width=48, gop=12, bframes=2), 5)
     info = probe_video(data)
-    shown = _shown(data)
+    shown = full_decode(data)
     assert info.num_frames == len(shown) == 19 and info.pts[0] == 0
     got = decode_frames(data, info.pts, np.arange(19))
     for k in range(19):
