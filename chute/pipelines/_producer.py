@@ -55,12 +55,15 @@ __all__ = [
 class Output:
     """One output key: per-sample shape (the largest, for variable shapes) and dtype (None: a
     list of Python objects). `on_device`: the producer writes the device tensor itself.
-    `cast`: the torch dtype the Pipeline casts the batch to on the device (None: as written)."""
+    `cast`: the torch dtype the Pipeline casts the batch to on the device (None: as written).
+    `exact`: a row must have the batch's shape; a smaller substitute is never zero-padded into
+    it (e.g. video frames at their stored size), the batch is read again at its shape."""
 
     sample_shape: tuple[int, ...]
     dtype: np.dtype | None
     on_device: bool = False
     cast: Any = None
+    exact: bool = False
 
 
 @dataclass(frozen=True)

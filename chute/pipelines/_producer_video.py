@@ -121,7 +121,10 @@ class VideoProducer(StoredFieldProducer):
             t = self.num_frames
             h, w = self.size or (int(self._heights.max(initial=1)),
                                  int(self._widths.max(initial=1)))
-        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype)),
+        # At stored sizes a clip of another size is another shape, never a padded one.
+        native = self.size is None and self.buckets is None
+        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype),
+                                   exact=native),
                 AR_KEY: Output((), np.dtype(np.float32))}
 
     def param_sources(self) -> tuple:

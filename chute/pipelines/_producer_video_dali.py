@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -64,8 +65,7 @@ class DaliVideoProducer(VideoProducer):
     def outputs(self) -> dict[str, Output]:
         found = super().outputs()
         if self.device_id is not None:  # DALI's GPU output is copied straight into the tensor
-            found[self.field] = Output(found[self.field].sample_shape,
-                                       found[self.field].dtype, on_device=True)
+            found[self.field] = replace(found[self.field], on_device=True)
         return found
 
     def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:

@@ -94,8 +94,8 @@ class Substitutor:
             scratch = self._read_one(cand, request)
             if scratch is None:
                 continue
-            fits = all(_fits(np.shape(v), shapes[key]) for key, v in scratch.items()
-                       if not isinstance(out[key], list))
+            fits = all(_fits(np.shape(v), shapes[key], self.outputs[key].exact)
+                       for key, v in scratch.items() if not isinstance(out[key], list))
             if fits:
                 for key, value in scratch.items():
                     _put_row(out[key], row, value)
@@ -124,7 +124,9 @@ class Substitutor:
         return {k: v[0] for k, v in scratch.items()}
 
 
-def _fits(row_shape: tuple, batch_shape: tuple) -> bool:
+def _fits(row_shape: tuple, batch_shape: tuple, exact: bool) -> bool:
+    if exact:
+        return tuple(row_shape) == tuple(batch_shape[1:])
     return all(a <= b for a, b in zip(row_shape, batch_shape[1:], strict=True))
 
 

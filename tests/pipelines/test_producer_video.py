@@ -181,3 +181,25 @@ def test_bucketed_batches_match_their_bucket_on_both_ranks_and_resume(videos):
         p.load_state_dict(state)
         rest = [b["index"].tolist() for b in p]
         assert rest == [s["index"].tolist() for s in steps[r][k:]]
+
+
+def test_a_substitute_at_stored_size_is_delivered_at_its_own_size(tmp_path):
+    # size=None keeps each video's size; a smaller substitute for a failed larger video was
+    # zero-padded into the failed video's shape, its frames in a corner of black.
+    from tests._video_media import full_decode
+
+    small = make_video(n=12, height=32, width=48)
+    ds = convert_videos(tmp_path, [("small.mp4", small),
+                                   ("big.mp4", make_video(n=12, height=64, width=96))],
+                        corrupt=(1,))
+    with pytest.warns(RuntimeWarning, match="replaced by sample 0"), \
+            Pipeline(ds, 1, augment="eval", device="cpu", fields=("video",),
+                     field_options={"video": {**OPTS, "layout": "TCHW"}}) as pipe:
+        batches = _epoch(pipe)
+    reference = full_decode(small)
+    for batch in batches:
+        assert int(batch["index"][0]) == 0
+        clip = batch["video"][0].permute(0, 2, 3, 1).numpy()
+        assert clip.shape == (4, 32, 48, 3)
+        for k, i in enumerate(clip_indices(max(12 - 7, 0) // 2, 4, 2, 12)):
+            np.testing.assert_array_equal(clip[k], reference[i])
