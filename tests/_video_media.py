@@ -79,6 +79,37 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
     return out.getvalue()
 
 
+def full_decode(data: bytes) -> list[np.ndarray]:
+    """Every frame the decoder shows, in order, as RGB (the reference a clip is held to)."""
+    import av
+
+    with av.open(io.BytesIO(data)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+
+
+def cut_start(data: bytes, frames: int) -> bytes:
+    """The MP4 `data` remuxed (not re-encoded) with its timestamps moved back by `frames`
+    frames, so an edit list hides its first `frames` frames: what cutting a stream at a
+    frame that is not a keyframe gives (the hidden frames are decoded, never shown)."""
+    import av
+
+    out = io.BytesIO()
+    with av.open(io.BytesIO(data)) as src, av.open(out, "w", format="mp4") as dst:
+        stream = src.streams.video[0]
+        copy = dst.add_stream_from_template(stream)
+        shift = None
+        for packet in src.demux(stream):
+            if packet.dts is None:
+                continue
+            if shift is None:
+                shift = round(frames / stream.average_rate / stream.time_base)
+            packet.pts -= shift
+            packet.dts -= shift
+            packet.stream = copy
+            dst.mux(packet)
+    return out.getvalue()
+
+
 def convert_videos(folder, videos, corrupt=(), shard_size: str = "20KB"):
     """Write `videos` ((file name, bytes) pairs) to `folder` with a CSV (text "clip k") and
     convert them to `folder / "ds"`; the payloads in `corrupt` get their middle zeroed in the

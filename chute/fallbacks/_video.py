@@ -142,7 +142,7 @@ class _Span:
         self.last = int(indices.max())
 
 
-_MAX_SEEKS = 8  # seeks back one keyframe at a time before decoding from the start
+_MAX_SEEKS = 8  # seeks back, each twice as far as the last, before decoding from the start
 
 
 def _seek(container, stream, span: _Span):
@@ -151,25 +151,30 @@ def _seek(container, stream, span: _Span):
     Containers index keyframes by decode timestamp (MP4, AVI) or presentation timestamp
     (Matroska), so a seek to the first wanted timestamp can land on a keyframe shown after it
     (B-frames, open GOPs: the frames just before that keyframe are decoded after it or from the
-    previous one). The first packet tells where the seek landed; when that is past the first
-    wanted frame, seek again to just before its decode timestamp."""
-    target = int(span.frame_pts[span.first])
-    for _ in range(_MAX_SEEKS):
+    previous one), and MPEG-TS has no index at all: its seeks land on any frame. The first
+    packet tells where the seek landed; when that is past the first wanted frame or not a
+    keyframe, seek again to before its decode timestamp, twice as far back each time."""
+    pts = span.frame_pts
+    frame_ticks = max(1, int(pts.max() - pts.min()) // max(len(pts) - 1, 1))
+    target = int(pts[span.first])
+    for attempt in range(_MAX_SEEKS):
         container.seek(target, stream=stream, backward=True, any_frame=False)
         packets = container.demux(stream)
         head = next(packets, None)
         if head is None:
             break
         landed = span.number.get(head.pts)
-        if landed is not None and landed <= span.first:
+        # A discarded packet (before an MP4 edit list's start) precedes every shown frame.
+        if head.is_discard or (landed is not None and landed <= span.first
+                               and head.is_keyframe):
             return _chain(head, packets)
-        earlier = min(t for t in (head.pts, head.dts, target) if t is not None) - 1
-        if landed is None or earlier >= target:
+        if landed is None:
             break
-        target = earlier
-    # Unknown timestamps or no progress: from the first frame (a frame still missing after
-    # that is a DecodeError below, never another frame).
-    container.seek(int(span.frame_pts.min()), stream=stream, backward=True, any_frame=False)
+        target = min(t for t in (head.pts, head.dts, target) if t is not None) - 1 - \
+            frame_ticks * ((1 << attempt) - 1)
+    # Unknown timestamps or still not there: from before the first frame (a frame still
+    # missing after that is a DecodeError below, never another frame).
+    container.seek(min(int(pts.min()), 0) - 1, stream=stream, backward=True, any_frame=False)
     return container.demux(stream)
 
 

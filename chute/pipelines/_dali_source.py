@@ -114,12 +114,13 @@ class DaliBatchSource:
         request = plan.request(iteration)
         ids, boxes, flips = request.ids, request.params["boxes"], request.params["flips"]
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        boxes, inner = self.windows(ids, boxes)
+        sizes = self.sizes(ids)
+        boxes, inner = self.windows(ids, boxes, sizes)
         if self.staging == "pinned":
             encoded = self._gather_pinned(ids, iteration)
         else:
             encoded = self.dataset().views(ids, field=self.field)
-        ids = self._refuse(encoded, ids, boxes, inner)
+        ids = self._refuse(encoded, ids, sizes, boxes, inner)
         anchor = np.ascontiguousarray(boxes[:, 0:2], dtype=np.float32)  # (top, left)
         shape = np.ascontiguousarray(boxes[:, 2:4], dtype=np.float32)  # (height, width)
         flip = np.ascontiguousarray(flips, dtype=np.int32)
@@ -135,11 +136,13 @@ class DaliBatchSource:
             self._held[iteration % self.ring] = batch
         return batch
 
-    def windows(self, ids, boxes) -> tuple[np.ndarray, np.ndarray]:
-        """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch."""
+    def windows(self, ids, boxes, sizes=None) -> tuple[np.ndarray, np.ndarray]:
+        """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch
+        (`sizes`: its height/width columns, when already at hand)."""
         from chute._resize_box import decode_windows
 
-        return decode_windows(boxes, self.sizes(ids), self.margin_for)
+        sizes = self.sizes(ids) if sizes is None else sizes
+        return decode_windows(boxes, sizes, self.margin_for)
 
     def sizes(self, ids) -> np.ndarray:
         """[B, 2] (height, width) columns of the samples `ids`."""
@@ -147,14 +150,14 @@ class DaliBatchSource:
         ids = np.asarray(ids, dtype=np.int64)
         return np.stack([np.asarray(ds.column(name))[ids] for name in self.size_fields], axis=1)
 
-    def _refuse(self, encoded: list, ids: np.ndarray, boxes: np.ndarray,
+    def _refuse(self, encoded: list, ids: np.ndarray, sizes: np.ndarray, boxes: np.ndarray,
                 inner: np.ndarray) -> np.ndarray:
         """Swap refused payloads (in place) for the placeholder; the ids to deliver."""
         from chute.fallbacks._limits import max_image_pixels
 
         if self._max_pixels is None:
             self._max_pixels = max_image_pixels(self.max_pixels)
-        status = refused_headers(encoded, self.sizes(ids), self._max_pixels)
+        status = refused_headers(encoded, sizes, self._max_pixels)
         if not status.any():
             return ids
         ids = ids.copy()

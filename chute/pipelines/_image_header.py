@@ -27,6 +27,9 @@ class _Unreadable(Exception):
 def header_size(payload) -> tuple[int, int] | None:
     """(height, width) a JPEG or PNG header states; None for another format.
 
+    A JPEG's header is read up to its first scan (a second frame header is an error, as in
+    libjpeg).
+
     Args:
         payload: the encoded bytes (bytes, memoryview or a uint8 array).
 
@@ -45,7 +48,9 @@ def header_size(payload) -> tuple[int, int] | None:
 
 
 def _jpeg_size(data) -> tuple[int, int]:
-    at, end = 2, len(data)
+    # Walks to the scan: libjpeg refuses a second frame header, and nvImageCodec's parser
+    # reports the last one, so a later SOF must not go unseen.
+    at, end, size = 2, len(data), None
     while at < end:
         if data[at] != 0xFF:
             raise _Unreadable(f"no marker at byte {at}")
@@ -55,18 +60,22 @@ def _jpeg_size(data) -> tuple[int, int]:
         at += 1
         if marker in _STANDALONE:
             continue
+        if marker == 0xDA and size is not None:  # the first scan: the header is complete
+            return size
         if marker in (0xD9, 0xDA):  # end of image, or a scan, before any frame header
             raise _Unreadable("no frame header before the image data")
         (length,) = struct.unpack_from(">H", data, at)
         if length < 2:
             raise _Unreadable(f"segment length {length} at byte {at}")
         if marker in _SOF:
+            if size is not None:
+                raise _Unreadable("two frame headers")
             height, width = struct.unpack_from(">HH", data, at + 3)
             if height < 1 or width < 1:
                 raise _Unreadable(f"frame size {height} x {width}")
-            return height, width
+            size = (height, width)
         at += length
-    raise _Unreadable("the header ends before a frame header")
+    raise _Unreadable("the header ends before the image data")
 
 
 def _png_size(data) -> tuple[int, int]:
@@ -86,7 +95,7 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
         sizes: [B, 2] (height, width) columns the headers must state.
         max_pixels: the most pixels a header may claim (`chute.fallbacks.max_image_pixels`).
     """
-    from chute.fallbacks._status import CORRUPT, SIZE_MISMATCH, TOO_LARGE
+    from chute.fallbacks._status import CORRUPT, SIZE_MISMATCH, TOO_LARGE, UNREADABLE
 
     status = np.zeros(len(payloads), dtype=np.uint8)
     for i, payload in enumerate(payloads):
@@ -96,6 +105,10 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
             status[i] = CORRUPT
             continue
         if stated is None:
+            # SOI without a marker after it: the GPU decoders take it for a JPEG, the CPU
+            # decoder for nothing it can read
+            if bytes(payload[:2]) == b"\xff\xd8":
+                status[i] = UNREADABLE
             continue
         height, width = stated
         if height * width > max_pixels:  # first, as the CPU decoder does

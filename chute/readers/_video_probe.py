@@ -57,6 +57,25 @@ def _frame_rate(pts: np.ndarray, time_base: float, declared) -> float:
     return measured
 
 
+def _truncation(stream, stored: int, end: float) -> str | None:
+    """What the container's header promises that the packets do not hold, or None.
+
+    AVI and MP4 headers count the frames; Matroska writers tag each track's DURATION. A file
+    cut short keeps its header, so its packets stop early."""
+    if stream.frames and stored < stream.frames:
+        return f"its header lists {stream.frames} frames, {stored} are stored"
+    tag = str(stream.metadata.get("DURATION", ""))
+    try:
+        hours, minutes, seconds = tag.split(":")
+        declared = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    except ValueError:
+        return None
+    interval = end / max(stored, 1)
+    if end < declared - max(0.1, 2 * interval):
+        return f"its header says {declared:.3f} s, its frames end at {end:.3f} s"
+    return None
+
+
 def _output_order(container, stream, pts: list[int]) -> list[int] | None:
     """The timestamps in the order the decoder shows the frames, when that is not ascending.
 
@@ -85,10 +104,21 @@ def probe_video(data: bytes) -> VideoInfo:
         if not container.streams.video:
             raise UnreadableVideo("has no video stream (audio only?)")
         stream = container.streams.video[0]
-        pts, keys = [], []
+        pts, keys, starts_with_key, stored, end = [], [], None, 0, None
         try:
             for packet in container.demux(stream):
                 if packet.pts is not None and packet.size:
+                    if packet.is_corrupt:
+                        raise UnreadableVideo(f"frame {stored} is cut short or corrupt "
+                                              "(truncated?)")
+                    stored += 1
+                    end = max(end or packet.pts, packet.pts + (packet.duration or 0))
+                    if starts_with_key is None:
+                        starts_with_key = packet.is_keyframe
+                    if packet.is_discard:
+                        # Before the start of an MP4 edit list (a cut stream): decoded as a
+                        # reference for what follows, never shown, so not a frame.
+                        continue
                     pts.append(packet.pts)
                     keys.append(packet.is_keyframe)
         except av.error.FFmpegError as exc:
@@ -106,9 +136,12 @@ def probe_video(data: bytes) -> VideoInfo:
             order = np.asarray([where[p] for p in shown], np.int64)
         pts_sorted = np.asarray(pts, np.int64)[order]
         keyframes = np.flatnonzero(np.asarray(keys, bool)[order]).astype(np.int64)
-        if keyframes.size == 0 or keyframes[0] != 0:
+        if not starts_with_key:
             raise UnreadableVideo("does not start with a keyframe (truncated or cut?)")
         time_base = float(stream.time_base)
+        missing = _truncation(stream, stored, end * time_base)
+        if missing:
+            raise UnreadableVideo(f"is truncated: {missing}")
         container.seek(0, stream=stream)
         try:
             rotation = _rotation(container, stream)

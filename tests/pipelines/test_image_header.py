@@ -91,3 +91,25 @@ def test_refused_ids_travel_with_their_status():
         refused_index(3, 0)
     placeholder = Image.open(io.BytesIO(PLACEHOLDER.payload().tobytes()))
     assert placeholder.size == PLACEHOLDER.box[2:]
+
+
+def test_a_second_frame_header_is_refused_not_skipped():
+    # libjpeg refuses two SOF markers and nvImageCodec's parser reports the last: a bomb's SOF
+    # after the real one must not pass as 24 x 32 (found in review)
+    payload = bomb(24, 32)
+    at = payload.find(b"\xff\xc0")
+    length = struct.unpack_from(">H", payload, at + 2)[0]
+    second = bytearray(payload[at:at + 2 + length])
+    second[5:9] = struct.pack(">HH", 30000, 30000)
+    doubled = payload[:at + 2 + length] + bytes(second) + payload[at + 2 + length:]
+    with pytest.raises(ValueError, match="two frame headers"):
+        header_size(doubled)
+    status = refused_headers([doubled], np.array([[24, 32]]), max_pixels=178_956_970)
+    assert status[0] == DecodeStatus.CORRUPT
+
+
+def test_soi_without_a_marker_is_unreadable_as_on_the_cpu():
+    payload = b"\xff\xd8\x00" + bomb(24, 32)[3:]
+    assert header_size(payload) is None
+    status = refused_headers([payload], np.array([[24, 32]]), max_pixels=178_956_970)
+    assert status[0] == DecodeStatus.UNREADABLE

@@ -8,7 +8,7 @@ pytest.importorskip("av")
 from chute.errors import ChuteError  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from chute.readers._convert_video import convert_video_csv  # noqa: E402
-from tests._video_media import audio_only, make_video  # noqa: E402
+from tests._video_media import audio_only, full_decode, make_video  # noqa: E402
 
 CASES = {
     "h264.mp4": dict(n=30, height=48, width=64),
@@ -79,15 +79,6 @@ def test_strict_and_nothing_stored_fail(tmp_path):
     assert not (tmp_path / "ds").exists() and not (tmp_path / "ds2").exists()
 
 
-def _shown(data: bytes) -> list[np.ndarray]:
-    import io
-
-    import av
-
-    with av.open(io.BytesIO(data)) as c:
-        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
-
-
 def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
     # AVI gives packets their decode order as timestamps: with H.264 B-frames the k-th smallest
     # is not the k-th frame shown, and a clip took other frames than the ones it named.
@@ -96,7 +87,7 @@ def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
 
     data = make_video(n=20, height=32, width=48, container="avi", gop=10, bframes=2)
     info = probe_video(data)
-    shown = _shown(data)
+    shown = full_decode(data)
     assert info.num_frames == len(shown) == 20 and info.keyframes.tolist() == [0, 10]
     got = decode_frames(data, info.pts, np.arange(20))
     for k in range(20):
@@ -117,5 +108,36 @@ def test_a_variable_frame_rate_is_measured_from_the_timestamps(container):
     assert info.duration == pytest.approx(12 * 0.88 / 11, rel=0.01)
     assert np.allclose(info.pts * info.time_base, np.asarray(pts_ms) / 1000, atol=1e-3)
     got = decode_frames(data, info.pts, np.arange(12))
-    for k, frame in enumerate(_shown(data)):
+    for k, frame in enumerate(full_decode(data)):
         np.testing.assert_array_equal(got[k], frame)
+
+
+def test_frames_an_edit_list_hides_are_not_frames():
+    # A stream cut after its keyframe keeps the frames before the cut for decoding and hides
+    # them with an edit list: they were counted, and frame k was the frame shown at k - 5.
+    from chute.fallbacks import decode_frames
+    from chute.readers._video_probe import probe_video
+    from tests._video_media import cut_start
+
+    data = cut_start(make_video(n=24, height=32, width=48, gop=12, bframes=2), 5)
+    info = probe_video(data)
+    shown = full_decode(data)
+    assert info.num_frames == len(shown) == 19 and info.pts[0] == 0
+    got = decode_frames(data, info.pts, np.arange(19))
+    for k in range(19):
+        np.testing.assert_array_equal(got[k], shown[k])
+
+
+@pytest.mark.parametrize("kw", [dict(container="matroska"),
+                                dict(codec="mjpeg", container="avi", gop=1)])
+def test_truncated_files_are_skipped(tmp_path, kw):
+    # A file cut short still opens and its first frames decode; only its header (AVI frame
+    # count, Matroska track DURATION) says frames are missing.
+    data = make_video(n=30, height=32, width=48, **kw)
+    (tmp_path / "whole.v").write_bytes(data)
+    (tmp_path / "cut.v").write_bytes(data[: len(data) * 6 // 10])
+    table = _write_csv(tmp_path, [["whole.v", "", ""], ["cut.v", "", ""]])
+    report = convert_video_csv(table, tmp_path / "ds", progress=False)
+    assert report.written == 1
+    assert [name for name, _ in report.skipped] == ["cut.v"]
+    assert "truncated" in report.skipped[0][1]
