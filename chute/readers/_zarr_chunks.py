@@ -202,20 +202,19 @@ def _load(p: ChunkPlan, chunk: int, where: str, dest: np.ndarray | None = None):
                     dest if p.decode is None else None)
     except FileNotFoundError:
         return None  # never written: zarr's fill value
-    path = p.path(chunk)
     try:
         if p.decode is None:
             data = raw  # in `dest`, or in the thread's read buffer
         else:
             data = p.decode(raw, out=dest if dest is not None else _scratch(p.nbytes))
     except Exception as exc:
-        raise FormatError(f"{path}: chunk {chunk} of {where} does not decode "
+        raise FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} does not decode "
                           f"({type(exc).__name__}: {exc}); restore the store") from None
     flat = np.frombuffer(data, np.uint8)
     want = p.nbytes
     if flat.size != want:
-        raise FormatError(f"{path}: chunk {chunk} of {where} holds {flat.size} bytes, expected "
-                          f"{want}; the chunk is corrupt")
+        raise FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} holds {flat.size} bytes, "
+                          f"expected {want}; the chunk is corrupt")
     return flat.view(p.dtype).reshape(p.rows, *p.inner)
 
 
