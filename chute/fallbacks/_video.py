@@ -146,7 +146,8 @@ _MAX_SEEKS = 8  # seeks back, each twice as far as the last, before decoding fro
 
 
 def _seek(container, stream, span: _Span):
-    """Packets of `stream` from a keyframe at or before frame `span.first`.
+    """Packets of `stream` from a keyframe at or before frame `span.first`, and that
+    keyframe's frame number (0 when unknown).
 
     Containers index keyframes by decode timestamp (MP4, AVI) or presentation timestamp
     (Matroska), so a seek to the first wanted timestamp can land on a keyframe shown after it
@@ -167,7 +168,7 @@ def _seek(container, stream, span: _Span):
         # A discarded packet (before an MP4 edit list's start) precedes every shown frame.
         if head.is_discard or (landed is not None and landed <= span.first
                                and head.is_keyframe):
-            return _chain(head, packets)
+            return _chain(head, packets), landed or 0
         if landed is None:
             break
         target = min(t for t in (head.pts, head.dts, target) if t is not None) - 1 - \
@@ -175,7 +176,7 @@ def _seek(container, stream, span: _Span):
     # Unknown timestamps or still not there: from before the first frame (a frame still
     # missing after that is a DecodeError below, never another frame).
     container.seek(min(int(pts.min()), 0) - 1, stream=stream, backward=True, any_frame=False)
-    return container.demux(stream)
+    return container.demux(stream), 0
 
 
 def _chain(head, packets):
@@ -199,7 +200,8 @@ def _decode_span(data, span: _Span, rotation: int, size, crop,
                 raise ValueError("no decoder for its video codec")
             disposable = disposable_test(context.name, context.extradata) if skip else None
             done = False
-            for packet in _seek(container, stream, span):
+            packets, keyframe = _seek(container, stream, span)
+            for packet in packets:
                 if (disposable is not None and packet.pts is not None
                         and packet.pts not in targets and disposable(packet)):
                     skipped = True
@@ -207,12 +209,17 @@ def _decode_span(data, span: _Span, rotation: int, size, crop,
                 for frame in packet.decode():
                     if frame.pts is None:
                         continue
+                    number = span.number.get(frame.pts, -1)
+                    if frame.is_corrupt and number >= keyframe:
+                        # Damaged data the decoder concealed: this frame and the ones that
+                        # refer to it look plausible but are not the video (frames shown
+                        # before the keyframe lack references only because of the seek).
+                        raise DecodeError(f"frame {number} is corrupt")
                     if frame.pts in targets:
                         found[frame.pts] = _display(frame, rotation, size, crop)
                     # Stop after the last wanted frame in presentation order (timestamps are
                     # in decode order in some containers, so their size does not tell).
-                    done = (len(found) == len(targets)
-                            or span.number.get(frame.pts, -1) > span.last)
+                    done = len(found) == len(targets) or number > span.last
                     if done:
                         break
                 if done:

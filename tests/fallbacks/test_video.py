@@ -72,3 +72,27 @@ def test_every_clip_start_decodes_where_keyframes_are_indexed_by_decode_time(kw)
         got = decode_frames(data, info.pts, indices)
         for k, i in enumerate(indices):
             np.testing.assert_array_equal(got[k], reference[i])
+
+
+def test_frames_that_depend_on_damaged_data_are_a_decode_error():
+    # Bytes flipped inside frame 15's packet: FFmpeg conceals the damage and flags only frame
+    # 15 corrupt; frames 16 and 17 refer to it and came back plausible but wrong.
+    import io
+
+    import av
+
+    data = bytearray(make_video(n=30, height=64, width=96, container="matroska", gop=10,
+                                bframes=0, natural=True))
+    with av.open(io.BytesIO(bytes(data))) as c:
+        packets = [(p.pos, p.size) for p in c.demux(video=0) if p.size]
+    pos, size = packets[15]
+    for offset in range(pos + size // 3, pos + size - 1, max(1, size // 8)):
+        data[offset] ^= 0x5A
+    data = bytes(data)
+    info = probe_video(data)
+    with pytest.raises(DecodeError, match="corrupt"):
+        decode_frames(data, info.pts, np.array([16, 17]))
+    clean = full_decode(make_video(n=30, height=64, width=96, container="matroska", gop=10,
+                                   bframes=0, natural=True))
+    for i in (12, 21):  # before the damage; the next GOP
+        np.testing.assert_array_equal(decode_frames(data, info.pts, np.array([i]))[0], clean[i])
