@@ -16,10 +16,13 @@ __all__ = ["zarr_info", "verify_zarr"]
 _ROWS_PER_READ = 256
 
 
-def _stored_bytes(folder) -> int:
+def _stored_bytes(confined, folder) -> int:
+    # A file that leads outside the store is not counted as its bytes: it is a FormatError,
+    # as reading it would be (docs/design.md, "Zarr groups").
     total = 0
-    for root, _, files in os.walk(folder):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    for root, _, files in os.walk(confined.check(folder, "array folder")):
+        total += sum(confined.check(os.path.join(root, f), "file").stat().st_size
+                     for f in files)
     return total
 
 
@@ -28,7 +31,7 @@ def zarr_info(ds: ZarrDataset) -> dict:
     and bytes on disk (payload = stored chunk bytes of every array)."""
     arrays = {}
     for name, spec in ds.specs.items():
-        stored = _stored_bytes(ds.path / name)
+        stored = _stored_bytes(ds.confined(), ds.path / name)
         raw = int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
         arrays[name] = {**spec, "stored_bytes": stored, "decoded_bytes": raw}
     payload = sum(a["stored_bytes"] for a in arrays.values())

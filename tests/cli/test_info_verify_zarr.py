@@ -43,3 +43,14 @@ def test_verify_decodes_every_chunk_and_names_the_bad_rows(store, capsys):
     assert not report["ok"] and not report["checksums"]
     assert len(report["problems"]) == 1
     assert "base_frames" in report["problems"][0] and "(7)" in report["problems"][0]
+
+
+def test_info_does_not_size_files_outside_the_store(store, tmp_path, capsys):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"s" * 123_457)
+    target = store / "base_frames" / "c" / "7" / "0" / "0" / "0"
+    target.unlink()
+    target.symlink_to(secret)
+    assert main(["info", str(store), "--json"]) == 1
+    err = capsys.readouterr().err
+    assert str(target) in err and "leads outside the zarr store" in err
