@@ -13,14 +13,12 @@ Decoders are created and destroyed from Python through ctypes.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from numba import types
 
-from chute._fork import ProcessLock
-from chute._native_build import build_library
+from chute._native_build import NativeShim, ShimStatus, build_library
 from chute.errors import BackendUnavailableError
 
 __all__ = [
@@ -54,18 +52,9 @@ roi_decode = types.ExternalFunction(
 )
 
 
-@dataclass(frozen=True)
-class RoiDecoderStatus:
-    """Whether decode_batch can decode only the crop's region of each JPEG."""
+# whether decode_batch can decode only the crop's region of each JPEG
+RoiDecoderStatus = ShimStatus
 
-    available: bool
-    library: str | None  # path of the built shim when available
-    reason: str | None  # why not, and what to do, when unavailable
-
-
-_lock = ProcessLock()
-_status: RoiDecoderStatus | None = None
-_lib: ctypes.CDLL | None = None  # the loaded shim, when available
 _keep: list = []  # ctypes objects whose addresses LLVM holds
 
 
@@ -109,24 +98,28 @@ def _load(path: Path) -> ctypes.CDLL:
     return lib
 
 
-def roi_decoder_status() -> RoiDecoderStatus:
+def _load_and_register() -> tuple[str, ctypes.CDLL]:
+    """(path, loaded shim); the symbol is registered either way (the stand-in on failure)."""
+    try:
+        path = _library_path()
+        lib = _load(path)
+    except BackendUnavailableError:
+        _register(None)
+        raise
+    _register(lib)
+    return str(path), lib
+
+
+_shim = NativeShim(_load_and_register)  # loaded: the ctypes.CDLL
+
+
+def roi_decoder_status() -> ShimStatus:
     """Whether the ROI decoder works here: builds it (once per machine) and loads it (once per
     process) on the first call; never raises.
 
     Runs before a kernel naming chute_roi_decode is compiled or loaded from cache.
     """
-    global _status, _lib
-    with _lock:
-        if _status is not None:
-            return _status
-        try:
-            path = _library_path()
-            _lib = _load(path)
-            _status = RoiDecoderStatus(True, str(path), None)
-        except BackendUnavailableError as exc:
-            _status = RoiDecoderStatus(False, None, str(exc))
-        _register(_lib)
-        return _status
+    return _shim.status()
 
 
 def create_roi_handles(count: int) -> np.ndarray:
@@ -135,7 +128,7 @@ def create_roi_handles(count: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     handles = np.zeros(count, dtype=np.int64)
     for i in range(count):
-        handle = _lib.chute_roi_create()
+        handle = _shim.loaded.chute_roi_create()
         if not handle:
             raise BackendUnavailableError("chute_roi_create failed (out of memory?)")
         handles[i] = handle
