@@ -80,13 +80,13 @@ def read_index(path: Path, *, trailing_ok: bool = False) -> MmidxIndex:
     return MmidxIndex(DTYPE_CODES[code], lengths, pointers, doc_idx)
 
 
-def check_extents(index: MmidxIndex, size: int, bin_path: Path, idx_path: Path) -> None:
-    """Raise FormatError unless the records tile the `.bin` of `size` bytes: each inside it
-    (checked without int64 overflow: a pointer near 2^63 plus a length wraps negative), none
-    overlapping another, and together covering every byte (chute and Megatron-LM write records
-    back to back; a gap means the pair does not belong together). O(N) when the pointers are
-    in order, as both write them."""
-    pointers, nbytes = index.pointers, index.byte_lengths()
+def check_extents(pointers: np.ndarray, nbytes: np.ndarray, size: int, bin_path: Path,
+                  idx_path: Path) -> None:
+    """Raise FormatError unless the records (an index's pointers and byte lengths) tile the
+    `.bin` of `size` bytes: each inside it (checked without int64 overflow: a pointer near 2^63
+    plus a length wraps negative), none overlapping another, and together covering every byte
+    (chute and Megatron-LM write records back to back; a gap means the pair does not belong
+    together). O(N) when the pointers are in order, as both write them."""
     if not len(pointers):
         return
     if nbytes.min() < 0 or pointers.min() < 0 or bool((pointers > size - nbytes).any()):

@@ -123,7 +123,7 @@ def load_records(folders: list[Path], stem: str, counts: list[int],
         except FileNotFoundError:
             raise FormatError(f"{bin_path}: missing; restore the shard or re-convert") from None
         nbytes = index.byte_lengths()
-        check_extents(index, data.size, bin_path, idx_path)
+        check_extents(index.pointers, nbytes, data.size, bin_path, idx_path)
         bins.append(data)
         pointers.append(index.pointers.astype(np.int64, copy=False))
         lengths.append(nbytes)
