@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
+from stat import S_ISREG
 
 from tqdm import tqdm
 
@@ -17,6 +19,9 @@ from chute.readers._manifest import MANIFEST, load_manifest
 from chute.readers._zarr import ZarrDataset, is_zarr_group
 
 __all__ = ["dataset_info", "verify_dataset"]
+
+# stat errors that mean "no such file" (those Path.exists answers False to)
+_MISSING = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 def _file_roles(manifest: dict) -> dict[str, str]:
@@ -83,12 +88,18 @@ def verify_dataset(path, *, progress: bool = False) -> list[str]:
                disable=not progress, desc="verify")
     for file, entry in files:
         bar.update(entry["size"])
-        if not file.exists():
+        try:
+            info = file.stat()  # once per file
+        except OSError as exc:
+            if exc.errno not in _MISSING:
+                raise
+            info = None
+        if info is None:
             problems.append(f"{file}: missing")
-        elif not file.is_file():
+        elif not S_ISREG(info.st_mode):
             problems.append(f"{file}: not a regular file")
-        elif file.stat().st_size != entry["size"]:
-            problems.append(f"{file}: size {file.stat().st_size}, manifest says {entry['size']}")
+        elif info.st_size != entry["size"]:
+            problems.append(f"{file}: size {info.st_size}, manifest says {entry['size']}")
         elif file_checksum(file) != entry.get(algo):
             problems.append(f"{file}: checksum mismatch (the file was modified or corrupted)")
     bar.close()
