@@ -258,9 +258,12 @@ def decode_batch(
 
     status = plan[:, 0].copy()
     for i in np.flatnonzero((status == NEEDS_PIL) | (status == JPEG_WARNING)):
-        decode = decode_with_pil if status[i] == NEEDS_PIL else decode_warned_jpeg
-        expected = tuple(sizes[i]) if len(sizes) else None
-        status[i], pixels_rgb = decode(data[offsets[i]:offsets[i + 1]], expected, max_pixels)
+        payload = data[offsets[i]:offsets[i + 1]]
+        if status[i] == NEEDS_PIL:
+            expected = tuple(sizes[i]) if len(sizes) else None
+            status[i], pixels_rgb = decode_with_pil(payload, expected, max_pixels)
+        else:  # JPEG_WARNING: plan_batch already checked its header's size
+            status[i], pixels_rgb = decode_warned_jpeg(payload)
         if pixels_rgb is not None:
             status[i] = resample_decoded(pixels_rgb, boxes[i], flips[i], target, int(i), kind,
                                          nchw, mean255, std255)

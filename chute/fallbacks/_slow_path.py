@@ -54,24 +54,23 @@ def first_jpeg_warning(payload: np.ndarray) -> bytes | None:
         lib.tjDestroy(handle)
 
 
-def decode_warned_jpeg(payload: np.ndarray, size: tuple[int, int] | None,
-                       max_pixels: int) -> tuple[int, np.ndarray | None]:
+def decode_warned_jpeg(payload: np.ndarray) -> tuple[int, np.ndarray | None]:
     """(status, RGB pixels) for a JPEG the fast path's decoder warned about (its header passed
-    the fast path's size checks)."""
+    the fast path's size checks, so they are not made again)."""
     payload = np.ascontiguousarray(payload)
     warning = first_jpeg_warning(payload)
     if warning is not None and _BENIGN_WARNING not in warning:
         return CORRUPT, None
-    status, pixels = decode_with_pil(payload, size, max_pixels)
+    status, pixels = decode_with_pil(payload)
     return (CORRUPT, None) if status != OK else (status, pixels)
 
 
-def decode_with_pil(payload: np.ndarray, size: tuple[int, int] | None,
-                    max_pixels: int) -> tuple[int, np.ndarray | None]:
+def decode_with_pil(payload: np.ndarray, size: tuple[int, int] | None = None,
+                    max_pixels: int | None = None) -> tuple[int, np.ndarray | None]:
     """(status, RGB uint8 [H, W, 3] or None) for one encoded payload.
 
     size: the (height, width) the header must state, or None; max_pixels: the most pixels the
-    header may state (both checked before PIL decodes anything).
+    header may state, or None (both checked before PIL decodes anything).
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -80,7 +79,7 @@ def decode_with_pil(payload: np.ndarray, size: tuple[int, int] | None,
             warnings.simplefilter("ignore")  # e.g. EXIF/ICC chatter; failures still raise
             with Image.open(io.BytesIO(payload.tobytes())) as image:
                 width, height = image.size
-                if width * height > max_pixels:
+                if max_pixels is not None and width * height > max_pixels:
                     return TOO_LARGE, None
                 if size is not None and (height, width) != tuple(size):
                     return SIZE_MISMATCH, None
