@@ -30,39 +30,31 @@ def _nonempty(lengths):
     return [int(i) for i in np.flatnonzero(lengths > 0)]
 
 
-def test_a_pointer_near_2_63_is_refused(dataset_dir):
-    path = shard_file(dataset_dir, "image.idx")
-
-    def wrap(lengths, pointers):
-        k = _nonempty(lengths)[0]
-        pointers[k] = np.iinfo(np.int64).max - int(lengths[k]) + 2  # + length wraps negative
-
-    _rewrite(path, wrap)
-    with pytest.raises(FormatError, match=f"{path.with_suffix('.bin')}.*points past the end"):
-        open_dataset(dataset_dir)
+def _wrap(lengths, pointers):
+    k = _nonempty(lengths)[0]
+    pointers[k] = np.iinfo(np.int64).max - int(lengths[k]) + 2  # + length wraps negative
 
 
-def test_overlapping_records_are_refused(dataset_dir):
-    path = shard_file(dataset_dir, "image.idx", 1)
-
-    def overlap(lengths, pointers):
-        a, b = _nonempty(lengths)[:2]
-        pointers[b] = pointers[a]
-        lengths[b] = lengths[a]
-
-    _rewrite(path, overlap)
-    with pytest.raises(FormatError, match=f"{path}.*overlap"):
-        open_dataset(dataset_dir)
+def _overlap(lengths, pointers):
+    a, b = _nonempty(lengths)[:2]
+    pointers[b] = pointers[a]
+    lengths[b] = lengths[a]
 
 
-def test_a_gap_the_bin_size_does_not_explain_is_refused(dataset_dir):
-    path = shard_file(dataset_dir, "image.idx", 2)
+def _shorten(lengths, pointers):
+    lengths[_nonempty(lengths)[0]] -= 1
 
-    def shorten(lengths, pointers):
-        lengths[_nonempty(lengths)[0]] -= 1
 
-    _rewrite(path, shorten)
-    with pytest.raises(FormatError, match=f"{path}.*cover"):
+@pytest.mark.parametrize(("shard", "change", "named", "message"), [
+    (0, _wrap, ".bin", "points past the end"),
+    (1, _overlap, ".idx", "overlap"),
+    (2, _shorten, ".idx", "cover"),  # a gap the .bin's size does not explain
+], ids=["pointer-near-2^63", "overlapping-records", "gap"])
+def test_an_index_not_tiling_its_bin_is_refused(dataset_dir, shard, change, named, message):
+    """The error names the file (the .bin or the .idx) and what is wrong."""
+    path = shard_file(dataset_dir, "image.idx", shard)
+    _rewrite(path, change)
+    with pytest.raises(FormatError, match=f"{path.with_suffix(named)}.*{message}"):
         open_dataset(dataset_dir)
 
 
