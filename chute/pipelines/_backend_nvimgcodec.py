@@ -84,8 +84,8 @@ class NvImgCodecBackend(ImageProducerBase):
         # headers first: a bomb or a size the columns do not state never reaches the decoder
         refused = refused_headers(views, self._sizes[ids], self._max_pixels)
         images = self._decode(views, windows, refused)
-        status = np.array([0 if img is not None else _UNDECODABLE for img in images], np.uint8)
-        status = np.where(refused != 0, refused, status).astype(np.uint8)
+        status = refused.copy()
+        status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
         target = out[self.field]
         if self.device_id is None:
             self._resample_on_cpu(images, inner, flips, target)
