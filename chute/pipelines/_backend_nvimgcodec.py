@@ -67,8 +67,7 @@ class NvImgCodecBackend(ImageProducerBase):
         from chute.fallbacks._limits import max_image_pixels
 
         self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
-        heights, widths = (np.asarray(spec.dataset.column(n)) for n in spec.size_fields)
-        self._sizes = np.stack([heights, widths], axis=1)
+        self._sizes = self.size_table()
         if device_id is None:
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
