@@ -18,10 +18,10 @@ from pathlib import Path
 
 from chute.errors import ChuteError
 from chute.readers._files import fsync_dir
+from chute.readers._manifest import MANIFEST
 
 __all__ = ["staging_folder", "clean_leftovers", "publish"]
 
-_MANIFEST = "chute.json"
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -43,7 +43,7 @@ def clean_leftovers(dest: Path) -> None:
     leftovers = [dest.parent / e.name for e in os.scandir(dest.parent)
                  if e.name.startswith((f".{dest.name}.tmp-", f".{dest.name}.old-"))]
     if not os.path.lexists(dest):
-        moved = [p for p in leftovers if ".old-" in p.name and (p / _MANIFEST).is_file()]
+        moved = [p for p in leftovers if ".old-" in p.name and (p / MANIFEST).is_file()]
         if moved:
             os.rename(moved[0], dest)
             leftovers.remove(moved[0])
