@@ -46,6 +46,18 @@ def _offset(room: int, fraction: float | None) -> int:
     return min(int(fraction * (room + 1)), room)
 
 
+def _fill_and_crop(height: int, width: int, rotation: int, size,
+                   crop) -> tuple[tuple[int, int], int, int]:
+    """The resize-to-fill and crop of a coded (height, width) frame shown at `rotation`:
+    the coded-orientation fill size, then the crop's top and left at display orientation
+    (`crop`: (vertical, horizontal) fractions, or None to centre). The cpu and dali video
+    backends both place their crops with this."""
+    fill = _fill_dims(height, width, rotation, size)
+    shown = fill[::-1] if rotation in (90, 270) else fill
+    fy, fx = crop if crop is not None else (None, None)
+    return fill, _offset(shown[0] - size[0], fy), _offset(shown[1] - size[1], fx)
+
+
 _local = threading.local()
 _MAX_SCALERS = 8  # per thread: a few output sizes (buckets) in turn
 
@@ -67,8 +79,10 @@ def _scaler(key):
 
 
 def _display(frame, rotation: int, size, crop) -> np.ndarray:
-    h, w = (frame.height, frame.width) if size is None else _fill_dims(
-        frame.height, frame.width, rotation, size)
+    if size is None:
+        h, w = frame.height, frame.width
+    else:
+        (h, w), top, left = _fill_and_crop(frame.height, frame.width, rotation, size, crop)
     # FFmpeg's scaler converts and resizes in one pass (its bilinear filter widens with
     # the downscale factor, so it is antialiased); then only a crop is left. The scaler keeps
     # FFmpeg's default threads: one thread per scaler measured slower (README, "Video clips").
@@ -78,9 +92,6 @@ def _display(frame, rotation: int, size, crop) -> np.ndarray:
     if rotation:
         rgb = np.rot90(rgb, k=rotation // 90)
     if size is not None:
-        fy, fx = crop if crop is not None else (None, None)
-        top = _offset(rgb.shape[0] - size[0], fy)
-        left = _offset(rgb.shape[1] - size[1], fx)
         rgb = rgb[top:top + size[0], left:left + size[1]]
     return rgb
 

@@ -42,9 +42,7 @@ class CpuBackend(ImageProducerBase):
         self._decode_batch = decode_batch
         self._release_scratch = release_scratch
         self.max_pixels = max_image_pixels(spec.options.get("max_pixels"))
-        height, width = spec.size_fields
-        self._sizes = np.stack([np.asarray(spec.dataset.column(height), np.int64),
-                                np.asarray(spec.dataset.column(width), np.int64)], axis=1)
+        self._sizes = self.size_table()
         self.threads = spec.options.get("threads")
         self.threads_reason = "backend_options['threads']"
         if self.threads is None:

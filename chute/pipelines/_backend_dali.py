@@ -26,7 +26,7 @@ from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline, im
 from chute.pipelines._dali_output import KernelWriter, write_native
 from chute.pipelines._dali_source import DaliBatchSource, cupy_import_error, staging_for
 from chute.pipelines._image_producer import ImageProducerBase
-from chute.pipelines._placeholder import PLACEHOLDER, refusals
+from chute.pipelines._placeholder import PLACEHOLDER_BOX, refusals
 
 __all__ = ["create", "candidates", "DaliBackend", "DaliOptions", "DecodeWarning"]
 
@@ -273,7 +273,7 @@ class DaliEpoch:
         else:
             _, inner = self.source.windows(ids, boxes)  # the crop inside each decoded window
             # a refused sample's decoded window is the placeholder (its pixels are replaced)
-            inner[status != 0] = PLACEHOLDER.box
+            inner[status != 0] = PLACEHOLDER_BOX
             self.backend._kernel_writer.write(outputs[0], inner, flips, out)
 
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:

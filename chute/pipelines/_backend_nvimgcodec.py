@@ -67,8 +67,7 @@ class NvImgCodecBackend(ImageProducerBase):
         from chute.fallbacks._limits import max_image_pixels
 
         self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
-        heights, widths = (np.asarray(spec.dataset.column(n)) for n in spec.size_fields)
-        self._sizes = np.stack([heights, widths], axis=1)
+        self._sizes = self.size_table()
         if device_id is None:
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
@@ -84,8 +83,8 @@ class NvImgCodecBackend(ImageProducerBase):
         # headers first: a bomb or a size the columns do not state never reaches the decoder
         refused = refused_headers(views, self._sizes[ids], self._max_pixels)
         images = self._decode(views, windows, refused)
-        status = np.array([0 if img is not None else _UNDECODABLE for img in images], np.uint8)
-        status = np.where(refused != 0, refused, status).astype(np.uint8)
+        status = refused.copy()
+        status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
         target = out[self.field]
         if self.device_id is None:
             self._resample_on_cpu(images, inner, flips, target)

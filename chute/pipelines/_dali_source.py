@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from chute.pipelines._image_header import refused_headers
-from chute.pipelines._placeholder import PLACEHOLDER, refused_index
+from chute.pipelines._placeholder import PLACEHOLDER_BOX, placeholder_payload, refused_index
 
 __all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "ROI_SOURCE_OUTPUTS", "CUPY_INSTALL_HINT",
            "cupy_import_error", "staging_for"]
@@ -78,8 +78,10 @@ class DaliBatchSource:
     def __post_init__(self) -> None:
         if self.staging not in ("views", "pinned"):
             raise ValueError(f"staging must be 'views' or 'pinned', not {self.staging!r}")
+        from chute.fallbacks._limits import max_image_pixels
+
+        self.max_pixels = max_image_pixels(self.max_pixels)
         self._dataset = None
-        self._max_pixels: int | None = None
         self._slots: list[np.ndarray | None] = [None] * self.ring
         self._held: list[tuple | None] = [None] * self.ring
 
@@ -87,7 +89,6 @@ class DaliBatchSource:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_dataset"] = None
-        state["_max_pixels"] = None
         state["_slots"] = [None] * self.ring
         state["_held"] = [None] * self.ring
         return state
@@ -153,17 +154,13 @@ class DaliBatchSource:
     def _refuse(self, encoded: list, ids: np.ndarray, sizes: np.ndarray, boxes: np.ndarray,
                 inner: np.ndarray) -> np.ndarray:
         """Swap refused payloads (in place) for the placeholder; the ids to deliver."""
-        from chute.fallbacks._limits import max_image_pixels
-
-        if self._max_pixels is None:
-            self._max_pixels = max_image_pixels(self.max_pixels)
-        status = refused_headers(encoded, sizes, self._max_pixels)
+        status = refused_headers(encoded, sizes, self.max_pixels)
         if not status.any():
             return ids
         ids = ids.copy()
         for k in np.flatnonzero(status).tolist():
-            encoded[k] = PLACEHOLDER.payload()
-            boxes[k] = inner[k] = PLACEHOLDER.box
+            encoded[k] = placeholder_payload()
+            boxes[k] = inner[k] = PLACEHOLDER_BOX
             ids[k] = refused_index(int(ids[k]), int(status[k]))
         return ids
 

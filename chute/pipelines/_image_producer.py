@@ -22,6 +22,13 @@ class ImageProducerBase:
         shape = self.spec.image_shape(1)[1:]
         return {self.field: Output(shape, self.spec.numpy_dtype, self.output_on_device)}
 
+    def size_table(self) -> np.ndarray:
+        """int64 [N, 2]: (height, width) of every full image, from the dataset's columns, for
+        decoders that pass them per batch (windows, header checks)."""
+        ds = self.spec.dataset
+        return np.stack([np.asarray(ds.column(n), np.int64) for n in self.spec.size_fields],
+                        axis=1)
+
     def param_sources(self) -> tuple:
         height, width = self.spec.size_fields
         ds = self.spec.dataset

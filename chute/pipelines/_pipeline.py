@@ -53,7 +53,6 @@ from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
 from chute.pipelines._producers import (
-    FIELD_BACKENDS,
     MEDIA_PRODUCERS,
     create_producer,
     delivered_by_default,
@@ -365,14 +364,15 @@ class Pipeline:
             return ProducerSpec(name="lookup", options={**self._field_options.get(f, {}),
                                                          "index": self.lookups[f]}, **common)
         producer = stored_producer(f, self.dataset.specs[f])
-        options = dict(self._field_options.get(f, {}))
-        if options.get("backend") == "auto" and producer in FIELD_BACKENDS:
-            rest = {k: v for k, v in options.items() if k != "backend"}
-            options["backend"], reason = resolve_field_backend(
+
+        def auto(rest: dict) -> str:
+            backend, reason = resolve_field_backend(
                 producer, dataset=self.dataset, field=f, options=rest, device=str(self.device),
                 batch_size=self.batch_size, augment=self.augment)
-            self._field_backends[f] = {"backend": options["backend"], "reason": reason}
-        name, options = field_backend(producer, options)
+            self._field_backends[f] = {"backend": backend, "reason": reason}
+            return backend
+
+        name, options = field_backend(producer, dict(self._field_options.get(f, {})), auto)
         return ProducerSpec(name=name, options=options, **common)
 
     def _check_image_columns(self, f: str) -> None:

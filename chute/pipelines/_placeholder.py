@@ -9,49 +9,31 @@ sample as it replaces any failed one (docs/design.md, "Decompression bombs").
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import io
 
 import numpy as np
 
-__all__ = ["PLACEHOLDER", "Placeholder", "refused_index", "refusals"]
+__all__ = ["PLACEHOLDER_BOX", "placeholder_payload", "refused_index", "refusals"]
 
 _CODES = 16  # status codes fit below this (chute.fallbacks._status)
 
 
-@dataclasses.dataclass(frozen=True)
-class Placeholder:
-    """A `side` x `side` mid-grey JPEG and its whole-image window (top, left, height, width).
-
-    Args:
-        side: its height and width in pixels.
-    """
-
-    side: int = 16
-
-    @property
-    def box(self) -> tuple[int, int, int, int]:
-        return (0, 0, self.side, self.side)
-
-    def payload(self) -> np.ndarray:
-        """The encoded placeholder (one array for the life of the process: DALI may read it in
-        place long after the call)."""
-        return _encoded(self.side)
+PLACEHOLDER_BOX = (0, 0, 16, 16)  # its whole-image window: (top, left, height, width)
 
 
 @functools.cache
-def _encoded(side: int) -> np.ndarray:
+def placeholder_payload() -> np.ndarray:
+    """The encoded mid-grey placeholder, one array for the life of the process (DALI may read
+    it in place long after the call)."""
     from PIL import Image
 
+    side = PLACEHOLDER_BOX[2]
     buffer = io.BytesIO()
     Image.new("RGB", (side, side), (128, 128, 128)).save(buffer, format="JPEG", quality=90)
     encoded = np.frombuffer(buffer.getvalue(), dtype=np.uint8).copy()
     encoded.flags.writeable = False
     return encoded
-
-
-PLACEHOLDER = Placeholder()
 
 
 def refused_index(sample_id: int, status: int) -> int:

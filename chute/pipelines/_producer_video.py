@@ -72,6 +72,8 @@ class VideoProducer(StoredFieldProducer):
         self.size = _size(options.get("size", (256, 256)))
         # With buckets the plan gives each batch its frame count and size (request params).
         self.buckets = options.get("buckets")
+        # Neither size nor buckets: clips keep the stored size (decoded at native size).
+        self.native = self.size is None and self.buckets is None
         self.dtype = options.get("dtype", "uint8")
         self.layout = options.get("layout", "CTHW")
         if self.dtype not in _DTYPES or self.layout not in _LAYOUTS:
@@ -122,9 +124,8 @@ class VideoProducer(StoredFieldProducer):
             h, w = self.size or (int(self._heights.max(initial=1)),
                                  int(self._widths.max(initial=1)))
         # At stored sizes a clip of another size is another shape, never a padded one.
-        native = self.size is None and self.buckets is None
         return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype),
-                                   exact=native),
+                                   exact=self.native),
                 AR_KEY: Output((), np.dtype(np.float32))}
 
     def param_sources(self) -> tuple:
@@ -146,6 +147,14 @@ class VideoProducer(StoredFieldProducer):
         ids = request.ids
         return (self._heights[ids] / np.maximum(self._widths[ids], 1)).astype(np.float32)
 
+    def _crop_fractions(self, request) -> list[tuple[float, float] | None]:
+        """Each sample's (vertical, horizontal) crop fractions; None centres it."""
+        ids, params = request.ids, request.params
+        if not self.random_crop:
+            return [None] * len(ids)
+        return [(float(params["crop_y"][k]), float(params["crop_x"][k]))
+                for k in range(len(ids))]
+
     def open_epoch(self, plan, first_iteration: int) -> VideoEpoch:
         return VideoEpoch(self, plan, first_iteration)
 
@@ -159,8 +168,7 @@ class VideoProducer(StoredFieldProducer):
         views = self.dataset.views(ids, self.field)
         pts = self.dataset.reader("pts").read(ids)
         params = request.params
-        crops = ([(float(params["crop_y"][k]), float(params["crop_x"][k]))
-                  for k in range(len(ids))] if self.random_crop else [None] * len(ids))
+        crops = self._crop_fractions(request)
         return [self._pool.submit(self._clip, (views[k], pts[k], int(ids[k]),
                                                int(params["clip_start"][k]), t, (h, w),
                                                crops[k]))
@@ -191,10 +199,9 @@ class VideoProducer(StoredFieldProducer):
         # size=None keeps the stored size: decode at native size and hold the frames to the
         # height/width columns, so a column that disagrees with the stream fails the sample
         # instead of resizing it to a wrong shape (docs/design.md, "Robustness testing").
-        native = self.size is None and self.buckets is None
         try:
             rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]),
-                                None if native else size, crop)
+                                None if self.native else size, crop)
         except DecodeError:
             return None
         if rgb.shape[1:3] != tuple(size):

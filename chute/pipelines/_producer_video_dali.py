@@ -25,7 +25,7 @@ import numpy as np
 from chute._device import require_cuda, usable_cpu_count
 from chute._fork import ProcessLock
 from chute.errors import BackendUnavailableError, DecodeError
-from chute.fallbacks._video import _fill_dims, _offset
+from chute.fallbacks._video import _fill_and_crop
 from chute.pipelines._clips import clip_indices
 from chute.pipelines._dali_graph import import_dali
 from chute.pipelines._dali_output import write_native
@@ -54,8 +54,8 @@ class DaliVideoProducer(VideoProducer):
             self.device_id = int(spec.device.partition(":")[2] or 0)
         threads = int(spec.options.get("threads") or usable_cpu_count())
         self.config = DaliVideoConfig(
-            batch_size=spec.batch_size, device_id=self.device_id, resize=self.size is not None
-            or self.buckets is not None, rotate=bool(np.any(self._rotation)),
+            batch_size=spec.batch_size, device_id=self.device_id, resize=not self.native,
+            rotate=bool(np.any(self._rotation)),
             dtype=self.dtype, layout=self.layout, num_threads=threads)
         self._lock = ProcessLock()  # one DALI pipeline: reads and substitutes take turns
         self._pipe = None
@@ -79,6 +79,7 @@ class DaliVideoProducer(VideoProducer):
         ids, params = request.ids, request.params
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
+        crops = self._crop_fractions(request)
         samples = []
         for k, i in enumerate(ids.tolist()):
             rotation = int(self._rotation[i])
@@ -88,16 +89,11 @@ class DaliVideoProducer(VideoProducer):
                       "angle": np.float32(rotation)}
             if self.config.resize:
                 # stored sizes are at display orientation; the decoder gives coded frames
-                turned = rotation in (90, 270)
                 stored = (int(self._heights[i]), int(self._widths[i]))
-                coded = stored[::-1] if turned else stored
-                fill = _fill_dims(*coded, rotation, (h, w))
-                shown = fill[::-1] if turned else fill
-                fy, fx = ((float(params["crop_y"][k]), float(params["crop_x"][k]))
-                          if self.random_crop else (None, None))
+                coded = stored[::-1] if rotation in (90, 270) else stored
+                fill, top, left = _fill_and_crop(*coded, rotation, (h, w), crops[k])
                 sample.update(fill=np.array(fill, np.float32), shape=np.array((h, w), np.int32),
-                              anchor=np.array((_offset(shown[0] - h, fy),
-                                               _offset(shown[1] - w, fx)), np.int32))
+                              anchor=np.array((top, left), np.int32))
             samples.append(sample)
         return samples
 

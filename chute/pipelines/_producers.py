@@ -72,13 +72,20 @@ def stored_producer(name: str, spec: dict) -> str:
     return found
 
 
-def field_backend(producer: str, options: dict) -> tuple[str, dict]:
-    """(producer, options without `backend`) for a field whose options may name a backend."""
+def field_backend(producer: str, options: dict, auto=None) -> tuple[str, dict]:
+    """(producer, options without `backend`) for a field whose options may name a backend.
+
+    Args:
+        auto: `auto(options without backend) -> backend`, deciding backend="auto" (None:
+            "auto" is refused like any other name that is not a backend).
+    """
     choices = FIELD_BACKENDS.get(producer)
     if choices is None or "backend" not in options:
         return producer, options
     rest = {k: v for k, v in options.items() if k != "backend"}
     backend = options["backend"]
+    if backend == "auto" and auto is not None:
+        backend = auto(rest)
     if backend not in choices:
         raise ValueError(f"field option backend={backend!r} is not a backend of producer "
                          f"{producer!r}; choose one of {sorted(choices)}")

@@ -118,12 +118,11 @@ def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta",
         dataset: an open `chute.readers.Dataset`.
         unit: "recording" or "segment".
         meta_field: the JSON field whose "segments" list [{"start", "end"}, ...] in seconds.
-        merge: merge adjacent segments to this duration range every epoch (unit "segment").
+        merge: merge adjacent segments to this duration range every epoch (unit "segment":
+            `check_merge` has refused it for any other unit).
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
-    if merge is not None and unit != "segment":
-        raise ValueError(f"merging needs unit='segment', got unit={unit!r}")
     needed = ("num_frames", "sample_rate") + ((meta_field,) if unit == "segment" else ())
     missing = [c for c in needed if c not in dataset.fields]
     if missing:

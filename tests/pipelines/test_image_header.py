@@ -11,7 +11,12 @@ from PIL import Image
 
 from chute.fallbacks import DecodeStatus
 from chute.pipelines._image_header import header_size, refused_headers
-from chute.pipelines._placeholder import PLACEHOLDER, refusals, refused_index
+from chute.pipelines._placeholder import (
+    PLACEHOLDER_BOX,
+    placeholder_payload,
+    refusals,
+    refused_index,
+)
 from tests._media import smooth_image
 from tests.pipelines.test_decompression_bombs import bomb
 
@@ -89,8 +94,8 @@ def test_refused_ids_travel_with_their_status():
     assert status.tolist() == [0, 5, 0, 1]
     with pytest.raises(ValueError):
         refused_index(3, 0)
-    placeholder = Image.open(io.BytesIO(PLACEHOLDER.payload().tobytes()))
-    assert placeholder.size == PLACEHOLDER.box[2:]
+    placeholder = Image.open(io.BytesIO(placeholder_payload().tobytes()))
+    assert placeholder.size == PLACEHOLDER_BOX[2:]
 
 
 def test_a_second_frame_header_is_refused_not_skipped():
