@@ -313,11 +313,11 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
         source = first[inverse]
         repeats = np.flatnonzero(source != np.arange(len(chunk_of)))
         out[repeats] = out[source[repeats]]
-    for k in np.flatnonzero(codes).tolist():
+    missing = codes[inverse] == MISSING  # rows of chunks never written, all at once
+    if missing.any():
+        out[missing] = p.fill if p.fill is not None else 0
+    for k in np.flatnonzero((codes != 0) & (codes != MISSING)).tolist():
         rows, code = np.flatnonzero(inverse == k), int(codes[k])
-        if code == MISSING:
-            out[rows] = p.fill if p.fill is not None else 0
-            continue
         chunk = int(touched[k])
         error = FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} "
                             f"{CHUNK_ERRORS.get(code, f'failed (code {code})')}; the chunk is "
