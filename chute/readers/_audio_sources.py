@@ -79,9 +79,10 @@ def list_audio_csv(path, root=None) -> list[AudioSource]:
     file suffix, like `a.flac`, is no header); each recording is one segment spanning the
     file, with `text` as its transcript."""
     path = Path(path)
-    header = _first_row(path)
+    rows = _csv_rows(path)
+    header = [cell.strip() for cell in rows[0]] if rows else None
     if header is not None and "path" not in header and Path(header[0]).suffix:
-        return _headerless_csv(path, Path(root) if root is not None else path.parent)
+        return _headerless_csv(path, rows, Path(root) if root is not None else path.parent)
     sources, _ = list_csv(path, root)
     return [AudioSource(s.path, s.key, s.meta.get("text") or s.meta.get("txt") or "")
             for s in sources]
@@ -97,14 +98,9 @@ def _csv_rows(path: Path) -> list[list[str]]:
         raise FormatError(f"{path}: cannot read it as UTF-8 CSV ({exc})") from None
 
 
-def _first_row(path: Path) -> list[str] | None:
-    rows = _csv_rows(path)
-    return [cell.strip() for cell in rows[0]] if rows else None
-
-
-def _headerless_csv(path: Path, root: Path) -> list[AudioSource]:
+def _headerless_csv(path: Path, rows: list[list[str]], root: Path) -> list[AudioSource]:
     sources = []
-    for number, row in enumerate(_csv_rows(path), 1):
+    for number, row in enumerate(rows, 1):
         if len(row) > 2:
             raise FormatError(f"{path}, line {number}: {len(row)} cells; a CSV without a "
                               "header needs `path,text` rows (quote texts holding commas), or "

@@ -24,17 +24,18 @@ from chute.readers._paths import Confined
 from chute.readers._zstd_native import decoder
 
 __all__ = ["ChunkReaderStatus", "chunk_reader_status", "read_chunks", "CHUNK_ERRORS", "MISSING",
-           "OUTSIDE"]
+           "NOT_DECODABLE", "OUTSIDE"]
 
 _SOURCE = Path(__file__).parent / "_native" / "zarr_chunks.c"
 
 MISSING = 1  # the chunk file does not exist: zarr's fill value
+NOT_DECODABLE = 3
 OUTSIDE = 5  # the path resolves outside the store (or through an absolute symlink): judged by
 # the caller (`_paths.Confined`)
 # status codes of chute_read_chunks (zarr_chunks.c) -> what went wrong
 CHUNK_ERRORS = {
     2: "cannot be read (I/O error)",
-    3: "does not decompress (corrupt, or larger than a chunk)",
+    NOT_DECODABLE: "does not decompress (corrupt, or larger than a chunk)",
     4: "does not hold exactly one chunk's bytes",
 }
 

@@ -13,7 +13,7 @@ from chute.readers._files import CHECKSUM
 from chute.readers._kinds import field_files, field_stem
 from chute.readers._manifest import MANIFEST, load_manifest, manifest_fingerprint
 from chute.readers._mmidx import read_index
-from chute.readers._paths import inside
+from chute.readers._paths import Confined
 
 __all__ = ["Layout", "resolve_layout", "listed_files"]
 
@@ -47,14 +47,14 @@ def listed_files(root: Path, manifest: dict) -> list[tuple[Path, dict]]:
     """(path, manifest entry with size and checksum) of every file the manifest lists: the
     files of every shard, then the files stored once per dataset (tables). Each path is checked
     to stay inside `root` (`_paths.py`)."""
+    folder = Confined(root)  # resolved once, not once per file
     files = []
     for shard in manifest["shards"]:
-        inside(root, shard["name"], what="shard folder")
-        files += [(inside(root, shard["name"], fname, what=f"file of shard {shard['name']}"),
-                   entry)
+        shard_folder = folder.check(root / shard["name"], "shard folder")
+        files += [(folder.check(shard_folder / fname, f"file of shard {shard['name']}"), entry)
                   for fname, entry in shard["files"].items()]
     # files stored once per dataset (tables) carry their own entry in their field's spec
-    files += [(inside(root, spec["file"], what=f"file of field {name!r}"), spec)
+    files += [(folder.check(root / spec["file"], f"file of field {name!r}"), spec)
               for name, spec in manifest["fields"].items()
               if CHECKSUM in spec and "file" in spec]
     return files

@@ -4,8 +4,9 @@ and every file chute opens from a zarr store stays inside the store ("Zarr group
 A manifest names shard folders, the files inside them, field file stems and table files. Each
 of these must be one plain path component, and the file it leads to (after following symlinks)
 must lie inside the dataset folder: a `../x`, an absolute path or a symlink leading out is a
-FormatError. Readers, `chute verify` and `chute meta update` all go through `inside`; the zarr
-reader through `Confined`, which resolves the store once and opens each chunk file with the
+FormatError. Readers, `chute verify` and `chute meta update` all go through `Confined.check`
+(`inside` for a single path: it resolves the root again on every call); the zarr reader
+through `Confined`, which resolves the store once and opens each chunk file with the
 kernel refusing a way out (`_open_beneath.py`), so the check costs nothing per chunk."""
 
 from __future__ import annotations

@@ -222,8 +222,10 @@ class ZarrDataset:
         if not is_zarr_group(self.path):
             raise FormatError(f"{self.path}: not a zarr group (no zarr.json or .zgroup)")
         zarr = _zarr()
+        self._opened: tuple[int, object, dict] | None = None  # (pid, store, name -> array)
+        store = self._this_process()[1]  # opened here: the folder is resolved once
         with _metadata_errors(self.path):
-            arrays = dict(sorted(zarr.open_group(self._store(), mode="r").arrays()))
+            arrays = dict(sorted(zarr.open_group(store, mode="r").arrays()))
         for name in arrays:  # each opened as the folder of that name: no way out of the store
             plain_name(name, "array name", self.path, folder="zarr store",
                        fix="its metadata (zarr.json, .zmetadata) is corrupt or was edited by hand")
@@ -240,13 +242,12 @@ class ZarrDataset:
             raise FormatError(f"{self.path}: array {scalar_shaped[0].basename!r} is 0-d; every "
                               "array needs a first dimension (samples or table rows)")
         self._len = max(int(a.shape[0]) for a in arrays.values())
-        self.fingerprint = _fingerprint(Confined(self.path, "zarr store"))
+        self.fingerprint = _fingerprint(store.confined)
         self.specs: dict[str, dict] = {name: self._spec(a) for name, a in arrays.items()}
         self.fields: dict[str, str] = {n: s["kind"] for n, s in self.specs.items()}
         self._readers = {n: ZarrArrayReader(self, n, tuple(s["shape"]), np.dtype(s["dtype"]))
                          for n, s in self.specs.items()}
         self._columns: dict[str, np.ndarray] = {}
-        self._opened: tuple[int, object, dict] | None = None  # (pid, store, name -> array)
 
     def _spec(self, array) -> dict:
         shape = [int(d) for d in array.shape]

@@ -293,7 +293,13 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
     """One-row chunks `chunk_of` decompressed by the C shim into `out` (each distinct chunk
     once, into its first row), on every reading thread at once; repeats copied, missing chunks
     filled, failures named."""
-    from chute.readers._chunk_native import CHUNK_ERRORS, MISSING, OUTSIDE, read_chunks
+    from chute.readers._chunk_native import (
+        CHUNK_ERRORS,
+        MISSING,
+        NOT_DECODABLE,
+        OUTSIDE,
+        read_chunks,
+    )
 
     touched, first, inverse = np.unique(chunk_of, return_index=True, return_inverse=True)
     dests = out.ctypes.data + first.astype(np.uintp) * np.uintp(out.strides[0])
@@ -308,16 +314,16 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
         except LeadsOutside:
             raise
         except FormatError:
-            codes[k] = 3  # does not decode
+            codes[k] = NOT_DECODABLE
     if len(touched) < len(chunk_of):  # repeats of a sample in the batch
         source = first[inverse]
         repeats = np.flatnonzero(source != np.arange(len(chunk_of)))
         out[repeats] = out[source[repeats]]
-    for k in np.flatnonzero(codes).tolist():
+    missing = codes[inverse] == MISSING  # rows of chunks never written, all at once
+    if missing.any():
+        out[missing] = p.fill if p.fill is not None else 0
+    for k in np.flatnonzero((codes != 0) & (codes != MISSING)).tolist():
         rows, code = np.flatnonzero(inverse == k), int(codes[k])
-        if code == MISSING:
-            out[rows] = p.fill if p.fill is not None else 0
-            continue
         chunk = int(touched[k])
         error = FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} "
                             f"{CHUNK_ERRORS.get(code, f'failed (code {code})')}; the chunk is "
