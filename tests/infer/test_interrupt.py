@@ -41,7 +41,7 @@ def test_ctrl_c_after_a_killed_replica_stops_every_process_and_frees_shared_memo
     env = {**os.environ, "CHUTE_TEST_MARKS": str(marks),
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cli = subprocess.Popen([sys.executable, "-m", "chute.cli", "infer-bench", str(config),
-                            str(video_dataset), "--requests", "400", "--no-progress"],
+                            str(video_dataset), "--requests", "4000", "--no-progress"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
 
     def serving() -> set[int]:
