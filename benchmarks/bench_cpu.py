@@ -38,7 +38,7 @@ from PIL import Image
 
 from chute.fallbacks import IMAGENET_MEAN, IMAGENET_STD, decode_batch
 from chute.fallbacks import _turbojpeg as tj
-from chute.pipelines._crops import CropConfig, crop_boxes
+from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"
 

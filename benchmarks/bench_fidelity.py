@@ -41,7 +41,7 @@ from _datasets import jpeg_files, write_jpeg_dataset
 from PIL import Image
 
 from chute.pipelines import Pipeline
-from chute.pipelines._crops import crop_boxes
+from chute.pipelines.producers.image._crops import crop_boxes
 from chute.readers import open_dataset
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"

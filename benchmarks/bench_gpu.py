@@ -75,8 +75,8 @@ def chute_batches(dataset, backend: str, device: str, size: int, args):
 def dali_reference_batches(dataset, device_id, size: int, args):
     """DALI's own pipeline: same bytes (our external source), its own random-crop ROI decode."""
     from chute.pipelines import BatchPlan, CropConfig, CropParams
-    from chute.pipelines._dali_graph import import_dali
-    from chute.pipelines._dali_source import DaliBatchSource
+    from chute.pipelines.producers._dali._graph import import_dali
+    from chute.pipelines.producers.image._dali_source import DaliBatchSource
     from chute.readers import DatasetRef
 
     dali = import_dali()

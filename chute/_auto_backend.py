@@ -15,14 +15,14 @@ import logging
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, stored_decision
 from chute.errors import BackendUnavailableError
-from chute.pipelines._candidates import for_augment
-from chute.pipelines._producers import image_candidates
 from chute.pipelines._resolve import (
     AutoResolver,
     cpu_without_measuring,
     register_auto_resolver,
 )
-from chute.pipelines._tune_runner import pipeline_runner
+from chute.pipelines.producers._candidates import for_augment
+from chute.pipelines.producers._registry import image_candidates
+from chute.pipelines.producers._tune_runner import pipeline_runner
 
 __all__ = [
     "DEFAULT_AUTO_BUDGET",

@@ -16,8 +16,8 @@ import time
 
 from chute._auto_backend import shared_across_ranks
 from chute.errors import BackendUnavailableError
-from chute.pipelines._candidates import dali_import_error
 from chute.pipelines._field_resolve import register_field_resolver
+from chute.pipelines.producers._candidates import dali_import_error
 
 __all__ = ["resolve_video_backend", "MEASURED_BATCHES"]
 

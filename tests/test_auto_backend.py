@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import chute._auto_backend as auto
-import chute.pipelines._candidates as cmod
+import chute.pipelines.producers._candidates as cmod
 from chute import Pipeline
 from chute._auto_backend import tune_dataset
 from chute.autotune import DatasetIdentity, TuneParams, autotune

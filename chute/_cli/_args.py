@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 __all__ = ["positive", "image_size", "default_device", "EVAL_CROPS"]
 
-# chute.pipelines._crops.EVAL_CROPS, spelt out so that building the parsers imports no torch
-# (tests/cli/test_args.py checks they agree).
+# chute.pipelines.producers.image._crops.EVAL_CROPS, spelt out so that building the
+# parsers imports no torch (tests/cli/test_args.py checks they agree).
 EVAL_CROPS = ("torchvision", "crop-resize")
 
 

@@ -13,8 +13,8 @@ when its last batch is handed out; iterating again then starts the next epoch (s
 `set_epoch` never repeats an order, and stopping after `len(pipe)` batches loses nothing).
 
 The core here knows nothing of images: each requested field has a producer (chosen through
-`_producers.py`) and the plan evaluates the per-sample parameters the producers ask for
-(docs/design.md, "Plans and producers").
+`pipelines/producers/_registry.py`) and the plan evaluates the per-sample parameters the
+producers ask for (docs/design.md, "Plans and producers").
 """
 
 from __future__ import annotations
@@ -35,11 +35,8 @@ import torch
 from chute._fork import ProcessLock
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.errors import DecodeError, FormatError
-from chute.pipelines._crops import CropConfig
 from chute.pipelines._distributed import detect_rank_world, resolve_device
-from chute.pipelines._duration_plan import DurationPlan
 from chute.pipelines._field_resolve import resolve_field_backend
-from chute.pipelines._merge import check_merge
 from chute.pipelines._options import (
     check_backend_options,
     check_ring_memory,
@@ -49,17 +46,7 @@ from chute.pipelines._options import (
     output_dtype,
     ring_memory_error,
 )
-from chute.pipelines._plan import BatchPlan
 from chute.pipelines._prefetch import Prefetcher
-from chute.pipelines._producer import ImageSpec, Output, ProducerSpec
-from chute.pipelines._producers import (
-    MEDIA_PRODUCERS,
-    create_producer,
-    delivered_by_default,
-    field_backend,
-    field_media,
-    stored_producer,
-)
 from chute.pipelines._resolve import resolve_backend
 from chute.pipelines._staging import (
     allocate_slots,
@@ -71,7 +58,20 @@ from chute.pipelines._staging import (
     wait_ready,
 )
 from chute.pipelines._substitute import Substitutor, failure_reason
-from chute.pipelines._units import ByRecording, sample_durations, sample_unit
+from chute.pipelines.producers._contract import ImageSpec, Output, ProducerSpec
+from chute.pipelines.producers._registry import (
+    MEDIA_PRODUCERS,
+    create_producer,
+    delivered_by_default,
+    field_backend,
+    field_media,
+    stored_producer,
+)
+from chute.pipelines.producers.image._crops import CropConfig
+from chute.pipelines.sampling._duration_plan import DurationPlan
+from chute.pipelines.sampling._merge import check_merge
+from chute.pipelines.sampling._plan import BatchPlan
+from chute.pipelines.sampling._units import ByRecording, sample_durations, sample_unit
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -418,7 +418,7 @@ class Pipeline:
         [position, N) of that epoch are re-partitioned across the current ranks. A state
         saved at the end of an epoch continues with the next epoch."""
         seed, epoch, position = self._checked_state(state)
-        from chute.pipelines._bucket_plan import state_offsets
+        from chute.pipelines.sampling._bucket_plan import state_offsets
 
         n = self._count(seed, epoch)
         offsets = state_offsets(state, position, n, self.buckets,
@@ -454,7 +454,7 @@ class Pipeline:
     def _bucket_table(self, buckets):
         if buckets is None:
             return None
-        from chute.pipelines._buckets import parse_buckets
+        from chute.pipelines.sampling._buckets import parse_buckets
 
         videos = [f for f in self.fields
                   if MEDIA_PRODUCERS.get(field_media(f, self.dataset.specs[f])) == "video"]
@@ -475,7 +475,7 @@ class Pipeline:
         start = self._position if start_position is None else start_position
         offsets = self._bucket_offsets if start_position is None else ()
         if self.buckets is not None:
-            from chute.pipelines._bucket_plan import BucketPlan
+            from chute.pipelines.sampling._bucket_plan import BucketPlan
 
             ds = self.dataset
             return BucketPlan(

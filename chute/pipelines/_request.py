@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from chute.pipelines._crops import CropConfig, crop_boxes
+from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 
 __all__ = ["BatchRequest", "ParamSource", "CropParams"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from chute.errors import BackendUnavailableError
-from chute.pipelines._candidates import dali_unavailable_reason
+from chute.pipelines.producers._candidates import dali_unavailable_reason
 
 __all__ = ["AutoResolver", "register_auto_resolver", "resolve_backend", "cpu_without_measuring"]
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from chute.errors import DecodeError
-from chute.pipelines._keyed_random import derive_key, random_u64
+from chute.pipelines.sampling._keyed_random import derive_key, random_u64
 
 __all__ = ["Substitutor", "decode_error", "failure_reason"]
 

@@ -1,12 +1,12 @@
-"""The candidates the image backends declare for the autotuner (chute/pipelines/_candidates.py),
-and that the autotune library stays free of them."""
+"""The candidates the image backends declare for the autotuner
+(chute/pipelines/producers/_candidates.py), and that the autotune library stays free of them."""
 
 import subprocess
 import sys
 
-import chute.pipelines._candidates as cmod
+import chute.pipelines.producers._candidates as cmod
 from chute.autotune import CandidateLike
-from chute.pipelines._candidates import (
+from chute.pipelines.producers._candidates import (
     backend_candidates,
     cpu_candidates,
     dali_candidates,
@@ -73,7 +73,7 @@ def test_importing_autotune_pulls_no_gpu_library_and_nothing_above_it():
 
 
 def test_the_autotuner_compares_what_the_image_producers_declare():
-    from chute.pipelines._producers import image_candidates
+    from chute.pipelines.producers._registry import image_candidates
 
     names = {c.name for c in image_candidates("cpu")}
     assert names == {c.name for c in backend_candidates("cpu")}

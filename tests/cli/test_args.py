@@ -39,6 +39,6 @@ def test_every_command_rejects_non_positive_counts(argv, capsys):
 
 def test_eval_crop_choices_are_the_pipelines():
     from chute._cli._args import EVAL_CROPS
-    from chute.pipelines._crops import EVAL_CROPS as PIPELINE_EVAL_CROPS
+    from chute.pipelines.producers.image._crops import EVAL_CROPS as PIPELINE_EVAL_CROPS
 
     assert EVAL_CROPS == PIPELINE_EVAL_CROPS

@@ -14,8 +14,8 @@ from PIL import Image
 pytest.importorskip("nvidia.dali")
 
 from chute.kernels import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
-from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline  # noqa: E402
-from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
+from chute.pipelines.producers._dali._graph import DaliGraphConfig, build_dali_pipeline  # noqa: E402
+from chute.pipelines.producers.image._dali_source import DaliBatchSource  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests._reference_resize import reference_batch  # noqa: E402
 from tests.kernels.compare import CpuAsCuda, assert_matches_reference, run_shim  # noqa: E402

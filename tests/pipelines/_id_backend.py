@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from chute.pipelines._image_producer import ImageProducerBase
-from chute.pipelines._producer import SequentialEpoch, check_options
+from chute.pipelines.producers._contract import SequentialEpoch, check_options
+from chute.pipelines.producers.image._producer import ImageProducerBase
 
 CALLS: list[tuple[int, int]] = []  # (iteration, first id) of every read, for the O(1) test
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-import chute.pipelines._producers as producer_registry
+import chute.pipelines.producers._registry as producer_registry
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Speed/volume perturbation: chute/pipelines/_audio_perturb.py, and the audio producer
+"""Speed/volume perturbation: chute/pipelines/producers/audio/_perturb.py, and the audio producer
 applying it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from chute.pipelines import BatchRequest, ProducerSpec, create_producer
-from chute.pipelines._audio_perturb import AudioPerturbation
+from chute.pipelines.producers.audio._perturb import AudioPerturbation
 
 
 def test_choices_are_keyed_by_seed_epoch_and_id():

@@ -61,7 +61,7 @@ def test_corrupt_sample_gets_a_status(dataset):
 
 def test_candidate_is_listed_unavailable_without_a_gpu():
     from chute._device import cuda_device_count
-    from chute.pipelines._backend_nvimgcodec import candidates
+    from chute.pipelines.producers.image._nvimgcodec import candidates
 
     if cuda_device_count():
         pytest.skip("this machine has a GPU: the candidate may be available")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chute.pipelines._bucket_plan import BucketPlan, state_offsets
-from chute.pipelines._buckets import parse_buckets
+from chute.pipelines.sampling._bucket_plan import BucketPlan, state_offsets
+from chute.pipelines.sampling._buckets import parse_buckets
 
 CONFIG = {"480p": {16: (1.0, 2)}, "240p": {1: (1.0, 8), 16: (1.0, 4), 32: (0.5, 2)}}
 

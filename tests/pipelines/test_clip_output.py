@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from chute.pipelines._clip_output import to_output
+from chute.pipelines.producers.video._output import to_output
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "float32", "float16"])

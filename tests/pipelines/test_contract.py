@@ -1,5 +1,5 @@
-"""The producer contract (chute/pipelines/_producer.py), checked on every registered producer
-plus a test-only one, with the same assertions for all."""
+"""The producer contract (chute/pipelines/producers/_contract.py), checked on every registered
+producer plus a test-only one, with the same assertions for all."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from chute.pipelines import (
     ProducerSpec,
     create_producer,
 )
-from chute.pipelines._producers import IMAGE_BACKENDS
+from chute.pipelines.producers._registry import IMAGE_BACKENDS
 from chute.readers import DatasetRef, ShardWriter, open_dataset
 from tests.pipelines._pipeline_data import latent_of, write_dataset
 
@@ -173,7 +173,7 @@ def _video_ref(ds, request):
 
     import av
 
-    from chute.pipelines._clips import clip_indices
+    from chute.pipelines.sampling._clips import clip_indices
 
     clips = []
     for i, start in zip(request.ids.tolist(), request.params["clip_start"].tolist(),

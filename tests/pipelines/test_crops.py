@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from chute.pipelines._crops import CropConfig, crop_boxes
+from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 
 
 def _sizes(n, seed=0):

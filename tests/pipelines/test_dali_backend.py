@@ -17,9 +17,9 @@ from chute._device import cuda_device_count  # noqa: E402
 from chute.errors import BackendUnavailableError  # noqa: E402
 from chute.pipelines import ImageSpec  # noqa: E402
 from chute.pipelines import create_producer as create_backend  # noqa: E402
-from chute.pipelines._dali_graph import DaliGraphConfig, build_dali_pipeline  # noqa: E402
-from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
-from chute.pipelines._plan import BatchPlan  # noqa: E402
+from chute.pipelines.producers._dali._graph import DaliGraphConfig, build_dali_pipeline  # noqa: E402
+from chute.pipelines.producers.image._dali_source import DaliBatchSource  # noqa: E402
+from chute.pipelines.sampling._plan import BatchPlan  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests.pipelines._dali_data import pil_reference, to_255_nhwc, write_jpeg_dataset  # noqa: E402
 from tests.pipelines._plans import image_batch, image_plan  # noqa: E402
@@ -203,7 +203,7 @@ def test_kernel_writer_hands_the_crop_inside_the_roi_and_the_plan_flips_to_the_k
     from PIL import Image
 
     import chute.kernels
-    from chute.pipelines._dali_output import KernelWriter
+    from chute.pipelines.producers._dali._output import KernelWriter
 
     calls = []
 
@@ -253,7 +253,7 @@ def test_without_cupy_the_probe_marks_dali_unavailable_and_native_stages_views(
         dataset, monkeypatch, cupy_hidden):
     from chute import _device
     from chute.pipelines import _backend_dali
-    from chute.pipelines._dali_source import CUPY_INSTALL_HINT, staging_for
+    from chute.pipelines.producers.image._dali_source import CUPY_INSTALL_HINT, staging_for
 
     monkeypatch.setattr(_device, "cuda_device_count", lambda: 1)  # a GPU machine, probed
     found = _backend_dali.candidates("cuda")
@@ -267,7 +267,7 @@ def test_without_cupy_the_probe_marks_dali_unavailable_and_native_stages_views(
 
 def test_with_cupy_importable_pinned_staging_is_kept():
     pytest.importorskip("cupy")
-    from chute.pipelines._dali_source import staging_for
+    from chute.pipelines.producers.image._dali_source import staging_for
 
     assert staging_for("pinned", on_gpu=True) == "pinned"
     assert staging_for("pinned", on_gpu=False) == "views"

@@ -12,7 +12,7 @@ from PIL import Image
 
 pytest.importorskip("nvidia.dali")
 
-from chute.pipelines._dali_graph import DaliGraphConfig, decode_arguments  # noqa: E402
+from chute.pipelines.producers._dali._graph import DaliGraphConfig, decode_arguments  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests._datasets import write_samples  # noqa: E402
 from tests._media import smooth_image  # noqa: E402
@@ -91,8 +91,8 @@ def test_external_source_declares_what_the_source_returns(rotated_dataset, with_
     """dtype/ndim are declared per output and match the arrays DaliBatchSource hands DALI."""
     from nvidia.dali import types
 
-    from chute.pipelines._dali_graph import _source_types
-    from chute.pipelines._dali_source import (
+    from chute.pipelines.producers._dali._graph import _source_types
+    from chute.pipelines.producers.image._dali_source import (
         ROI_SOURCE_OUTPUTS,
         SOURCE_OUTPUTS,
         DaliBatchSource,

@@ -65,7 +65,8 @@ def test_without_dali_import_works_and_the_error_names_the_extra(dataset):
         sys.modules["nvidia.dali"] = None  # makes `import nvidia.dali` raise ImportError
         import chute
         from chute.errors import BackendUnavailableError
-        import chute.pipelines._backend_dali  # importable without DALI: DALI is imported lazily
+        # importable without DALI: DALI is imported lazily
+        import chute.pipelines.producers.image._dali
         try:
             chute.Pipeline({str(dataset.path)!r}, 4, backend="dali-native", device="cpu")
         except BackendUnavailableError as err:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chute.errors import BackendUnavailableError
-from chute.pipelines._dali_graph import DaliGraphConfig
-from chute.pipelines._dali_shm import check_shm, shm_free, shm_needed
+from chute.pipelines.producers._dali._graph import DaliGraphConfig
+from chute.pipelines.producers._dali._shm import check_shm, shm_free, shm_needed
 
 MIB = 1 << 20
 

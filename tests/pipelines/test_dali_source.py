@@ -12,10 +12,10 @@ pytest.importorskip("nvidia.dali")
 
 from nvidia.dali.types import BatchInfo  # noqa: E402
 
-import chute.pipelines._dali_source as dali_source  # noqa: E402
+import chute.pipelines.producers.image._dali_source as dali_source  # noqa: E402
 from chute.errors import BackendUnavailableError  # noqa: E402
-from chute.pipelines._dali_source import DaliBatchSource  # noqa: E402
-from chute.pipelines._plan import BatchPlan  # noqa: E402
+from chute.pipelines.producers.image._dali_source import DaliBatchSource  # noqa: E402
+from chute.pipelines.sampling._plan import BatchPlan  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests.pipelines._dali_data import write_jpeg_dataset  # noqa: E402
 from tests.pipelines._plans import image_batch, image_plan  # noqa: E402

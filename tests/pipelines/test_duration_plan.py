@@ -1,11 +1,11 @@
-"""Duration batching: chute/pipelines/_duration_plan.py."""
+"""Duration batching: chute/pipelines/sampling/_duration_plan.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from chute.pipelines._duration_plan import DurationPlan, pack_batches
+from chute.pipelines.sampling._duration_plan import DurationPlan, pack_batches
 
 N = 300
 DURATIONS = np.random.default_rng(3).uniform(0.5, 4.0, N)

@@ -1,5 +1,5 @@
-"""Log mel filterbank features: chute/pipelines/_fbank.py against a plain NumPy reference of
-Kaldi's fbank recipe written frame by frame (the same definition, independent code)."""
+"""Log mel filterbank features: chute/pipelines/producers/audio/_fbank.py against a plain NumPy
+reference of Kaldi's fbank recipe written frame by frame (the same definition, independent code)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from chute.pipelines._fbank import FbankConfig, fbank, fbank_frames
+from chute.pipelines.producers.audio._fbank import FbankConfig, fbank, fbank_frames
 
 
 def _reference(wave: np.ndarray, rate: int, bins: int = 80) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The header check the GPU readers run before decoding (chute/pipelines/_image_header.py): the
+"""The header check the GPU readers run before decoding
+(chute/pipelines/producers/image/_header.py): the
 size it reads equals Pillow's for every JPEG and PNG flavour, unreadable headers are refused,
 other formats are left to their decoder."""
 
@@ -10,8 +11,8 @@ import pytest
 from PIL import Image
 
 from chute.fallbacks import DecodeStatus
-from chute.pipelines._image_header import header_size, refused_headers
-from chute.pipelines._placeholder import (
+from chute.pipelines.producers.image._header import header_size, refused_headers
+from chute.pipelines.producers.image._placeholder import (
     PLACEHOLDER_BOX,
     placeholder_payload,
     refusals,

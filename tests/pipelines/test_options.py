@@ -11,7 +11,7 @@ from chute.pipelines._options import (
     mean_std_fractions,
     output_dtype,
 )
-from chute.pipelines._producer import Output
+from chute.pipelines.producers._contract import Output
 
 
 @pytest.mark.parametrize("value, size", [(224, (224, 224)), ((96, 128), (96, 128)),

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-import chute.pipelines._plan as plan_module
-import chute.pipelines._producers as producer_registry
+import chute.pipelines.producers._registry as producer_registry
+import chute.pipelines.sampling._plan as plan_module
 from chute.pipelines import EpochOrder, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 

@@ -106,7 +106,7 @@ def test_roi_decode_option_reaches_the_decoder(dataset_path, monkeypatch):
 
 def test_a_missing_turbojpeg_fails_at_construction(dataset_path, monkeypatch, tmp_path):
     from chute.errors import BackendUnavailableError
-    from chute.pipelines._candidates import cpu_candidates
+    from chute.pipelines.producers._candidates import cpu_candidates
 
     monkeypatch.setenv("CHUTE_TURBOJPEG", str(tmp_path / "missing" / "libturbojpeg.so.0"))
     with pytest.raises(BackendUnavailableError, match="CHUTE_TURBOJPEG"):

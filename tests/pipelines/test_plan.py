@@ -1,5 +1,5 @@
-"""BatchPlan (chute/pipelines/_plan.py): batch ids evaluated in blocks equal the order of each
-batch's own positions, in any access order."""
+"""BatchPlan (chute/pipelines/sampling/_plan.py): batch ids evaluated in blocks equal the order of
+each batch's own positions, in any access order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from chute.pipelines._plan import _ORDER_BLOCK, BatchPlan
+from chute.pipelines.sampling._plan import _ORDER_BLOCK, BatchPlan
 
 
 @pytest.mark.parametrize("world", [1, 3])

@@ -1,5 +1,5 @@
-"""The audio producer: chute/pipelines/_producer_audio.py. Every delivered segment must equal
-soundfile's own read of the source file (exactly for FLAC and WAV), through both decode paths:
+"""The audio producer: chute/pipelines/producers/audio/_producer.py. Every delivered segment must
+equal soundfile's own read of the source file (exactly for FLAC and WAV), through both decode paths:
 the native one-call decoder (chute/fallbacks/_audio_segment.py) and soundfile's file objects
 (where the shim cannot be built)."""
 

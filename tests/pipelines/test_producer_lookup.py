@@ -1,5 +1,5 @@
-"""Tables looked up through an index field (chute/pipelines/_producer_lookup.py), through the
-Pipeline on zarr groups: exact values, exact resume, DDP partition and named errors."""
+"""Tables looked up through an index field (chute/pipelines/producers/stored/_lookup.py), through
+the Pipeline on zarr groups: exact values, exact resume, DDP partition and named errors."""
 
 from __future__ import annotations
 

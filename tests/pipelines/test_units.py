@@ -1,5 +1,5 @@
-"""Sample units (chute/pipelines/_units.py) and `Pipeline(unit="segment")`: order, partition,
-resume and substitution over segments addressed through prefix sums."""
+"""Sample units (chute/pipelines/sampling/_units.py) and `Pipeline(unit="segment")`: order,
+partition, resume and substitution over segments addressed through prefix sums."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from chute.errors import DecodeError, FormatError
 from chute.pipelines import Pipeline
-from chute.pipelines._units import sample_unit
+from chute.pipelines.sampling._units import sample_unit
 from chute.readers import open_dataset, update_metadata
 from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
 

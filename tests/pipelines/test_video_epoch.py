@@ -15,9 +15,9 @@ pytest.importorskip("av")
 
 from chute.errors import ChuteError  # noqa: E402
 from chute.pipelines import Pipeline  # noqa: E402
-from chute.pipelines._producer import StoredFieldProducer  # noqa: E402
-from chute.pipelines._producer_video import VideoProducer  # noqa: E402
-from chute.pipelines._video_epoch import VideoEpoch  # noqa: E402
+from chute.pipelines.producers._contract import StoredFieldProducer  # noqa: E402
+from chute.pipelines.producers.video._cpu import VideoProducer  # noqa: E402
+from chute.pipelines.producers.video._epoch import VideoEpoch  # noqa: E402
 from tests.pipelines.test_producer_video import write_videos  # noqa: E402
 
 OPTS = {"num_frames": 3, "frame_interval": 2, "size": (16, 24), "dtype": "uint8"}

@@ -1,0 +1,106 @@
+"""Image producer `cpu`: gather the batch's encoded bytes, decode + augment with
+chute.fallbacks.
+
+Options (`backend_options`): "threads" (decoder threads, default: OMP_NUM_THREADS, else the
+cores divided among this machine's ranks; see `default_threads`),
+"dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows; default: on
+in train, off in eval, where outputs must match the exact transform; docs/design.md, "Resize
+definition")
+"roi_decode" (decode only each crop's region: None = when available, the default; True =
+required; False = full frames) and "max_pixels" (the largest image decoded, default
+CHUTE_MAX_IMAGE_PIXELS or 178,956,970). An image whose header disagrees with the dataset's
+height/width columns fails its sample before it is decoded (docs/design.md, "Decompression
+bombs").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chute.pipelines._distributed import default_threads
+from chute.pipelines._options import parse_flag
+from chute.pipelines._warmup import mark_compiled, note_first_compile
+from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
+from chute.pipelines.producers.image._producer import ImageProducerBase
+
+__all__ = ["CpuBackend", "create", "candidates"]
+
+_OPTIONS = {"threads", "dct_scaling", "roi_decode", "max_pixels"}
+
+
+class CpuBackend(ImageProducerBase):
+    name = "cpu"
+    output_on_device = False
+
+    def __init__(self, spec: ImageSpec):
+        check_options("cpu", spec.options, _OPTIONS)
+        super().__init__(spec)
+        from chute.fallbacks import decode_batch, max_image_pixels, release_scratch
+        from chute.fallbacks._turbojpeg import load
+
+        load()  # a missing libturbojpeg fails here, at Pipeline construction, not at next()
+        self._decode_batch = decode_batch
+        self._release_scratch = release_scratch
+        self.max_pixels = max_image_pixels(spec.options.get("max_pixels"))
+        self._sizes = self.size_table()
+        self.threads = spec.options.get("threads")
+        self.threads_reason = "backend_options['threads']"
+        if self.threads is None:
+            self.threads, self.threads_reason = default_threads()
+        dct = parse_flag(spec.options.get("dct_scaling"), "dct_scaling")
+        self.dct_scaling = spec.augment == "train" if dct is None else dct
+        self.roi_decode = parse_flag(spec.options.get("roi_decode"), "roi_decode")
+        self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
+        self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
+
+    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+        return SequentialEpoch(self, first_iteration)  # decoding is stateless between batches
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        return self.decode(request.ids, request.params["boxes"], request.params["flips"],
+                           out[self.field])
+
+    def decode(self, ids, boxes, flips, out: np.ndarray) -> np.ndarray:
+        """Decode samples `ids` with crops `boxes`/`flips` into `out`; status per sample."""
+        data, offsets = self.spec.dataset.gather(ids, self.field, out=self._scratch)
+        if not np.shares_memory(data, self._scratch):
+            self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
+        float_out = out.dtype != np.uint8
+        variant = f"{out.dtype}-{self.spec.layout}"
+        if not self._compiled:
+            note_first_compile(variant)
+        status = self._decode_batch(
+            data, offsets, boxes, flips, out,
+            mean=self.spec.mean if float_out else None,
+            std=self.spec.std if float_out else None,
+            layout=self.spec.layout,
+            dct_scaling=self.dct_scaling,
+            roi_decode=self.roi_decode,
+            threads=self.threads,
+            sizes=self._sizes[ids],
+            max_pixels=self.max_pixels,
+        )
+        if not self._compiled:
+            self._compiled = True
+            mark_compiled(variant)
+        return status
+
+    def close(self) -> None:
+        self._scratch = np.empty(0, dtype=np.uint8)
+        self._release_scratch()  # the decoder's pixel scratch, sized by the largest image
+
+
+def _grown(nbytes: int) -> np.ndarray:
+    # headroom so that slightly larger batches later do not reallocate every time
+    return np.empty(int(nbytes * 1.25) + 4096, dtype=np.uint8)
+
+
+def create(spec: ImageSpec) -> CpuBackend:
+    return CpuBackend(spec)
+
+
+def candidates(device: str) -> list:
+    """Autotune candidates of this producer (thread counts x DCT scaling)."""
+    from chute.pipelines.producers._candidates import cpu_candidates
+
+    return cpu_candidates(device)

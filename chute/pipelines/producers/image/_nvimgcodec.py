@@ -1,0 +1,203 @@
+"""Backend `nvimgcodec`: nvImageCodec decodes each sample's crop window directly (batched ROI
+decode, no DALI graph), then the shared resample (docs/design.md, "Resize definition").
+
+- device cuda: nvImageCodec decodes on the GPU; chute's fused CUDA kernel
+  (`chute.kernels.resize_normalize`) resizes, flips and normalizes into the Pipeline's tensor.
+- device cpu (the CPU twin, which the tests run): nvImageCodec's CPU-only backend decodes, and
+  the CPU fallback's resample (`chute.fallbacks._resample.resample_into`) does the rest.
+
+Windows carry the resample's margin (`chute.kernels.roi_windows`), EXIF orientation is ignored,
+and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them), as
+do samples whose header claims more than `max_pixels` (backend option) or another size than the
+height/width columns: those never reach the decoder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chute._device import require_cuda
+from chute._normalization import scaled_mean_std
+from chute.errors import BackendUnavailableError
+from chute.kernels._plan import roi_windows
+from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
+from chute.pipelines.producers.image._header import refused_headers
+from chute.pipelines.producers.image._producer import ImageProducerBase
+
+__all__ = ["create", "candidates", "NvImgCodecBackend", "import_nvimgcodec"]
+
+_OPTIONS = frozenset({"num_cpu_threads", "max_pixels"})
+_UNDECODABLE = 1  # status of a sample nvImageCodec returns no image for
+
+
+def import_nvimgcodec():
+    """`nvidia.nvimgcodec`, or a BackendUnavailableError naming the package to install."""
+    try:
+        from nvidia import nvimgcodec
+    except ImportError as err:
+        raise BackendUnavailableError(
+            f"backend 'nvimgcodec' needs nvImageCodec (package nvidia-nvimgcodec-cu12), which "
+            f"cannot be imported here ({err}). Install it with `pip install chute[gpu]`, or use "
+            "backend='cpu'."
+        ) from err
+    return nvimgcodec
+
+
+class NvImgCodecBackend(ImageProducerBase):
+    """Stateless between batches: every batch is one batched ROI decode + one resample."""
+
+    name = "nvimgcodec"
+
+    def __init__(self, spec: ImageSpec, device_id: int | None):
+        check_options("nvimgcodec", spec.options, _OPTIONS)
+        super().__init__(spec)
+        self.device_id = device_id
+        self.output_on_device = device_id is not None
+        codec = import_nvimgcodec()
+        self._codec = codec
+        threads = int(spec.options.get("num_cpu_threads", 0))
+        if device_id is None:  # the only CPU decoder set-up that works without CUDA
+            self._decoder = codec.Decoder(device_id=codec.NVIMGCODEC_DEVICE_CPU_ONLY,
+                                          backends=[codec.Backend(codec.CPU_ONLY)],
+                                          max_num_cpu_threads=threads)
+        else:
+            self._decoder = codec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
+        self._params = codec.DecodeParams(apply_exif_orientation=False,
+                                          color_spec=codec.ColorSpec.SRGB)
+        from chute.fallbacks._limits import max_image_pixels
+
+        self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
+        self._sizes = self.size_table()
+        if device_id is None:
+            mean255, std255 = scaled_mean_std(spec.mean, spec.std)
+            self._norm = (mean255, std255)
+
+    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+        return SequentialEpoch(self, first_iteration)
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        ids = np.asarray(request.ids, dtype=np.int64)
+        flips = np.asarray(request.params["flips"], dtype=bool)
+        windows, inner = roi_windows(request.params["boxes"], self._sizes[ids], self.spec.size)
+        views = self.spec.dataset.views(ids, field=self.field)
+        # headers first: a bomb or a size the columns do not state never reaches the decoder
+        refused = refused_headers(views, self._sizes[ids], self._max_pixels)
+        images = self._decode(views, windows, refused)
+        status = refused.copy()
+        status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
+        target = out[self.field]
+        if self.device_id is None:
+            self._resample_on_cpu(images, inner, flips, target)
+        else:
+            self._resample_on_gpu(images, inner, flips, target, status)
+        return status
+
+    def _decode(self, views, windows, refused) -> list:
+        codec = self._codec
+        streams, kept = [], np.flatnonzero(refused == 0)
+        for k in kept.tolist():
+            top, left, height, width = windows[k].tolist()
+            stream = codec.CodeStream(np.asarray(views[k]))
+            region = codec.Region(top, left, top + height, left + width)
+            streams.append(stream.get_sub_code_stream(region=region))
+        decoded = self._decoder.decode(streams, params=self._params) if streams else []
+        images: list = [None] * len(views)
+        for k, img in zip(kept.tolist(), decoded, strict=True):
+            if img is not None and img.shape[:2] == tuple(windows[k, 2:].tolist()):
+                images[k] = img
+        return images
+
+    def _resample_on_cpu(self, images, inner, flips, target) -> None:
+        from chute.fallbacks._resample import (
+            KIND_FLOAT16,
+            KIND_FLOAT32,
+            KIND_UINT8,
+            resample_into,
+        )
+
+        kind = {"uint8": KIND_UINT8, "float16": KIND_FLOAT16, "float32": KIND_FLOAT32}[
+            self.spec.dtype]
+        dest = target.view(np.uint16) if kind == KIND_FLOAT16 else target
+        mean255, std255 = self._norm
+        for b, img in enumerate(images):
+            if img is None:
+                continue
+            pixels = np.ascontiguousarray(np.asarray(img.cpu()))
+            if pixels.ndim != 3 or pixels.shape[2] != 3:
+                raise BackendUnavailableError(
+                    f"nvImageCodec returned a {pixels.shape} image for an RGB decode; "
+                    "use backend='cpu' and report this")
+            h, w = pixels.shape[:2]
+            row = np.empty(w * 3, dtype=np.float32)
+            y0, x0, bh, bw = (float(v) for v in inner[b])
+            resample_into(pixels.reshape(-1), h, w, y0, x0, bh, bw, bool(flips[b]), dest, b,
+                          kind, self.spec.layout == "NCHW", mean255, std255, row)
+
+    def _resample_on_gpu(self, images, inner, flips, target, status) -> None:
+        import torch
+
+        from chute.kernels import resize_normalize
+
+        good = np.flatnonzero(status == 0)
+        if good.size == 0:
+            return
+        stream = torch.cuda.current_stream(target.device)
+        kwargs = dict(layout=self.spec.layout, mean=self.spec.mean, std=self.spec.std,
+                      stream=stream)
+        if good.size == len(images):
+            resize_normalize(images, inner, flips, target, **kwargs)
+            return
+        # Undecodable samples are replaced by the Pipeline: resample only the good ones.
+        rows = torch.as_tensor(good, device=target.device)
+        part = torch.empty((good.size, *target.shape[1:]), dtype=target.dtype,
+                           device=target.device)
+        resize_normalize([images[k] for k in good], inner[good], flips[good], part, **kwargs)
+        with torch.cuda.stream(stream):
+            target.index_copy_(0, rows, part)
+
+    def close(self) -> None:
+        pass
+
+
+def create(spec: ImageSpec) -> NvImgCodecBackend:
+    """The `nvimgcodec` backend for a BackendSpec (fails fast when it cannot run)."""
+    device_id = None
+    if spec.device.startswith("cuda"):
+        require_cuda("backend 'nvimgcodec'", spec.device)
+        device_id = int(spec.device.partition(":")[2] or 0)
+    return NvImgCodecBackend(spec, device_id)
+
+
+def candidates(device: str) -> list:
+    """One candidate next to `dali` and `dali-native` on a GPU (unavailable, with the reason,
+    where it cannot run)."""
+    return nvimgcodec_candidates(device)
+
+
+def nvimgcodec_candidates(device: str, *, cuda_devices: int | None = None) -> list:
+    """The `nvimgcodec` candidate for `device`.
+
+    Args:
+        device: where batches go; it needs a CUDA device (and CuPy for its kernel).
+        cuda_devices: CUDA devices visible (default: asked of torch).
+    """
+    from chute._candidate import Candidate
+    from chute.pipelines.producers._candidates import (
+        BACKEND_ORDER,
+        FIDELITY_EXACT,
+        dali_unavailable_reason,
+    )
+    from chute.pipelines.producers.image._dali_source import cupy_import_error
+
+    reason = dali_unavailable_reason(device, cuda_devices)
+    if reason is None:
+        reason = cupy_import_error()
+    if reason is None:
+        try:
+            import_nvimgcodec()
+        except BackendUnavailableError as err:
+            reason = str(err)
+    return [Candidate(name="nvimgcodec", backend="nvimgcodec", params={},
+                      available=reason is None, reason=reason or "",
+                      cost=(BACKEND_ORDER.index("nvimgcodec"), 0, 0), priority=1,
+                      fidelity=FIDELITY_EXACT)]

@@ -1,0 +1,75 @@
+"""Producer `lookup`: rows of a table (stored once) looked up through a per-sample index field,
+e.g. one CLIP embedding per video for every segment of it: `out[k] = table[index[ids[k]]]`
+(docs/design.md, "Tables and lookups"). The Pipeline builds it for `lookups={table: index}`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chute.errors import FormatError
+from chute.pipelines._options import field_cast
+from chute.pipelines.producers._contract import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
+
+__all__ = ["LookupProducer", "create", "candidates"]
+
+
+class LookupProducer(StoredFieldProducer):
+    name = "lookup"
+
+    def __init__(self, spec: ProducerSpec):
+        check_options(self.name, spec.options, {"index", "dtype"})
+        ds, table, index = spec.dataset, spec.field, spec.options.get("index")
+        self.field = table
+        self.reader = ds.reader(table)
+        rows = getattr(self.reader, "num_rows", None)
+        if index is None:
+            raise ValueError(f"field {table!r} of {ds.path} is a table of {rows} rows, not one "
+                             f"row per sample ({len(ds)} samples); deliver it through an index "
+                             f"field: Pipeline(..., lookups={{{table!r}: INDEX_FIELD}})")
+        if rows is None or ds.fields.get(table) != "table":
+            raise ValueError(f"lookups: field {table!r} of {ds.path} is a per-sample field, not "
+                             "a table; request it without lookups")
+        try:
+            column = np.asarray(ds.column(index))
+        except KeyError as exc:
+            raise ValueError(f"lookups: index field {index!r} for table {table!r} must be a "
+                             f"per-sample integer column ({exc.args[0]})") from None
+        if column.dtype.kind not in "iu":
+            raise ValueError(f"lookups: index field {index!r} of {ds.path} holds "
+                             f"{column.dtype}, not integers; it cannot index table {table!r}")
+        bad = np.flatnonzero((column < 0) | (column >= rows))
+        if bad.size:
+            s = int(bad[0])
+            # the data is wrong, not the call: a FormatError (a ValueError too)
+            raise FormatError(f"lookups: index field {index!r} of {ds.path} has value "
+                             f"{int(column[s])} at sample {s} ({bad.size} bad samples), outside "
+                             f"table {table!r}'s rows 0..{rows - 1}; fix the index column")
+        self.index = column.astype(np.int64)
+        self.cast = field_cast(f"table {table!r} of {ds.path}", self.reader.dtype,
+                               spec.options.get("dtype"))
+
+    def outputs(self) -> dict[str, Output]:
+        return {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype,
+                                    cast=self.cast)}
+
+    def shapes(self, request) -> dict[str, tuple[int, ...]]:
+        return {self.field: (len(request.ids), *self.reader.sample_shape)}
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        status = np.zeros(len(request.ids), np.uint8)
+        self.reader.read(self.index[request.ids], out[self.field], status=status)
+        return status
+
+
+def create(spec: ProducerSpec) -> LookupProducer:
+    return LookupProducer(spec)
+
+
+candidates = no_candidates

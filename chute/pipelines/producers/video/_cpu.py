@@ -1,0 +1,219 @@
+"""Producer `video`: clips of `num_frames` frames decoded on the CPU (FFmpeg through PyAV)
+from container bytes, only the span each clip needs, resized to fill `size` by FFmpeg's scaler
+(antialiased bilinear, in the colour conversion pass) and centre-cropped, in parallel across
+samples (docs/design.md, "Video clips").
+
+Options (`field_options={"video": {...}}`): num_frames (16), frame_interval (1), size ((H, W);
+None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
+"float32"/"float16" scaled to [-1, 1]), layout ("CTHW" -> [B, 3, T, H, W] | "TCHW" ->
+[B, T, 3, H, W]), threads (decoding threads, default: CPU count), crop ("center", or
+"random": in training the crop's position is keyed by (seed, epoch, sample id); evaluation
+always centres).
+
+Reads in plan order queue the next batch's clips before waiting for the current one
+(`pipelines/producers/video/_epoch.py`), so the decoding threads do not idle at batch boundaries.
+
+Besides the clips it delivers `ar` (float32 [B]): the aspect ratio H / W of each delivered clip
+under buckets (the bucket's output size), else the sample's stored height / width -- the
+conditioning input text-to-video models take next to num_frames, height, width and fps.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future
+
+import numpy as np
+
+from chute._fork import ProcessPool
+from chute.errors import DecodeError, FormatError
+from chute.pipelines.producers._contract import (
+    Output,
+    ProducerSpec,
+    StoredFieldProducer,
+    check_options,
+    no_candidates,
+)
+from chute.pipelines.producers.video._crop import CROPS, VideoCropParams
+from chute.pipelines.producers.video._epoch import VideoEpoch
+from chute.pipelines.sampling._clips import ClipParams, clip_indices
+
+__all__ = ["VideoProducer", "create", "candidates"]
+
+_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets",
+            "crop"}
+_DTYPES = ("uint8", "float32", "float16")
+_LAYOUTS = ("CTHW", "TCHW")
+AR_KEY = "ar"
+
+
+def _size(value) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    size = (int(value), int(value)) if np.ndim(value) == 0 else tuple(int(v) for v in value)
+    if len(size) != 2 or min(size) < 1:
+        raise ValueError(f"video option size must be (H, W) >= 1 or an int, got {value!r}")
+    return size
+
+
+class VideoProducer(StoredFieldProducer):
+    name = "video"
+
+    def __init__(self, spec: ProducerSpec):
+        check_options(self.name, spec.options, _OPTIONS)
+        options = spec.options
+        self.field = spec.field
+        self.dataset = spec.dataset
+        self.num_frames = int(options.get("num_frames", 16))
+        self.frame_interval = int(options.get("frame_interval", 1))
+        if self.num_frames < 1 or self.frame_interval < 1:
+            raise ValueError(f"video options need num_frames >= 1 and frame_interval >= 1, got "
+                             f"{self.num_frames}, {self.frame_interval}")
+        self.size = _size(options.get("size", (256, 256)))
+        # With buckets the plan gives each batch its frame count and size (request params).
+        self.buckets = options.get("buckets")
+        # Neither size nor buckets: clips keep the stored size (decoded at native size).
+        self.native = self.size is None and self.buckets is None
+        self.dtype = options.get("dtype", "uint8")
+        self.layout = options.get("layout", "CTHW")
+        if self.dtype not in _DTYPES or self.layout not in _LAYOUTS:
+            raise ValueError(f"video options: dtype must be one of {_DTYPES} and layout one of "
+                             f"{_LAYOUTS}, got {self.dtype!r}, {self.layout!r}")
+        crop = options.get("crop", "center")
+        if crop not in CROPS:
+            raise ValueError(f"video option crop must be one of {CROPS}, got {crop!r}")
+        self.mode = spec.augment
+        # Evaluation is deterministic and centred whatever the option says.
+        self.random_crop = crop == "random" and self.mode == "train"
+        needed = [c for c in ("num_frames", "height", "width", "pts", "rotation")
+                  if c not in spec.dataset.fields]
+        if needed:
+            raise FormatError(f"field {spec.field!r} of {spec.dataset.path} holds video but "
+                              f"the dataset lacks {needed}; convert it with `chute convert video`")
+        self._frames = np.asarray(spec.dataset.column("num_frames"))
+        self._rotation = np.asarray(spec.dataset.column("rotation"))
+        self._heights = np.asarray(spec.dataset.column("height"))
+        self._widths = np.asarray(spec.dataset.column("width"))
+        self._pool = ProcessPool(int(options.get("threads") or os.cpu_count() or 1),
+                                 "chute-video")
+
+    def _clip_shape(self, request) -> tuple[int, int, int]:
+        """(T, H, W) of this batch's clips."""
+        if "clip_frames" in request.params and len(request.ids):
+            h, w = (int(v) for v in request.params["clip_size"][0])
+            return int(request.params["clip_frames"][0]), h, w
+        return (self.num_frames, *self._frame_shape(request.ids))
+
+    def _frame_shape(self, ids: np.ndarray) -> tuple[int, int]:
+        if self.size is not None:
+            return self.size
+        sizes = set(zip(self._heights[ids].tolist(), self._widths[ids].tolist(), strict=True))
+        if len(sizes) > 1:
+            raise FormatError(f"video option size=None keeps stored sizes, but this batch mixes "
+                             f"{sorted(sizes)}; give a size or use batch_size=1")
+        return sizes.pop() if sizes else (1, 1)
+
+    def _batch_shape(self, b: int, t: int, h: int, w: int) -> tuple[int, ...]:
+        return (b, 3, t, h, w) if self.layout == "CTHW" else (b, t, 3, h, w)
+
+    def outputs(self) -> dict[str, Output]:
+        if self.buckets is not None:
+            t, h, w = self.buckets.max_clip_shape()
+        else:
+            t = self.num_frames
+            h, w = self.size or (int(self._heights.max(initial=1)),
+                                 int(self._widths.max(initial=1)))
+        # At stored sizes a clip of another size is another shape, never a padded one.
+        return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype),
+                                   exact=self.native),
+                AR_KEY: Output((), np.dtype(np.float32))}
+
+    def param_sources(self) -> tuple:
+        crops = (VideoCropParams(),) if self.random_crop else ()
+        if self.buckets is not None:  # the BucketPlan gives clip params per bucket
+            return crops
+        return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),
+                *crops)
+
+    def shapes(self, request) -> dict[str, tuple[int, ...]]:
+        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request)),
+                AR_KEY: (len(request.ids),)}
+
+    def _aspect_ratios(self, request) -> np.ndarray:
+        """H / W of each sample: its bucket's output size, else its stored size."""
+        if "clip_size" in request.params:
+            size = np.asarray(request.params["clip_size"], np.float64).reshape(-1, 2)
+            return (size[:, 0] / size[:, 1]).astype(np.float32)
+        ids = request.ids
+        return (self._heights[ids] / np.maximum(self._widths[ids], 1)).astype(np.float32)
+
+    def _crop_fractions(self, request) -> list[tuple[float, float] | None]:
+        """Each sample's (vertical, horizontal) crop fractions; None centres it."""
+        ids, params = request.ids, request.params
+        if not self.random_crop:
+            return [None] * len(ids)
+        return [(float(params["crop_y"][k]), float(params["crop_x"][k]))
+                for k in range(len(ids))]
+
+    def open_epoch(self, plan, first_iteration: int) -> VideoEpoch:
+        return VideoEpoch(self, plan, first_iteration)
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        return self.collect(request, self.submit(request), out)
+
+    def submit(self, request) -> list[Future]:
+        """Queue the clips of `request` on the decoding threads (one future per sample)."""
+        ids = request.ids
+        t, h, w = self._clip_shape(request)
+        views = self.dataset.views(ids, self.field)
+        pts = self.dataset.reader("pts").read(ids)
+        params = request.params
+        crops = self._crop_fractions(request)
+        return [self._pool.submit(self._clip, (views[k], pts[k], int(ids[k]),
+                                               int(params["clip_start"][k]), t, (h, w),
+                                               crops[k]))
+                for k in range(len(ids))]
+
+    def collect(self, request, jobs: list[Future], out: dict) -> np.ndarray:
+        """Wait for the clips `submit(request)` queued and write them into `out`."""
+        target = out[self.field]
+        out[AR_KEY][:] = self._aspect_ratios(request)
+        status = np.zeros(len(jobs), np.uint8)
+        for k, job in enumerate(jobs):
+            clip = job.result()
+            if clip is None:
+                status[k] = 1
+                target[k] = 0
+            else:
+                target[k] = clip
+        return status
+
+    def _clip(self, job) -> np.ndarray | None:
+        """One sample's clip in the output layout and dtype, or None when it fails."""
+        from chute.fallbacks import decode_frames
+        from chute.pipelines.producers.video._output import to_output
+
+        data, pts, i, start, t, size, crop = job
+        frames = int(self._frames[i])
+        indices = clip_indices(start, t, self.frame_interval, frames)
+        # size=None keeps the stored size: decode at native size and hold the frames to the
+        # height/width columns, so a column that disagrees with the stream fails the sample
+        # instead of resizing it to a wrong shape (docs/design.md, "Robustness testing").
+        try:
+            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]),
+                                None if self.native else size, crop)
+        except DecodeError:
+            return None
+        if rgb.shape[1:3] != tuple(size):
+            return None
+        return to_output(rgb, self.dtype, self.layout)
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+
+def create(spec: ProducerSpec) -> VideoProducer:
+    return VideoProducer(spec)
+
+
+candidates = no_candidates

@@ -1,0 +1,190 @@
+"""Producer `video-dali` (field option `backend="dali"` of a video field): the same clips as
+the cpu video producer -- the same frame numbers from the same (seed, epoch, id) plan and
+buckets, the same fill-resize and crop, layout, dtype, range and `ar` -- decoded by DALI's
+`fn.decoders.video` fed with the container bytes (docs/design.md, "Video clips").
+
+On device="cuda" the graph decodes on NVDEC (device "mixed") and resizes, crops and converts on
+the GPU, writing the Pipeline's device tensor; on device="cpu" it runs in DALI's CPU-only mode,
+the twin tested against the cpu producer. Which codecs each mode decodes:
+`_dali_video_graph.DECODABLE_CODECS` (the CPU mode: VP8, VP9, MJPEG).
+
+A batch DALI fails on is decoded again sample by sample: a sample that fails alone and that
+FFmpeg cannot decode either is corrupt (status 1: the Pipeline substitutes it); one that FFmpeg
+decodes is a codec or container DALI cannot read, which raises BackendUnavailableError naming
+the sample, its shard and backend 'cpu' -- it is never silently taken from another decoder.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import replace
+
+import numpy as np
+
+from chute._device import require_cuda, usable_cpu_count
+from chute._fork import ProcessLock
+from chute.errors import BackendUnavailableError, DecodeError
+from chute.fallbacks._video import _fill_and_crop
+from chute.pipelines.producers._contract import Output, ProducerSpec, SequentialEpoch, no_candidates
+from chute.pipelines.producers._dali._graph import import_dali
+from chute.pipelines.producers._dali._output import write_native
+from chute.pipelines.producers.video._cpu import AR_KEY, VideoProducer
+from chute.pipelines.producers.video._dali_graph import (
+    DECODABLE_CODECS,
+    DaliVideoConfig,
+    build_video_pipeline,
+)
+from chute.pipelines.sampling._clips import clip_indices
+
+__all__ = ["DaliVideoProducer", "create", "candidates"]
+
+
+class DaliVideoProducer(VideoProducer):
+    """The cpu video producer's options, plan parameters and shapes; DALI fills the clips."""
+
+    name = "video-dali"
+
+    def __init__(self, spec: ProducerSpec):
+        super().__init__(spec)
+        import_dali()
+        self.device_id = None
+        if spec.device.startswith("cuda"):
+            require_cuda("video backend 'dali'", spec.device)
+            self.device_id = int(spec.device.partition(":")[2] or 0)
+        threads = int(spec.options.get("threads") or usable_cpu_count())
+        self.config = DaliVideoConfig(
+            batch_size=spec.batch_size, device_id=self.device_id, resize=not self.native,
+            rotate=bool(np.any(self._rotation)),
+            dtype=self.dtype, layout=self.layout, num_threads=threads)
+        self._lock = ProcessLock()  # one DALI pipeline: reads and substitutes take turns
+        self._pipe = None
+        self._pipe_pid = 0
+        self._inherited = []  # a forked child's copies of the parent's pipelines, never used
+
+    def outputs(self) -> dict[str, Output]:
+        found = super().outputs()
+        if self.device_id is not None:  # DALI's GPU output is copied straight into the tensor
+            found[self.field] = replace(found[self.field], on_device=True)
+        return found
+
+    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+        # DALI decodes each batch in `fill`: whatever reader the cpu producer uses, not that
+        return SequentialEpoch(self, first_iteration)
+
+    # ---- one batch ------------------------------------------------------------------------
+
+    def _inputs(self, request) -> list[dict[str, np.ndarray]]:
+        """Each sample's graph inputs (external source name -> array)."""
+        ids, params = request.ids, request.params
+        t, h, w = self._clip_shape(request)
+        views = self.dataset.views(ids, self.field)
+        crops = self._crop_fractions(request)
+        samples = []
+        for k, i in enumerate(ids.tolist()):
+            rotation = int(self._rotation[i])
+            frames = clip_indices(int(params["clip_start"][k]), t, self.frame_interval,
+                                  int(self._frames[i]))
+            sample = {"encoded": views[k], "frames": frames.astype(np.int32),
+                      "angle": np.float32(rotation)}
+            if self.config.resize:
+                # stored sizes are at display orientation; the decoder gives coded frames
+                stored = (int(self._heights[i]), int(self._widths[i]))
+                coded = stored[::-1] if rotation in (90, 270) else stored
+                fill, top, left = _fill_and_crop(*coded, rotation, (h, w), crops[k])
+                sample.update(fill=np.array(fill, np.float32), shape=np.array((h, w), np.int32),
+                              anchor=np.array((top, left), np.int32))
+            samples.append(sample)
+        return samples
+
+    def _run(self, samples, target):
+        """Decode `samples` through the graph into `target` (their rows of the output)."""
+        if self._pipe is not None and self._pipe_pid != os.getpid():
+            # forked: DALI's threads stayed in the parent; keep the copy alive, never run it
+            self._inherited.append(self._pipe)
+            self._pipe = None
+        if self._pipe is None:
+            self._pipe = build_video_pipeline(self.config)
+            self._pipe_pid = os.getpid()
+        for name in self.config.inputs():
+            self._pipe.feed_input(name, [s[name] for s in samples])
+        if self.device_id is None:
+            (clips,) = self._pipe.run()
+        else:
+            import torch
+
+            # outputs bound to the caller's stream: the copy enqueued on it runs after DALI
+            (clips,) = self._pipe.run(torch.cuda.current_stream(target.device))
+        write_native(clips, target)
+
+    def fill(self, request, out: dict) -> np.ndarray:
+        ids = request.ids
+        out[AR_KEY][:] = self._aspect_ratios(request)
+        status = np.zeros(len(ids), np.uint8)
+        if not len(ids):
+            return status
+        samples = self._inputs(request)
+        target = out[self.field]
+        with self._lock:
+            try:
+                self._run(samples, target)
+            except RuntimeError:
+                self._pipe = None  # DALI documents a pipeline that raised as unusable
+                for k in range(len(ids)):
+                    status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1])
+        return status
+
+    def _retry(self, i: int, sample: dict, target) -> int:
+        """One sample of a failed batch alone: 0 when it decodes, 1 when it is corrupt; raises
+        when DALI cannot read what FFmpeg can."""
+        try:
+            self._run([sample], target)
+            return 0
+        except RuntimeError as err:
+            self._pipe = None
+            reason = _dali_reason(err)
+        target[:] = 0
+        codec = self._readable_codec(i, sample["encoded"], sample["frames"])
+        if codec is None:
+            return 1
+        shard, local = self.dataset.locate(i)
+        mode = self.config.decoder_device
+        raise BackendUnavailableError(
+            f"video backend 'dali' ({'GPU' if mode == 'mixed' else 'CPU'} mode) cannot decode "
+            f"sample {i} ({self.field!r}, shard {shard} item {local} of {self.dataset.path}): "
+            f"codec {codec!r}, which FFmpeg decodes; DALI says: {reason}. DALI "
+            f"decodes {', '.join(DECODABLE_CODECS[mode])} in this mode. Use the cpu video "
+            "backend: field_options={" f"{self.field!r}: " "{'backend': 'cpu'}}.")
+
+    def _readable_codec(self, i: int, data, frames) -> str | None:
+        """The codec of a sample FFmpeg decodes (the wanted frames), else None (corrupt)."""
+        import av
+
+        from chute.fallbacks import decode_frames
+
+        pts = self.dataset.reader("pts").read(np.array([i]))[0]
+        try:
+            decode_frames(data, pts[:int(self._frames[i])], frames)
+            with av.open(io.BytesIO(memoryview(np.ascontiguousarray(data)))) as container:
+                return container.streams.video[0].codec_context.name
+        except (DecodeError, av.error.FFmpegError, IndexError, ValueError):
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._pipe = None
+        super().close()
+
+
+def _dali_reason(err: Exception) -> str:
+    """The operator's message in a DALI pipeline error (the line after "encountered:")."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    after = lines.index("encountered:") + 1 if "encountered:" in lines else 0
+    return lines[after][:200] if after < len(lines) else repr(err)
+
+
+def create(spec: ProducerSpec) -> DaliVideoProducer:
+    return DaliVideoProducer(spec)
+
+
+candidates = no_candidates

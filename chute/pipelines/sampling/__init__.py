@@ -1,0 +1,1 @@
+"""chute.pipelines.sampling."""

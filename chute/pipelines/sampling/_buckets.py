@@ -1,0 +1,239 @@
+"""Buckets for variable-shape video batches (docs/design.md, "Buckets").
+
+A bucket is (resolution, frame count, aspect ratio) with an output size (multiples of 16 whose
+product fits the resolution's pixel budget) and a batch size. Each epoch, every sample goes to
+the largest resolution that does not upscale it, the aspect ratio nearest its own, and the
+largest frame count it has enough frames for, kept with that entry's probability (a keyed draw);
+all of it is vectorised NumPy over the metadata columns, no decoding.
+
+The schedule of an epoch is a pure function of (seed, epoch, world size): each bucket's samples
+in a keyed order, cut into global batches of world_size x batch_size; each step draws one bucket
+in proportion to its remaining samples with a keyed draw, so every rank computes the same
+bucket for every step and takes its own disjoint slice of that step's global batch.
+
+Elastic resume: each bucket's keyed order does not depend on the world size, and steps consume
+each bucket's order from its front, so what an interrupted epoch has delivered is the first
+`start[b]` samples of every bucket b. The schedule after a resume point re-cuts each bucket's
+rest into global batches of the new world size: nothing delivered comes again, nothing is
+skipped beyond the usual dropped leftovers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from chute.pipelines.sampling._keyed_random import derive_key, uniform
+
+__all__ = ["Bucket", "BucketTable", "Schedule", "parse_buckets", "schedule", "bucket_orders",
+           "RESOLUTIONS", "ASPECT_RATIOS"]
+
+# Pixel budgets of the usual resolution names (height x width at 16:9, or square).
+RESOLUTIONS = {"144p": 144 * 256, "240p": 240 * 426, "256": 256 * 256, "360p": 360 * 640,
+               "480p": 480 * 854, "512": 512 * 512, "720p": 720 * 1280, "1024": 1024 * 1024,
+               "1080p": 1080 * 1920}
+# Height / width ratios a resolution is offered at (portrait to wide).
+ASPECT_RATIOS = (0.5625, 0.75, 1.0, 1.3333, 1.7778)
+_STREAM_KEEP = 100
+_HXW = re.compile(r"^(\d+)x(\d+)$")
+
+
+@dataclass(frozen=True)
+class Bucket:
+    resolution: str
+    num_frames: int
+    keep: float
+    batch_size: int
+    size: tuple[int, int]  # (H, W) of the output
+    ratio: float  # H / W this size stands for
+
+
+def _budget(name: str) -> int:
+    match = _HXW.match(str(name))
+    if match:
+        return int(match.group(1)) * int(match.group(2))
+    if name not in RESOLUTIONS:
+        raise ValueError(f"bucket resolution {name!r} is unknown; use one of "
+                         f"{sorted(RESOLUTIONS)} or 'HxW'")
+    return RESOLUTIONS[name]
+
+
+def _size_for(budget: int, ratio: float) -> tuple[int, int]:
+    """(H, W), multiples of 16, of about `budget` pixels with H / W about `ratio`."""
+    h = max(16, int(math.sqrt(budget * ratio) // 16) * 16)
+    w = max(16, int(math.sqrt(budget / ratio) // 16) * 16)
+    return h, w
+
+
+@dataclass(frozen=True)
+class BucketTable:
+    """The buckets of a config, resolutions from the largest pixel budget down."""
+
+    buckets: tuple[Bucket, ...]
+    frame_interval: int
+
+    @property
+    def max_batch_size(self) -> int:
+        return max(b.batch_size for b in self.buckets)
+
+    def max_clip_shape(self) -> tuple[int, int, int]:
+        """The largest (T, H, W) any bucket delivers (what output slots must hold)."""
+        t = max(b.num_frames for b in self.buckets)
+        h = max(b.size[0] for b in self.buckets)
+        w = max(b.size[1] for b in self.buckets)
+        return t, h, w
+
+    def assign(self, seed: int, epoch: int, heights: np.ndarray, widths: np.ndarray,
+               frames: np.ndarray) -> np.ndarray:
+        """Bucket index of every sample this epoch (-1: in no bucket this epoch)."""
+        n = len(heights)
+        ids = np.arange(n, dtype=np.uint64)
+        pixels = heights.astype(np.int64) * widths.astype(np.int64)
+        ratio = heights / np.maximum(widths, 1)
+        chosen = np.full(n, -1, np.int64)
+        key = derive_key(seed, epoch, "bucket")
+        # Entries (resolution, frame count) from the most to the least demanding; a sample
+        # takes the first it fits and whose keep draw passes.
+        entries = sorted({(b.resolution, b.num_frames) for b in self.buckets},
+                         key=lambda e: (-_budget(e[0]), -e[1]))
+        for k, (res, t) in enumerate(entries):
+            members = [j for j, b in enumerate(self.buckets)
+                       if (b.resolution, b.num_frames) == (res, t)]
+            span = (t - 1) * self.frame_interval + 1
+            keep = self.buckets[members[0]].keep
+            fits = (chosen < 0) & (pixels >= _budget(res)) & (frames >= span)
+            fits &= uniform(key, ids, _STREAM_KEEP + k) < keep
+            if not fits.any():
+                continue
+            ratios = np.array([self.buckets[j].ratio for j in members])
+            nearest = np.abs(np.log(ratio[fits, None]) - np.log(ratios[None, :])).argmin(1)
+            chosen[fits] = np.asarray(members)[nearest]
+        return chosen
+
+
+def parse_buckets(config: dict, frame_interval: int = 1) -> BucketTable:
+    """A BucketTable from {resolution: {num_frames: (keep probability, batch size)}}.
+
+    Args:
+        config: e.g. {"240p": {1: (1.0, 64), 16: (1.0, 8)}, "480p": {16: (0.5, 2)}};
+            resolutions are names ("240p", "480p", ...) or "HxW" pixel budgets.
+        frame_interval: frames between the frames of a clip.
+    """
+    if not isinstance(config, dict) or not config:
+        raise ValueError("buckets must be a non-empty dict {resolution: {num_frames: "
+                         "(keep probability, batch size)}}")
+    buckets = []
+    for res, per_frames in config.items():
+        budget = _budget(res)
+        for t, entry in dict(per_frames).items():
+            try:
+                keep, batch = float(entry[0]), int(entry[1])
+            except (TypeError, ValueError, IndexError):
+                raise ValueError(f"bucket {res!r} frames {t!r}: need (keep probability, batch "
+                                 f"size), got {entry!r}") from None
+            if not 0 <= keep <= 1 or batch < 1 or int(t) < 1:
+                raise ValueError(f"bucket {res!r} frames {t!r}: keep must be in [0, 1], batch "
+                                 f"size and frame count >= 1, got {entry!r}")
+            for ratio in ASPECT_RATIOS:
+                buckets.append(Bucket(str(res), int(t), keep, batch, _size_for(budget, ratio),
+                                      ratio))
+    if frame_interval < 1:
+        raise ValueError(f"frame_interval must be >= 1, got {frame_interval}")
+    return BucketTable(tuple(buckets), int(frame_interval))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One epoch's global steps from a resume point: bucket, first offset into the bucket's
+    order, and count."""
+
+    order: dict  # bucket -> sample ids in keyed order
+    steps: np.ndarray  # int64 [S, 3]: bucket, offset, global count
+
+
+_SCHEDULES: dict = {}  # a few epochs' schedules per process (cheap to rebuild)
+
+
+def schedule(table: BucketTable, seed: int, epoch: int, world_size: int, drop_last: bool,
+             identity: str, heights: np.ndarray, widths: np.ndarray, frames: np.ndarray,
+             start: tuple[int, ...] = ()) -> Schedule:
+    """The epoch's steps after `start` (samples of each bucket already delivered, () at the
+    epoch's start); `identity` (the dataset fingerprint) keys the per-process cache."""
+    start = tuple(int(c) for c in start)
+    key = (identity, table, seed, epoch, world_size, drop_last, start)
+    found = _SCHEDULES.get(key)
+    if found is None:
+        if len(_SCHEDULES) >= 4:
+            _SCHEDULES.pop(next(iter(_SCHEDULES)))
+        found = _SCHEDULES[key] = _schedule(table, seed, epoch, world_size, drop_last,
+                                            np.asarray(heights), np.asarray(widths),
+                                            np.asarray(frames), start)
+    return found
+
+
+def bucket_orders(table: BucketTable, seed: int, epoch: int, heights: np.ndarray,
+                  widths: np.ndarray, frames: np.ndarray) -> dict:
+    """Each bucket's samples this epoch in their keyed order (bucket index -> ids); a pure
+    function of (seed, epoch), so the samples a resume point has delivered -- the first
+    `start[b]` of bucket b -- are the same whatever the world size."""
+    chosen = table.assign(seed, epoch, heights, widths, frames)
+    key = derive_key(seed, epoch, "bucket-order")
+    order = {}
+    for b in np.unique(chosen[chosen >= 0]).tolist():
+        members = np.flatnonzero(chosen == b)
+        order[b] = members[np.argsort(uniform(key, members.astype(np.uint64), b))]
+    return order
+
+
+def _schedule(table, seed, epoch, world_size, drop_last, h, w, f, start) -> Schedule:
+    order = bucket_orders(table, seed, epoch, h, w, f)
+    done = np.zeros(len(table.buckets), np.int64)
+    if start:
+        if len(start) != len(table.buckets):
+            raise ValueError(f"a bucket resume state has {len(start)} counts but the bucket "
+                             f"config has {len(table.buckets)} buckets; resume with the "
+                             "buckets= the state was saved with")
+        done[:] = start
+    sizes = np.array([len(order.get(b, ())) for b in range(len(table.buckets))])
+    if (done < 0).any() or (done > sizes).any():
+        raise ValueError(f"a bucket resume state counts {done.tolist()} delivered samples "
+                         f"per bucket, but the buckets of epoch {epoch} hold "
+                         f"{sizes.tolist()}; resume with the seed, dataset and buckets= the "
+                         "state was saved with")
+    batches, short = [], []
+    for b, members in order.items():
+        first = int(done[b])
+        step = table.buckets[b].batch_size * world_size
+        full = (len(members) - first) // step
+        batches += [(b, first + k * step, step) for k in range(full)]
+        rest = len(members) - first - full * step
+        if rest and not drop_last:
+            short.append((b, first + full * step, rest))
+    # Draw the step order: each step picks a bucket in proportion to its remaining samples.
+    # The draw is keyed by the samples delivered before the step, so a schedule rebuilt at a
+    # resume point with the same world size continues the interrupted one exactly.
+    remaining: dict[int, list] = {}
+    for b, offset, count in batches:
+        remaining.setdefault(b, []).append((offset, count))
+    left = {b: sum(c for _, c in v) for b, v in remaining.items()}
+    draw_key = derive_key(seed, epoch, "bucket-steps")
+    delivered = int(done.sum())
+    steps = []
+    for _ in range(len(batches)):
+        names = sorted(b for b in left if left[b] > 0)
+        weights = np.array([left[b] for b in names], dtype=np.float64)
+        u = float(uniform(draw_key, np.array([delivered], np.uint64), 0)[0]) * weights.sum()
+        b = names[min(int(np.searchsorted(np.cumsum(weights), u, side="right")),
+                      len(names) - 1)]
+        offset, count = remaining[b].pop(0)
+        left[b] -= count
+        delivered += count
+        steps.append((b, offset, count))
+    # Evaluation's short leftovers come last, largest first: a rank whose share of a short
+    # step would be empty skips it, and with this order the steps it skips are the last ones,
+    # so step k is the same bucket on every rank that has a step k.
+    steps += sorted(short, key=lambda t: (-t[2], t[0]))
+    return Schedule(order, np.asarray(steps, dtype=np.int64).reshape(-1, 3))
