@@ -120,7 +120,7 @@ def test_early_break_then_close_leaves_no_pending_work(mixed):
 def test_ring_of_one_is_detected(mixed, monkeypatch):
     """Negative control of the pinned staging ring: with one slot the next batch overwrites
     bytes the mixed decoder may still read, which these comparisons must be able to notice."""
-    from chute.pipelines import _backend_dali
+    from chute.pipelines.producers.image import _dali as _backend_dali
 
     original = _backend_dali.DaliBackend.make_source
 

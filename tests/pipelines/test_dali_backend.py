@@ -252,7 +252,7 @@ def cupy_hidden(monkeypatch):
 def test_without_cupy_the_probe_marks_dali_unavailable_and_native_stages_views(
         dataset, monkeypatch, cupy_hidden):
     from chute import _device
-    from chute.pipelines import _backend_dali
+    from chute.pipelines.producers.image import _dali as _backend_dali
     from chute.pipelines.producers.image._dali_source import CUPY_INSTALL_HINT, staging_for
 
     monkeypatch.setattr(_device, "cuda_device_count", lambda: 1)  # a GPU machine, probed

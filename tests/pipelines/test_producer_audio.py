@@ -22,7 +22,7 @@ NAMES = list(RECORDINGS)
 @pytest.fixture(autouse=True, params=["native", "soundfile"])
 def decode_path(request, monkeypatch):
     from chute.fallbacks import _audio_segment
-    from chute.pipelines import _producer_audio
+    from chute.pipelines.producers.audio import _producer as _producer_audio
 
     if request.param == "native":
         status = _audio_segment.segment_decoder_status()
