@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from chute._cache_dir import cache_dir
 from chute._fork import ProcessLock
@@ -127,13 +128,13 @@ class NativeShim:
         errors: the exceptions that mean "unavailable" (anything else is a bug and propagates).
     """
 
-    def __init__(self, load: Callable[[], tuple[str, object]],
+    def __init__(self, load: Callable[[], tuple[str, Any]],
                  errors: tuple[type[BaseException], ...] = (BackendUnavailableError,)) -> None:
         self._load = load
         self._errors = errors
         self._lock = ProcessLock()  # free again in a forked child
         self._status: ShimStatus | None = None
-        self.loaded = None
+        self.loaded: Any = None  # each module's own (a CDLL, a (function, api) pair, ...)
 
     def status(self) -> ShimStatus:
         with self._lock:

@@ -38,7 +38,7 @@ def run(args) -> int:
     from PIL import Image, ImageDraw
 
     from chute import Pipeline
-    from chute.readers import open_dataset
+    from chute.readers import Dataset, open_dataset
 
     ds = open_dataset(args.dataset)
     count = min(args.count, len(ds))
@@ -52,7 +52,7 @@ def run(args) -> int:
         images = batch[args.field].numpy().copy()
         ids = batch["index"].tolist()
         labels = batch["label"].tolist() if "label" in batch else [None] * len(ids)
-    names = ds.class_names or []
+    names = (ds.class_names if isinstance(ds, Dataset) else None) or []
     n, h, w = images.shape[:3]
     cols = math.ceil(math.sqrt(n))
     rows = math.ceil(n / cols)

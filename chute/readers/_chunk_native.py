@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from chute._fork import ProcessPool
 from chute._native_build import NativeShim, ShimStatus, load_function
 from chute.errors import BackendUnavailableError
 from chute.readers._open_beneath import available
@@ -59,7 +60,7 @@ def _load() -> tuple:
     if zstd is None:
         raise BackendUnavailableError("no libzstd exporting ZSTD_decompressDCtx was found")
 
-    def address(name: str) -> int:
+    def address(name: str) -> int | None:
         return ctypes.cast(getattr(zstd.lib, name), ctypes.c_void_p).value
 
     api = _Api(address("ZSTD_createDCtx"), address("ZSTD_decompressDCtx"),
@@ -82,8 +83,9 @@ def chunk_reader_status() -> ShimStatus:
     return _shim.status()
 
 
-def read_chunks(compressed: bool, dests: np.ndarray, nbytes: int, pool: ThreadPoolExecutor,
-                workers: int, *, store: Confined | None = None, prefix: str | None = None,
+def read_chunks(compressed: bool, dests: np.ndarray, nbytes: int,
+                pool: ThreadPoolExecutor | ProcessPool, workers: int, *,
+                store: Confined | None = None, prefix: str | None = None,
                 suffix: str = "", chunks: np.ndarray | None = None,
                 sources: list | None = None) -> np.ndarray:
     """Status (int32 [n]: 0, MISSING, OUTSIDE or a CHUNK_ERRORS code) of decompressing chunk k into
@@ -109,8 +111,9 @@ def read_chunks(compressed: bool, dests: np.ndarray, nbytes: int, pool: ThreadPo
         arrays = [np.frombuffer(s, np.uint8) for s in sources]
         pointers = np.asarray([a.ctypes.data for a in arrays], np.uintp)
         sizes = np.asarray([a.size for a in arrays], np.uintp)
-        args = (None, None, b"", None, pointers.ctypes.data, sizes.ctypes.data)
+        args: tuple = (None, None, b"", None, pointers.ctypes.data, sizes.ctypes.data)
     else:
+        assert store is not None and prefix is not None  # the files' way needs both
         chunks = np.ascontiguousarray(chunks, np.int64)
         where = _Store(store.dir_fd(), int(available()), os.fsencode(store.root),
                        os.fsencode(store.real.rstrip(os.sep) + os.sep))

@@ -88,8 +88,8 @@ def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None
                     source_info: dict, options: ConvertOptions) -> ConvertReport:
     """Write `sources` as a dataset with fields image, height, width, meta (+ label)."""
     dst = Path(dst)
-    fields = {"image": {"kind": "bytes", "media": "image"}, "height": "int32", "width": "int32",
-              "meta": "json"}
+    fields: dict[str, str | dict] = {"image": {"kind": "bytes", "media": "image"},
+                                     "height": "int32", "width": "int32", "meta": "json"}
     with_label = any(s.label is not None for s in sources)
     if with_label:
         fields["label"] = "int64"

@@ -25,9 +25,9 @@ from chute.readers._writer import ShardWriter
 
 __all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "AUDIO_FIELDS"]
 
-AUDIO_FIELDS = {"audio": {"kind": "bytes", "media": "audio"}, "sample_rate": "int32",
-                "channels": "int32", "num_frames": "int64", "duration": "float64",
-                "meta": "json"}
+AUDIO_FIELDS: dict[str, str | dict] = {
+    "audio": {"kind": "bytes", "media": "audio"}, "sample_rate": "int32", "channels": "int32",
+    "num_frames": "int64", "duration": "float64", "meta": "json"}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ __all__ = ["VideoConvertReport", "convert_video_csv", "VIDEO_FIELDS"]
 
 # What a video dataset holds: the container, its probed columns, every frame's timestamp (for
 # frame-accurate seeking), keyframe indices, and the CSV's text + other columns as metadata.
-VIDEO_FIELDS = {
+VIDEO_FIELDS: dict[str, str | dict] = {
     "video": {"kind": "bytes", "media": "video"},
     "num_frames": "int64", "fps": "float64", "height": "int32", "width": "int32",
     "duration": "float64", "rotation": "int16", "time_base": "float64",

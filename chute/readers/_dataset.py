@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,10 +16,13 @@ from chute.readers._kind import FieldReader, OpenArgs
 from chute.readers._kinds import get_kind
 from chute.readers._layout import Layout, resolve_layout
 
+if TYPE_CHECKING:
+    from chute.readers._zarr import ZarrDataset
+
 __all__ = ["Dataset", "open_dataset"]
 
 
-def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset:
+def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset | ZarrDataset:
     """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
 
     Args:
@@ -30,7 +33,7 @@ def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset:
             otherwise, e.g. "image" for a pair of encoded images).
 
     Returns:
-        The open Dataset (memory-mapped; cheap to pickle).
+        The open Dataset, a ZarrDataset for a zarr group (memory-mapped; cheap to pickle).
     """
     from chute.readers._storage import local_path
     from chute.readers._zarr import ZarrDataset, is_zarr_group

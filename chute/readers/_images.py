@@ -151,7 +151,7 @@ def prepare_image(raw: bytes, *, max_side: int | None = None,
     jpeg = _jpeg_structure(raw) if raw.startswith(_SOI) else None
     try:
         try:
-            img = Image.open(io.BytesIO(raw))
+            img: Image.Image = Image.open(io.BytesIO(raw))
         except UnidentifiedImageError:
             raise _unidentified(raw, jpeg) from None
         width, height = img.size
@@ -160,12 +160,13 @@ def prepare_image(raw: bytes, *, max_side: int | None = None,
             raise UnreadableImage("truncated JPEG (no end-of-image marker)")
         # A JPEG the decoders cannot read as stored (lossless, 12-bit) is transcoded like any
         # other format when Pillow decodes it.
-        store = is_jpeg and _jpeg_frame_problem(jpeg) is None
+        store = is_jpeg and jpeg is not None and _jpeg_frame_problem(jpeg) is None
         too_big = max_side is not None and max(width, height) > max_side
         if store and not too_big:
             _decode_check(img)
             return PreparedImage(raw, height, width, "stored")
         if too_big:
+            assert max_side is not None  # too_big says so
             if is_jpeg and not store:
                 img.load()  # no DCT-scaled draft: lossless JPEGs have no DCT to scale
             # Pillow resizes only some modes (not 16-bit grey): convert first.

@@ -51,8 +51,14 @@ class FieldReader(Protocol):
     values of a batch of global ids (already range-checked), filling `out` when the kind has a
     fixed-shape array output (`sample_shape` is not None)."""
 
-    sample_shape: tuple[int, ...] | None  # per-sample array shape; None: no fixed shape
-    dtype: np.dtype | None
+    # read-only here, so that a kind's reader may declare a narrower type (e.g. never None)
+    @property
+    def sample_shape(self) -> tuple[int, ...] | None:
+        """Per-sample array shape; None: no fixed shape."""
+        ...
+
+    @property
+    def dtype(self) -> np.dtype | None: ...
 
     def get(self, shard: int, local: int, global_id: int) -> Any: ...
 

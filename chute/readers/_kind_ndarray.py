@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +121,7 @@ class NdarrayReader:
                 else ()
             out = np.empty((len(ids), *lead, *self.inner), self.dtype)
         if self._arrays is not None:
-            self._take(ids, out)
+            self._take(self._arrays, ids, out)
             return out
         if self.compressed and self.rows is None and len(ids) > 1 and \
                 out.flags.c_contiguous and self._read_native(ids, out, status):
@@ -167,8 +168,7 @@ class NdarrayReader:
             out[row] = 0
         return True
 
-    def _take(self, ids: np.ndarray, out: np.ndarray) -> None:
-        arrays = self._arrays
+    def _take(self, arrays: list[np.ndarray], ids: np.ndarray, out: np.ndarray) -> None:
         if len(arrays) == 1:
             np.take(arrays[0], ids, axis=0, out=out)
             return
@@ -184,6 +184,8 @@ def _check_rows(reader: NdarrayReader, args: OpenArgs) -> None:
     comparison of two columns), the longest one when compressed (its frame header). The
     longest sample sizes every batch buffer, so a corrupt length must not get that far."""
     rows, records, row_bytes = reader.rows, reader.records, reader._row_bytes
+    assert rows is not None  # a ragged field's
+    wrong: list[int] | np.ndarray
     longest = int(rows.argmax())
     if int(rows[longest]) > _MAX_SAMPLE_BYTES // max(row_bytes, 1):
         wrong = [longest]  # more bytes than any record holds (and rows * size would wrap)
@@ -274,7 +276,7 @@ class _NdarrayKind:
         if compression not in _COMPRESSIONS:
             raise ValueError(f"field {field!r}: compression must be None or 'zstd', got "
                              f"{compression!r}")
-        spec = {"kind": self.name, "ragged": bool(options.get("ragged", False)),
+        spec: dict[str, Any] = {"kind": self.name, "ragged": bool(options.get("ragged", False)),
                 "compression": compression}
         if compression:
             level = int(options.get("level", 3))

@@ -6,6 +6,7 @@ KeyError or TypeError later on."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 from chute.errors import FormatError
 from chute.readers._files import CHECKSUM
@@ -26,7 +27,7 @@ def _count(value) -> bool:
 
 def check_manifest(path: Path, m) -> None:
     """Raise FormatError naming `path` and the key when manifest `m` is malformed."""
-    def bad(what: str):
+    def bad(what: str) -> NoReturn:
         raise FormatError(f"{path}: {what}; the manifest is corrupt or from another tool")
 
     if not isinstance(m, dict) or m.get("format") != FORMAT:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from chute.errors import ChuteError, FormatError
-from chute.readers._dataset import open_dataset
+from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._dest_lock import DestinationLock
 from chute.readers._kinds import field_files, field_stem, get_kind
 from chute.readers._manifest import MANIFEST, write_manifest
@@ -74,14 +75,14 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
 def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: bool
             ) -> MetaUpdate:
     ds = open_dataset(path)
-    if ds.manifest["format"] != "chute" or field not in ds.fields:
+    if not isinstance(ds, Dataset) or ds.manifest["format"] != "chute" or field not in ds.fields:
         raise ChuteError(f"{ds.path}: has no metadata field {field!r} to update")
     current = ds.read(field, np.arange(len(ds)))
     if not all(isinstance(m, dict) for m in current):
         raise ChuteError(f"{ds.path}: field {field!r} does not hold a JSON object per sample; "
                          "name the metadata field with --field")
     updates = _read_updates(Path(jsonl), key)
-    ids = {}
+    ids: dict[Any, int] = {}
     for i, meta in enumerate(current):
         k = meta.get(key) if isinstance(meta, dict) else None
         if k in ids:

@@ -19,7 +19,7 @@ __all__ = ["MAGIC", "DTYPE_CODES", "MmidxIndex", "encode_index", "read_index", "
 MAGIC = b"MMIDIDX\x00\x00"
 _HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, N, M
 # Megatron-LM's dtype codes (the element type of the token/payload stream).
-DTYPE_CODES = {
+DTYPE_CODES: dict[int, np.dtype] = {
     1: np.dtype(np.uint8),
     2: np.dtype(np.int8),
     3: np.dtype(np.int16),

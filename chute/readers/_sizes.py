@@ -20,8 +20,8 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, int):
         return text
     match = _PATTERN.match(text)
-    unit = match and _UNITS.get(match.group(2).lower())
-    if not unit:
+    unit = _UNITS.get(match.group(2).lower()) if match else None
+    if match is None or not unit:
         raise ValueError(f"cannot read size {text!r}; write e.g. 1GiB, 512MiB, 64MB or 1000000")
     value = int(float(match.group(1)) * unit)
     if value <= 0:

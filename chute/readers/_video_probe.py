@@ -125,6 +125,7 @@ def probe_video(data: bytes) -> VideoInfo:
             raise UnreadableVideo(f"cannot be demuxed ({exc})") from None
         if not pts:
             raise UnreadableVideo("has no video frames")
+        assert end is not None  # set with the first packet of `pts`
         try:
             shown = _output_order(container, stream, pts)
         except av.error.FFmpegError as exc:

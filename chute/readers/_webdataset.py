@@ -8,6 +8,7 @@ import json
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from chute.errors import FormatError
 
@@ -36,7 +37,9 @@ def iter_webdataset(tars: list[str | Path]) -> Iterator[dict]:
         except (tarfile.TarError, OSError) as exc:
             raise FormatError(f"{tar_path}: not a readable tar file ({exc})") from None
         with archive:
-            key, members = None, {}
+            # `key` is the prefix of the sample in `members`; set before its first member.
+            key = ""
+            members: dict[str, bytes] = {}
             for member in archive:
                 if not member.isfile():
                     continue
@@ -47,7 +50,9 @@ def iter_webdataset(tars: list[str | Path]) -> Iterator[dict]:
                     yield _sample(tar_path, key, members)
                     members = {}
                 key = prefix
-                members[ext.lower()] = archive.extractfile(member).read()
+                data = archive.extractfile(member)
+                assert data is not None  # a regular file's member always has one
+                members[ext.lower()] = data.read()
             if members:
                 yield _sample(tar_path, key, members)
 
@@ -67,7 +72,7 @@ def _sample(tar_path, key: str, members: dict[str, bytes]) -> dict:
     text = next((members[e] for e in _TEXT_EXTENSIONS if e in members), None)
     if text is not None:
         meta["text"] = text.decode("utf-8", errors="replace")
-    sample = {"image": image}
+    sample: dict[str, Any] = {"image": image}
     label = next((members[e] for e in _LABEL_EXTENSIONS if e in members), None)
     if label is not None:
         try:

@@ -59,7 +59,9 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
             if image_field in sample:
                 sample = _with_jpeg(sample, image_field, i, quality)
             writer.write(sample)
-    return open_dataset(path)
+    dataset = open_dataset(path)
+    assert isinstance(dataset, Dataset)  # a chute folder, just written
+    return dataset
 
 
 def _with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class ChunkPlan:
     dtype: np.dtype
     fill: object
     key: Callable[[int], str]
-    decode: Callable[[bytes], object] | None  # None: stored uncompressed
+    decode: Callable[..., Any] | None  # (raw, out=None) -> the bytes; None: stored uncompressed
     nbytes: int = 0  # of one decoded chunk
     key_parts: tuple[str, str] | None = None  # chunk c's key is parts[0] + str(c) + parts[1]
 
@@ -226,7 +227,8 @@ def _read(fd: int, dest: np.ndarray | None):
     try:
         size = os.fstat(fd).st_size
         if dest is not None and dest.nbytes == size:
-            target = memoryview(dest.reshape(-1).view(np.uint8))
+            # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
+            target = memoryview(dest.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         else:
             buf = getattr(_LOCAL, "buf", None)
             if buf is None or len(buf) < size:
@@ -301,6 +303,7 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
         read_chunks,
     )
 
+    assert p.key_parts is not None  # `_native_batch` said so
     touched, first, inverse = np.unique(chunk_of, return_index=True, return_inverse=True)
     dests = out.ctypes.data + first.astype(np.uintp) * np.uintp(out.strides[0])
     codes = read_chunks(p.decode is not None, dests, p.nbytes, _pool(), read_threads(),
