@@ -58,7 +58,7 @@ class _Resources:
 
 if "NUMBA_THREADING_LAYER" not in os.environ:
     # Takes effect only if no parallel Numba function has run yet in this process.
-    numba.config.THREADING_LAYER = "forksafe"
+    numba.config.THREADING_LAYER = "forksafe"  # type: ignore[attr-defined]  # set at run time
 
 _lock = ProcessLock()  # free again in a forked child, whatever the parent's threads held
 _resources: _Resources | None = None
@@ -74,7 +74,7 @@ def _forget_resources() -> None:
 def _acquire(scratch_bytes: int, row_values: int) -> _Resources:
     """This process's handles and scratch, at least as large as asked. Call with _lock held."""
     global _resources
-    threads = numba.config.NUMBA_NUM_THREADS
+    threads = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # set at run time
     res = _resources
     if res is None or res.pid != os.getpid():
         # After a fork the parent's handles are not ours to use or destroy: start afresh.
@@ -236,7 +236,8 @@ def decode_batch(
     with _lock:
         try:
             if threads is not None:
-                numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+                most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+                numba.set_num_threads(max(1, min(int(threads), most)))
             res = _acquire(0, 0)
             roi_handles = _roi_handles(res, roi_decode)
             plan_batch(data, offsets, boxes, sizes, max_pixels, out_h, out_w,

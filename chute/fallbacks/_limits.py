@@ -23,12 +23,16 @@ def max_image_pixels(value: int | None = None) -> int:
     Raises:
         ValueError: the bound is not a positive integer (the message names its source).
     """
-    source = "max_pixels"
     if value is None:
         text = os.environ.get(_ENV)
         if text is None or not text.strip():
             return MAX_IMAGE_PIXELS
-        source, value = _ENV, text.strip().replace("_", "")
+        return _positive(_ENV, text.strip().replace("_", ""))
+    return _positive("max_pixels", value)
+
+
+def _positive(source: str, value: int | float | str) -> int:
+    """`value` as a positive int; ValueError naming `source` when it is not one."""
     try:
         bound = int(value)
         ok = bound >= 1 and (not isinstance(value, float) or value == bound)

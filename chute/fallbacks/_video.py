@@ -124,7 +124,8 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
     frame_pts = np.asarray(frame_pts)
     wanted = frame_pts[indices]
     if not isinstance(data, (bytes, bytearray)):
-        data = memoryview(np.ascontiguousarray(data))
+        # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
+        data = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
     span = _Span(frame_pts, indices)
     found = _decode_span(data, span, rotation, size, crop, skip)
     if found is None:
@@ -137,6 +138,7 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
                           "H.264 frames were skipped; its whole span was decoded instead",
                           RuntimeWarning, stacklevel=2)
     if not isinstance(found, dict):
+        assert found is not None  # only a decode that skips packets returns None
         raise DecodeError(f"frames with pts {sorted(found)[:3]} are missing (truncated or "
                           "corrupt stream)")
     return np.stack([found[p] for p in wanted.tolist()])

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
 __all__ = ["ArgRing"]
+
+
+class _Event(Protocol):
+    """What the ring needs of an event (e.g. cupy.cuda.Event)."""
+
+    def record(self, stream: Any) -> Any: ...
+
+    def synchronize(self) -> Any: ...
 
 
 class ArgRing:
@@ -27,13 +36,13 @@ class ArgRing:
     """
 
     def __init__(self, slots: int, alloc: Callable[[int], np.ndarray],
-                 make_event: Callable[[], object]):
+                 make_event: Callable[[], _Event]):
         if slots < 1:
             raise ValueError(f"an argument ring needs at least 1 slot, got {slots}")
         self._alloc = alloc
         self._make_event = make_event
         self._buffers: list[np.ndarray | None] = [None] * slots
-        self._events: list[object | None] = [None] * slots
+        self._events: list[_Event | None] = [None] * slots
         self._next = 0
         self._lock = threading.Lock()
 
