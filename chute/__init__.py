@@ -1,4 +1,5 @@
-"""chute: decoded, augmented image batches for PyTorch training, as fast as the machine allows.
+"""chute: decoded, augmented batches (images, video, audio, latents) for PyTorch, as fast as the
+machine allows.
 
 Public names are listed once in ``__all__`` and loaded lazily, so ``import chute`` is cheap and
 never touches torch, numba or any GPU library until a name that needs it is used.
@@ -15,7 +16,14 @@ _LAZY = {
     "open_dataset": "chute.readers",
     "Dataset": "chute.readers",
     "ShardWriter": "chute.readers",
-    "Pipeline": "chute._pipeline_entry",  # with the autotuner registered for backend="auto"
+    "Pipeline": "chute.pipelines",
+    "ImageOptions": "chute.pipelines",
+    "VideoOptions": "chute.pipelines",
+    "AudioOptions": "chute.pipelines",
+    "ArrayOptions": "chute.pipelines",
+    "Lookup": "chute.pipelines",
+    "MaxDuration": "chute.pipelines",
+    "Buckets": "chute.pipelines",
     "CropConfig": "chute.pipelines",
     "PipelineDataset": "chute.pipelines",
     "crop_boxes": "chute.pipelines",

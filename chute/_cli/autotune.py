@@ -48,8 +48,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from chute._auto_backend import tune_dataset
     from chute.autotune import TuneParams, decision_path, format_table
+    from chute.pipelines import tune_dataset
     from chute.readers import open_dataset
 
     dataset = open_dataset(args.dataset)

@@ -124,11 +124,7 @@ def _read_back(path: Path, steps: _Steps) -> None:
 
 def _autotune(path: Path, args, steps: _Steps) -> None:
     from chute.autotune import TuneParams, format_table
-
-    try:  # where the image autotuner lives after the pipelines move (issue 28)
-        from chute.pipelines.producers.image._auto import tune_dataset
-    except ImportError:  # before it
-        from chute._auto_backend import tune_dataset
+    from chute.pipelines import tune_dataset
 
     device = default_device()
     params = TuneParams(args.batch_size, args.image_size, args.augment, "float16", device)

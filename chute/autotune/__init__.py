@@ -3,8 +3,9 @@ cheapest), explain why, and remember the decision per machine + dataset + parame
 
 A library: it imports nothing of chute above its small root helpers. The caller injects what
 to compare (candidates, see `CandidateLike`) and how to run one (a runner returning a
-`BatchSourceLike`); chute's own composition with its backends is chute/_auto_backend.py. The
-`--json` object is documented in chute/autotune/_report.py.
+`BatchSourceLike`); chute.pipelines calls it for backend="auto"
+(chute/pipelines/producers/image/_auto.py). The `--json` object is documented in
+chute/autotune/_report.py.
 """
 
 from chute.autotune._autotune import DEFAULT_BUDGET, autotune, stored_decision

@@ -3,7 +3,7 @@
 
 Both take what they compare from the caller: the candidates, and for `autotune` the runner that
 opens a batch source per candidate. Composing them with real backends is the caller's business
-(for chute, chute/_auto_backend.py).
+(for chute, chute/pipelines/producers/image/_auto.py).
 """
 
 from __future__ import annotations

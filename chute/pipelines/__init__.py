@@ -1,5 +1,6 @@
-"""pipelines: order, DDP partition, exact resume, prefetch and staging around field producers
-(image decoders, array gathers, columns, metadata)."""
+"""pipelines: the Pipeline (order, DDP partition, exact resume, prefetch and staging) around
+field producers (image decoders, video clips, audio, array gathers, columns, metadata), with
+per-field typed options and one batching contract."""
 
 from chute.pipelines._pipeline import Pipeline, PipelineStats
 from chute.pipelines._request import BatchRequest, CropParams, ParamSource
@@ -12,20 +13,35 @@ from chute.pipelines.producers._contract import (
     ProducerSpec,
     SequentialEpoch,
 )
-from chute.pipelines.producers._registry import PRODUCERS, create_producer
+from chute.pipelines.producers._registry import FAMILIES, PRODUCERS, create_producer
+from chute.pipelines.producers.audio._options import AudioOptions
+from chute.pipelines.producers.image._auto import tune_dataset
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
+from chute.pipelines.producers.image._options import ImageOptions
+from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
+from chute.pipelines.producers.video._options import VideoOptions
+from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
 from chute.pipelines.sampling._order import EpochOrder
 from chute.pipelines.sampling._partition import Partition
 from chute.pipelines.sampling._plan import BatchPlan
 
 __all__ = [
+    "ArrayOptions",
+    "AudioOptions",
     "BatchPlan",
     "BatchRequest",
+    "Batching",
+    "Buckets",
     "CropConfig",
     "CropParams",
     "EpochOrder",
     "EpochReader",
+    "FAMILIES",
+    "FixedBatches",
+    "ImageOptions",
     "ImageSpec",
+    "Lookup",
+    "MaxDuration",
     "Output",
     "PRODUCERS",
     "ParamSource",
@@ -36,6 +52,8 @@ __all__ = [
     "Producer",
     "ProducerSpec",
     "SequentialEpoch",
+    "VideoOptions",
     "create_producer",
     "crop_boxes",
+    "tune_dataset",
 ]

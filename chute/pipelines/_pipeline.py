@@ -1,5 +1,6 @@
 """Pipeline: what a training loop iterates -- batches of a dataset's fields as torch tensors:
-decoded, augmented images, stored arrays (latents), scalar columns, metadata.
+decoded, augmented images, video clips, audio, stored arrays (latents), scalar columns,
+metadata.
 
 Batches are reused: the tensors of the batch returned by the k-th `next()` live in a
 preallocated slot that stays valid until the (k+2)-th `next()` call begins (so the batch you
@@ -12,9 +13,10 @@ Epochs and resume: see `set_epoch`, `state_dict` and `load_state_dict`. An epoch
 when its last batch is handed out; iterating again then starts the next epoch (so forgetting
 `set_epoch` never repeats an order, and stopping after `len(pipe)` batches loses nothing).
 
-The core here knows nothing of images: each requested field has a producer (chosen through
-`pipelines/producers/_registry.py`) and the plan evaluates the per-sample parameters the
-producers ask for (docs/design.md, "Plans and producers").
+The core knows no modality: each requested field's family (`producers/_registry.py`) turns its
+options into a producer, the batching (`sampling/_batching.py`) cuts the epoch into batches,
+and the plan evaluates the per-sample parameters the producers ask for (docs/design.md,
+"Plans and producers").
 """
 
 from __future__ import annotations
@@ -24,56 +26,30 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from chute._fork import ProcessLock
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
-from chute.errors import DecodeError, FormatError
+from chute.pipelines._compat import translate
 from chute.pipelines._distributed import detect_rank_world, resolve_device
-from chute.pipelines._field_resolve import resolve_field_backend
-from chute.pipelines._options import (
-    check_backend_options,
-    check_ring_memory,
-    dtype_name,
-    image_size_of,
-    mean_std_fractions,
-    output_dtype,
-    ring_memory_error,
-)
-from chute.pipelines._prefetch import Prefetcher
-from chute.pipelines._resolve import resolve_backend
-from chute.pipelines._staging import (
-    allocate_slots,
-    begin_fill,
-    device_views,
-    host_views,
-    release,
-    stage,
-    wait_ready,
-)
-from chute.pipelines._substitute import Substitutor, failure_reason
-from chute.pipelines.producers._contract import ImageSpec, Output, ProducerSpec
-from chute.pipelines.producers._registry import (
-    MEDIA_PRODUCERS,
-    create_producer,
-    delivered_by_default,
-    field_backend,
-    field_media,
-    stored_producer,
-)
-from chute.pipelines.producers.image._crops import CropConfig
-from chute.pipelines.sampling._duration_plan import DurationPlan
-from chute.pipelines.sampling._merge import check_merge
-from chute.pipelines.sampling._plan import BatchPlan
-from chute.pipelines.sampling._units import ByRecording, sample_durations, sample_unit
+from chute.pipelines._fields import field_options
+from chute.pipelines._options import check_ring_memory
+from chute.pipelines._run import Run
+from chute.pipelines._staging import device_views, wait_ready
+from chute.pipelines.producers._contract import Output
+from chute.pipelines.producers._family import FieldContext
+from chute.pipelines.producers._registry import create_producer
+from chute.pipelines.sampling._batching import Batching, Plan, PlanContext, as_batching
+from chute.pipelines.sampling._units import ByRecording, sample_durations
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
+
 
 @dataclass
 class PipelineStats:
@@ -81,195 +57,170 @@ class PipelineStats:
     batches: int = 0
     decode_errors: int = 0  # samples that failed to decode and were replaced (on_error="skip")
     wait_seconds: float = 0.0  # time the training loop spent waiting for batches
-    backend: str = ""  # the backend in use (what backend="auto" chose)
+    backend: str = ""  # the first image field's backend (what backend="auto" chose)
     backend_options: dict = field(default_factory=dict)
     backend_reason: str = ""  # why that backend: requested, stored decision, or measured
     threads: int = 0  # CPU decoder threads of this process (0: no CPU decoding)
     threads_reason: str = ""  # where that number comes from
-    # field -> {"backend", "reason"} for fields whose options said backend="auto" (video)
+    # field -> {"backend", "options", "reason"} for every field with a choice of backend
     field_backends: dict = field(default_factory=dict)
 
 
 class Pipeline:
-    """Iterate batches of a chute dataset as dicts of torch tensors.
+    """Iterate batches of a dataset as dicts of torch tensors.
 
     Batches are reused: a yielded batch is overwritten two `next()` calls later. Keep it with
     `batch["image"].clone()` or pass `copy=True` (`list(pipe)` without it holds stale data).
 
     Each batch holds "index" (int64 global sample ids) and one entry per requested field:
-    images decoded and augmented ([B,3,H,W] or [B,H,W,3]), ndarray fields as ``[B, *shape]``
-    (ragged ones zero-padded, with "<field>_lengths"), scalar fields as [B] tensors, JSON and
-    other bytes fields as lists. `len(pipe)` is this rank's batches per full epoch.
+    images decoded and augmented ([B,3,H,W] or [B,H,W,3]), video clips, audio, ndarray fields
+    as ``[B, *shape]`` (ragged ones zero-padded, with "<field>_lengths"), scalar fields as [B]
+    tensors, JSON and other bytes fields as lists. `len(pipe)` is this rank's batches per
+    full epoch.
 
     Args:
-        path_or_dataset: a dataset folder, URL or an open dataset (anything meeting
-            `chute.readers.DatasetProtocol`).
-        batch_size: samples per batch (per rank).
-        image_size: output size of image fields: S (square), (H, W) or "HxW" (default 224, or
-            the size of `crop`).
-        augment: "train" (random resized crop + flip, drops the tail) or "eval" (center crop,
-            every sample once).
-        eval_crop: the eval crop: "torchvision" (default: Resize(round(S / 0.875)) shorter
-            side, bilinear antialiased, then CenterCrop(S), as torchvision/timm validate) or
-            "crop-resize" (a center box of whole pixels resized to S, FFCV's definition);
-            None keeps `crop`'s (see `CropConfig`).
-        backend: image decoder: "cpu", "dali", "dali-native" or "auto" (measured; see
-            `chute autotune`). Ignored when no image field is requested.
+        source: a dataset folder, URL or an open dataset (anything meeting
+            `chute.readers.DatasetProtocol`: a chute dataset, a zarr group, a Megatron pair).
+        batch_size: samples per batch (per rank); with `MaxDuration` the most in one batch;
+            None with `Buckets` (each bucket has its own).
+        fields: the fields to deliver: names (each with its kind's default options) or
+            {name: options or None}, the options being `ImageOptions`, `VideoOptions`,
+            `AudioOptions`, `ArrayOptions` or `Lookup` as the field's kind takes; options of
+            another kind raise. Default: "image" (and "label") for a dataset with an "image"
+            field, else every field except metadata and tables.
+        batching: None (`batch_size` samples per batch), `MaxDuration(seconds)` or
+            `Buckets(config)`.
+        augment: "train" (random crops, clips and perturbations; drops the tail) or "eval"
+            (deterministic; every sample once).
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
         seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
-        dtype: image dtype, "uint8", "float16", "bfloat16" (decoded as float32, cast on the
-            device) or "float32" (torch dtypes work too).
-        layout: "NCHW" or "NHWC" for images.
-        mean, std: per-channel normalisation of float images: out = (pixel/255 - mean) / std.
-            Fractions of 255 (0.485, ...) or, when any value is above 1, 0-255 units as FFCV and
-            DALI take them (123.675, ...); both must use the same units.
-        fields: fields to deliver; default: "image" (and "label" when present) for a dataset
-            with an "image" field, else every field except JSON metadata.
+        shuffle: False delivers the dataset's own order (e.g. a sequential evaluation).
         drop_last: drop the incomplete last batch (default: True in train, False in eval).
-        rank, world_size: this process's DDP position (default: from torch.distributed / env).
+        rank: this process's DDP rank (default: from torch.distributed / the environment).
+        world_size: the DDP world size (same default).
         prefetch: batches prepared ahead of the training loop.
         on_error: "skip" replaces a failing sample deterministically; "raise" stops.
-        backend_options: options of the image backend (e.g. {"threads": 4}); Python values.
-            Yes/no options (dct_scaling, roi_decode) also take "true"/"false", "yes"/"no",
-            "on"/"off" or "1"/"0"; any other string there raises.
-        crop: a `CropConfig` for the train crops and flips (scale, ratio, flip_p, ...), e.g.
-            `CropConfig(scale=(0.35, 1), flip_p=0.5)`; its size, when set, is the image size.
         transform: `callable(batch) -> batch` run on every batch on the output device, after
-            the dtype cast (e.g. torchvision.transforms.v2 or kornia on GPU tensors).
-        memory_format: `torch.channels_last` delivers NCHW images stored NHWC at no extra
-            cost; `torch.contiguous_format` (default) is plain NCHW.
+            the fields' casts (e.g. torchvision.transforms.v2 or kornia on GPU tensors).
         copy: deliver batches the training loop owns (a copy each; slower) instead of views of
             the reused slots.
-        field_options: options of other fields' producers, by field name (e.g.
-            {"video": {"num_frames": 16, "frame_interval": 2, "size": (256, 256)}}; a video
-            field also takes {"backend": "cpu"|"dali"|"auto"} (auto: measured by chute.Pipeline,
-            see stats.field_backends); an
-            ndarray or table field takes {"dtype": "bfloat16"|"float16"|"float32"|"float64"},
-            a cast made on the device after the copy.
-        buckets: variable-shape video batches, {resolution: {num_frames: (keep probability,
-            batch size)}} (e.g. {"240p": {16: (1.0, 8)}}); every rank's step k comes from one
-            bucket, and batch sizes come from the config (`batch_size` is then ignored; pass
-            None). Needs exactly one video field; its frame_interval applies.
-        unit: for audio datasets, what one sample is: "recording" (a whole file) or "segment"
-            (one timestamped segment listed in the "meta" field's "segments"; the other
-            fields are read from its recording). Default: one dataset row.
-        max_duration: seconds of audio per batch (batch_size stays the most samples in one):
-            batches of similar durations, the same count on every rank, tail dropped.
-        merge: (min_s, max_s) with unit="segment": adjacent segments of a recording merged
-            into samples of about that many seconds, drawn anew each epoch as a pure function
-            of (seed, epoch); texts joined by spaces. The number of samples (and `len(pipe)`)
-            then varies a little from epoch to epoch.
-        lookups: table field -> per-sample index field: the table's row `index[i]` is
-            delivered for sample i (e.g. {"clip_emb": "segment_to_video"}).
+        **round2: the round-2 keywords (image_size, backend, dtype, layout, mean, std,
+            backend_options, crop, eval_crop, memory_format, field_options, buckets, unit,
+            max_duration, merge, lookups) still work for this release, with a
+            DeprecationWarning that shows the new spelling.
     """
 
-    def __init__(self, path_or_dataset: str | Path | Any, batch_size: int | None, *,
-                 image_size: int | tuple[int, int] | str | None = None, augment: str = "train",
-                 backend: str = "auto", device: str | torch.device | None = None,
-                 seed: int = 0, dtype: str | torch.dtype = "float16", layout: str = "NCHW",
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                 fields: tuple[str, ...] | None = None, drop_last: bool | None = None,
+    def __init__(self, source: str | Path | Any, batch_size: int | None = None, *,
+                 fields: Sequence[str] | Mapping[str, Any] | None = None,
+                 batching: Batching | None = None,
+                 augment: Literal["train", "eval"] = "train",
+                 device: str | torch.device | None = None, seed: int = 0,
+                 shuffle: bool = True, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
-                 on_error: str = "skip", backend_options: dict | None = None,
-                 field_options: dict[str, dict] | None = None, buckets: dict | None = None,
-                 unit: str | None = None, max_duration: float | None = None,
-                 crop: CropConfig | None = None, eval_crop: str | None = None,
-                 transform: Callable[[dict], dict] | None = None,
-                 memory_format: torch.memory_format = torch.contiguous_format,
-                 copy: bool = False, lookups: dict[str, str] | None = None,
-                 merge: tuple[float, float] | None = None):
+                 on_error: Literal["skip", "raise"] = "skip",
+                 transform: Callable[[dict], dict] | None = None, copy: bool = False,
+                 **round2: Any):
         from chute.readers import open_dataset
 
-        self._own_dataset = isinstance(path_or_dataset, (str, Path))
-        self.dataset = (open_dataset(path_or_dataset) if self._own_dataset
-                        else path_or_dataset)
+        self._producers: list | None = None
+        self._closed = True  # until construction succeeds (close() may run from __del__)
+        self._own_dataset = isinstance(source, (str, Path))
+        self.dataset = open_dataset(source) if self._own_dataset else source
+        try:
+            self._build(batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
+                        rank, world_size, prefetch, on_error, transform, copy, round2)
+        except BaseException:
+            self._close_producers()
+            if self._own_dataset:
+                closer = getattr(self.dataset, "close", None)
+                if closer is not None:
+                    closer()
+            raise
+
+    def _build(self, batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
+               rank, world_size, prefetch, on_error, transform, copy, round2) -> None:
         if augment not in ("train", "eval"):
             raise ValueError(f"augment must be 'train' or 'eval', got {augment!r}")
         if on_error not in ("skip", "raise"):
             raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
-        if layout not in ("NCHW", "NHWC"):
-            raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
-        if memory_format not in (torch.contiguous_format, torch.channels_last):
-            raise ValueError("memory_format must be torch.contiguous_format or "
-                             f"torch.channels_last, got {memory_format!r}")
-        if memory_format == torch.channels_last and layout != "NCHW":
-            raise ValueError("memory_format=torch.channels_last applies to layout='NCHW'")
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable(batch) -> batch, got {transform!r}")
-        produced_dtype, self._cast = output_dtype(dtype)
-        mean, std = mean_std_fractions(mean, std)
-        backend_options = check_backend_options(backend_options)
-        self.fields = self._check_fields(fields)
-        self._field_options = {f: dict(o) for f, o in (field_options or {}).items()}
-        self.buckets = self._bucket_table(buckets)
-        if self.buckets is not None:
-            batch_size = self.buckets.max_batch_size
-        if batch_size is None or int(batch_size) < 1 or int(prefetch) < 1:
-            raise ValueError(f"need batch_size >= 1 and prefetch >= 1, got {batch_size}, "
-                             f"{prefetch}")
-        self.batch_size = int(batch_size)
-        self.crop = self._crop_config(crop, image_size, augment)
-        if eval_crop is not None:
-            self.crop = replace(self.crop, eval_crop=eval_crop)
+        if round2:
+            batch_size, fields, batching = translate(self.dataset, batch_size, fields, batching,
+                                                     round2)
+        requested = field_options(self.dataset, fields)
+        self.fields = tuple(requested)
         self.augment = augment
         self.seed = int(seed)
+        self.shuffle = bool(shuffle)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)
         self.rank, self.world_size = detect_rank_world(rank, world_size)
         self.device = resolve_device(device)
         self.on_error = on_error
+        if int(prefetch) < 1:
+            raise ValueError(f"need prefetch >= 1, got {prefetch}")
         self.prefetch = int(prefetch)
         self.transform = transform
         self.copy = bool(copy)
-        self._channels_last = memory_format == torch.channels_last
-        self.lookups = dict(lookups or {})
-        if set(self.lookups) - set(self.fields):
-            raise ValueError(f"lookups name fields {sorted(set(self.lookups) - set(self.fields))}"
-                             f" that are not requested; add them to fields= ({self.fields})")
-        unknown = sorted(set(self._field_options) - set(self.fields))
-        if unknown:
-            raise ValueError(f"field_options name fields {unknown} that are not requested "
-                             f"(fields={list(self.fields)})")
-        merge = check_merge(merge, unit)
-        self._unit = None if unit is None else sample_unit(self.dataset, unit, merge=merge)
-        if max_duration is not None and self.buckets is not None:
-            raise ValueError("pass either buckets (video) or max_duration (audio), not both")
-        if merge is not None and max_duration is not None and merge.max_s > max_duration:
-            raise ValueError(f"merge max_s {merge.max_s} s exceeds max_duration={max_duration} "
-                             "s: a merged sample could not fit a batch; lower merge's max_s")
-        self.max_duration = max_duration
-        self._durations: dict = {}  # (seed, epoch) -> seconds of every sample (max_duration)
+        self.batching = as_batching(batching).bind(
+            {f: (family.name, options) for f, (family, options) in requested.items()})
+        self.batch_size = self.batching.slot_size(batch_size)
+        self._unit = self._sample_unit(requested)
+        self._durations: dict = {}  # (seed, epoch) -> seconds of every sample (MaxDuration)
         self._epoch, self._position, self._params = 0, 0, ()
-        self._bucket_offsets: tuple = ()  # buckets: samples of each delivered this epoch
+        self._batch_state: dict = {}  # the batching's own resume state (e.g. bucket offsets)
+        if self._n == 0:
+            raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
+                             "converted (`chute info`, and skipped.tsv next to it)")
+        self._build_producers(requested)
         self._check_not_empty()
-        images = [f for f in self.fields if field_media(f, self.dataset.specs[f]) == "image"]
-        name, options, reason = "", {}, "no image field requested: nothing to decode"
-        if images:
-            name, options, reason = resolve_backend(
-                backend, device=self.device, dataset=self.dataset, batch_size=self.batch_size,
-                image_size=self.crop.size, dtype=dtype_name(dtype), augment=augment,
-                backend_options=backend_options)
-        image_config = dict(size=self.crop.size, dtype=produced_dtype,
-                            layout="NHWC" if self._channels_last else layout,
-                            mean=mean, std=std, crop=self.crop)
+        self._resume_pending = False
+        self._warned = False
+        self._run: Run | None = None
+        self._run_thread: threading.Thread | None = None
+        self._lock = ProcessLock()  # free again in a forked child
+        self._pid = os.getpid()
+        self._closed = False
+
+    def _sample_unit(self, requested: dict):
+        """The sample unit a field's options ask for (audio segments), else None (rows)."""
+        units = [(f, family.unit(f, options, self.dataset))
+                 for f, (family, options) in requested.items() if family.unit is not None]
+        units = [(f, u) for f, u in units if u is not None]
+        if len(units) > 1:
+            raise ValueError(f"fields {[f for f, _ in units]} each set a sample unit; set "
+                             "unit= (and merge=) on one of them")
+        return units[0][1] if units else None
+
+    def _build_producers(self, requested: dict) -> None:
+        extra = self.batching.field_options()
         self._producers = []
-        self._field_backends: dict[str, dict] = {}  # fields whose backend "auto" chose
-        try:
-            for f in self.fields:
-                producer = create_producer(
-                    self._producer_spec(f, f in images, name, options, image_config))
-                # segments: the plan's ids are segment ids; fields are read from the recording
-                self._producers.append(ByRecording(producer) if unit == "segment" else producer)
-        except BaseException:
-            self._close_producers()
-            raise
-        self.backend = next((p for p in self._producers if p.field in images), None)
-        self._images = tuple(images)
+        self._families = {f: family.name for f, (family, _) in requested.items()}
+        self._finishers: dict[str, Callable] = {}
+        self.stats = PipelineStats()
+        self.backend = None  # the first image field's producer (round-2 attribute)
+        by_recording = self._unit is not None and self._unit.name == "segment"
+        for f, (family, options) in requested.items():
+            context = FieldContext(self.dataset, self.batch_size, str(self.device),
+                                   self.prefetch, self.augment, self._unit, extra.get(f, {}))
+            built = family.build(f, options, context)
+            producer = create_producer(built.spec)
+            # segments: the plan's ids are segment ids; fields are read from the recording
+            self._producers.append(ByRecording(producer) if by_recording else producer)
+            if built.finish is not None:
+                self._finishers[f] = built.finish
+            if built.decision is not None:
+                self.stats.field_backends[f] = built.decision
+                if family.name == "image" and self.backend is None:
+                    self.backend = producer
+                    self.stats.backend = built.decision["backend"]
+                    self.stats.backend_options = dict(built.decision["options"])
+                    self.stats.backend_reason = built.decision["reason"]
         self._outputs: dict[str, Output] = {}
         for producer in self._producers:
             outputs = producer.outputs()
             clash = sorted(set(outputs) & set(self._outputs))
             if clash:  # e.g. a stored field named like another field's extra output ("ar")
-                self._close_producers()
                 raise ValueError(f"fields {self.fields} give the output key(s) {clash} twice "
                                  "(a field named like another field's extra output); leave "
                                  "one of them out of fields=")
@@ -277,25 +228,10 @@ class Pipeline:
         check_ring_memory(self.prefetch + 2, self.batch_size, self._outputs, self.dataset.path)
         units = () if self._unit is None else (self._unit,)
         self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
-        self._durations.clear()  # made before the producers existed (the empty-epoch check)
-        if max_duration is not None:
-            try:
-                self.plan(0)  # a sample longer than max_duration as delivered raises now
-            except BaseException:
-                self._close_producers()
-                raise
-        threads = getattr(self.backend, "threads", None) or 0
-        self.stats = PipelineStats(backend=name, backend_options=options, backend_reason=reason,
-                                   threads=threads,
-                                   threads_reason=getattr(self.backend, "threads_reason", ""),
-                                   field_backends=self._field_backends)
-        self._resume_pending = False
-        self._warned = False
-        self._run = None
-        self._run_thread = None
-        self._lock = ProcessLock()  # free again in a forked child
-        self._pid = os.getpid()
-        self._closed = False
+        threaded = next((p for p in self._producers if getattr(p, "threads", None)), None)
+        if threaded is not None:
+            self.stats.threads = int(threaded.threads)
+            self.stats.threads_reason = getattr(threaded, "threads_reason", "")
 
     @property
     def _n(self) -> int:
@@ -307,14 +243,13 @@ class Pipeline:
         return len(self.dataset) if self._unit is None else self._unit.count(seed, epoch)
 
     def _durations_of(self, seed: int, epoch: int) -> np.ndarray:
-        """Seconds every sample of the epoch delivers (what max_duration packs): a producer's
+        """Seconds every sample of the epoch delivers (what MaxDuration packs): a producer's
         `seconds` when it has one (audio: after speed perturbation and resampling), else
         the stored durations."""
         key = (seed, epoch)
         if key not in self._durations:
             self._durations.clear()  # one epoch at a time
-            timed = [p for p in getattr(self, "_producers", None) or ()
-                     if getattr(p, "seconds", None) is not None]
+            timed = [p for p in self._producers or () if getattr(p, "seconds", None) is not None]
             if timed:
                 ids = np.arange(self._count(seed, epoch), dtype=np.int64)
                 params: dict = {}
@@ -326,61 +261,14 @@ class Pipeline:
             self._durations[key] = found
         return self._durations[key]
 
-    @staticmethod
-    def _crop_config(crop: CropConfig | None, image_size, augment: str) -> CropConfig:
-        if crop is None:
-            return CropConfig(image_size_of(224 if image_size is None else image_size),
-                              mode=augment)
-        if not isinstance(crop, CropConfig):
-            raise TypeError(f"crop must be a chute.CropConfig, got {type(crop).__name__}")
-        size = crop.size
-        if image_size is not None:
-            size = image_size_of(image_size)
-            if crop.size is not None and crop.size != size:
-                raise ValueError(f"crop.size {crop.size} and image_size {size} disagree; "
-                                 "give the size once")
-        return replace(crop, size=(224, 224) if size is None else size, mode=augment)
-
     def _check_not_empty(self) -> None:
-        n = self._n
-        if n == 0:
-            raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
-                             "converted (`chute info`, and skipped.tsv next to it)")
-        if self.drop_last and len(self.plan(0)) == 0:
+        plan = self.plan(0)  # a sample longer than MaxDuration as delivered raises here
+        if self.drop_last and len(plan) == 0:
+            n = self._n
             raise ValueError(
                 f"batch_size={self.batch_size} on {self.world_size} rank(s) gives no full batch "
                 f"of the {n} samples of {self.dataset.path} (train drops the incomplete tail); "
                 f"use batch_size <= {max(1, n // self.world_size)} or drop_last=False")
-
-    def _producer_spec(self, f: str, image: bool, backend: str, options: dict,
-                       image_config: dict) -> ProducerSpec:
-        common = dict(field=f, dataset=self.dataset, batch_size=self.batch_size,
-                      device=str(self.device), prefetch=self.prefetch, augment=self.augment,
-                      unit=self._unit)
-        if image:
-            self._check_image_columns(f)
-            return ImageSpec(name=backend, options=dict(options), **common, **image_config)
-        if f in self.lookups:
-            return ProducerSpec(name="lookup", options={**self._field_options.get(f, {}),
-                                                         "index": self.lookups[f]}, **common)
-        producer = stored_producer(f, self.dataset.specs[f])
-
-        def auto(rest: dict) -> str:
-            backend, reason = resolve_field_backend(
-                producer, dataset=self.dataset, field=f, options=rest, device=str(self.device),
-                batch_size=self.batch_size, augment=self.augment)
-            self._field_backends[f] = {"backend": backend, "reason": reason}
-            return backend
-
-        name, options = field_backend(producer, dict(self._field_options.get(f, {})), auto)
-        return ProducerSpec(name=name, options=options, **common)
-
-    def _check_image_columns(self, f: str) -> None:
-        missing = [c for c in ("height", "width") if c not in self.dataset.fields]
-        if missing:  # the dataset is incomplete, not the call: a FormatError (a ValueError)
-            raise FormatError(f"field {f!r} of {self.dataset.path} holds images but the dataset "
-                             f"has no {missing} column(s), which crops are computed from; "
-                             "convert it with `chute convert` (which stores them)")
 
     # ---- epochs and state ------------------------------------------------------------------
 
@@ -395,39 +283,35 @@ class Pipeline:
         if self._resume_pending and int(epoch) == self._epoch:
             return
         self._epoch, self._position, self._resume_pending = int(epoch), 0, False
-        self._bucket_offsets = ()
+        self._batch_state = {}
 
     def state_dict(self) -> dict:
-        """{seed, epoch, position, fingerprint}: position = samples of this epoch handed to the
-        training loop by all ranks together (batches delivered on this rank x batch size x world
-        size). Once an epoch's last batch is handed out the state is the next epoch's start
-        (epoch + 1, position 0), so resuming never replays an empty epoch. Prefetched batches
-        are not counted. Ranks run in lockstep under DDP, so any rank's state is the job's
-        state. `fingerprint` names the dataset, which `load_state_dict` checks."""
-        epoch, position, offsets = self._epoch, self._position, self._bucket_offsets
+        """{seed, epoch, position, fingerprint, ...}: position = samples of this epoch handed to
+        the training loop by all ranks together (batches delivered on this rank x batch size x
+        world size). Once an epoch's last batch is handed out the state is the next epoch's
+        start (epoch + 1, position 0), so resuming never replays an empty epoch. Prefetched
+        batches are not counted. Ranks run in lockstep under DDP, so any rank's state is the
+        job's state. `fingerprint` names the dataset, which `load_state_dict` checks; the
+        batching adds its own keys (Buckets: "bucket_offsets")."""
+        epoch, position, extra = self._epoch, self._position, self._batch_state
         if position >= self._n:
-            epoch, position, offsets = epoch + 1, 0, ()
-        state = {"seed": self.seed, "epoch": epoch, "position": position,
-                 "fingerprint": self.dataset.fingerprint}
-        if self.buckets is not None:  # what each bucket delivered: resume with any world size
-            state["bucket_offsets"] = list(offsets)
-        return state
+            epoch, position, extra = epoch + 1, 0, {}
+        return {"seed": self.seed, "epoch": epoch, "position": position,
+                "fingerprint": self.dataset.fingerprint, **extra}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue exactly at `state` -- in O(1), with any world size: the positions
         [position, N) of that epoch are re-partitioned across the current ranks. A state
         saved at the end of an epoch continues with the next epoch."""
         seed, epoch, position = self._checked_state(state)
-        from chute.pipelines.sampling._bucket_plan import state_offsets
-
         n = self._count(seed, epoch)
-        offsets = state_offsets(state, position, n, self.buckets,
-                                f"Pipeline.load_state_dict on dataset {self.dataset.path}")
+        extra = self.batching.load_state(
+            state, position, n, f"Pipeline.load_state_dict on dataset {self.dataset.path}")
         self._stop_run()
         if position >= n:
-            epoch, position, offsets = epoch + 1, 0, ()
+            epoch, position, extra = epoch + 1, 0, {}
         self.seed, self._epoch, self._position = seed, epoch, position
-        self._bucket_offsets = offsets
+        self._batch_state = dict(extra)
         self._resume_pending = True
 
     def _checked_state(self, state) -> tuple[int, int, int]:
@@ -451,51 +335,18 @@ class Pipeline:
                              "another dataset?")
         return seed, epoch, position
 
-    def _bucket_table(self, buckets):
-        if buckets is None:
-            return None
-        from chute.pipelines.sampling._buckets import parse_buckets
-
-        videos = [f for f in self.fields
-                  if MEDIA_PRODUCERS.get(field_media(f, self.dataset.specs[f])) == "video"]
-        if len(videos) != 1:
-            raise ValueError(f"buckets need exactly one video field among fields={self.fields} "
-                             f"(found {videos})")
-        options = self._field_options.setdefault(videos[0], {})
-        table = parse_buckets(buckets, int(options.get("frame_interval", 1)))
-        options["buckets"] = table
-        return table
-
-    def plan(self, start_position: int | None = None):
-        """This rank's plan of the current epoch from `start_position` (default: now): a
-        BatchPlan, a BucketPlan when the Pipeline has buckets, a DurationPlan with
-        max_duration."""
-        from chute.readers import DatasetRef
-
+    def plan(self, start_position: int | None = None) -> Plan:
+        """This rank's plan of the current epoch from `start_position` (default: now), made by
+        the Pipeline's batching (a BatchPlan, DurationPlan or BucketPlan)."""
         start = self._position if start_position is None else start_position
-        offsets = self._bucket_offsets if start_position is None else ()
-        if self.buckets is not None:
-            from chute.pipelines.sampling._bucket_plan import BucketPlan
-
-            ds = self.dataset
-            return BucketPlan(
-                DatasetRef.of(ds), len(ds), self.seed, self._epoch, self.rank, self.world_size,
-                self.drop_last, start, self.buckets, self.augment,
-                np.asarray(ds.column("height")), np.asarray(ds.column("width")),
-                np.asarray(ds.column("num_frames")), self._params, offsets)
-        if self.max_duration is not None:
-            return DurationPlan(
-                dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
-                epoch=self._epoch, rank=self.rank, world_size=self.world_size,
-                batch_size=self.batch_size, drop_last=True, start_position=start,
-                params=self._params, max_duration=float(self.max_duration),
-                durations=self._durations_of(self.seed, self._epoch))
-        return BatchPlan(
-            dataset=DatasetRef.of(self.dataset), n=self._n, seed=self.seed,
-            epoch=self._epoch, rank=self.rank, world_size=self.world_size,
-            batch_size=self.batch_size, drop_last=self.drop_last, start_position=start,
-            params=self._params,
-        )
+        state = self._batch_state if start_position is None else {}
+        seed, epoch = self.seed, self._epoch
+        context = PlanContext(
+            dataset=self.dataset, n=self._n, seed=seed, epoch=epoch, rank=self.rank,
+            world_size=self.world_size, batch_size=self.batch_size, drop_last=self.drop_last,
+            shuffle=self.shuffle, augment=self.augment, start_position=start, state=state,
+            params=self._params, durations=lambda: self._durations_of(seed, epoch))
+        return self.batching.plan(context)
 
     def __len__(self) -> int:
         return len(self.plan(0))
@@ -517,7 +368,7 @@ class Pipeline:
             raise RuntimeError("this Pipeline is closed; create a new one")
         return self._iterate()
 
-    def _start(self) -> tuple[_Run, BatchPlan]:
+    def _start(self) -> tuple[Run, Plan]:
         """Begin a pass at the first `next()` (not at `iter()`: DataLoader and Lightning create
         the iterator before they call `set_epoch`)."""
         self._forget_parent_run()
@@ -533,10 +384,10 @@ class Pipeline:
             self._stop_run()
             if self._position >= self._n:
                 self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
-                self._bucket_offsets = ()
+                self._batch_state = {}
             self._resume_pending = False
             plan = self.plan()
-            run = _Run(self, plan)
+            run = Run(self, plan)
             self._run, self._run_thread = run, threading.current_thread()
         return run, plan
 
@@ -566,8 +417,7 @@ class Pipeline:
                 # the epoch ends with its last batch (a dropped tail counts as done)
                 last = k + 1 == len(plan)
                 self._position = self._n if last else plan.position_after(k + 1)
-                if self.buckets is not None and not last:
-                    self._bucket_offsets = plan.offsets_after(k + 1)
+                self._batch_state = {} if last else plan.state_after(k + 1)
                 self.stats.samples += n
                 self.stats.batches += 1
                 yield self._finish(batch)
@@ -578,14 +428,10 @@ class Pipeline:
                 self._run = self._run_thread = None
 
     def _finish(self, batch: dict) -> dict:
-        """Output options applied on the device: dtype cast, memory format, transform, copy."""
-        for key in self._images:
-            image = batch[key]
-            if self._channels_last:
-                image = image.permute(0, 3, 1, 2)  # NHWC storage seen as NCHW = channels_last
-            if self._cast is not None:
-                image = image.to(self._cast, memory_format=torch.preserve_format)
-            batch[key] = image
+        """Output options applied on the device: each field's finish (dtype cast, memory
+        format), casts of stored fields, the transform, the copy."""
+        for key, finish in self._finishers.items():
+            batch[key] = finish(batch[key])
         for key, output in self._outputs.items():
             if output.cast is not None:
                 batch[key] = batch[key].to(output.cast)
@@ -662,25 +508,6 @@ class Pipeline:
         with contextlib.suppress(Exception):
             self.close()
 
-    def _check_fields(self, fields) -> tuple[str, ...]:
-        kinds = self.dataset.fields
-        if fields is None:  # images + labels for image datasets, else all but metadata
-            fields = tuple(f for f in ("image", "label") if f in kinds) if "image" in kinds \
-                else tuple(f for f, spec in self.dataset.specs.items()
-                           if delivered_by_default(f, spec))
-        fields = tuple(fields)
-        missing = [f for f in fields if f not in kinds]
-        if missing:
-            raise ValueError(f"fields {missing} are not in dataset {self.dataset.path}; "
-                             f"it has {sorted(kinds)}")
-        if not fields:
-            raise ValueError(f"no fields requested from {self.dataset.path}; name some of "
-                             f"{sorted(kinds)} in fields=")
-        if len(set(fields)) != len(fields) or "index" in fields:
-            raise ValueError(f"fields {list(fields)} repeat a name or use 'index' (always "
-                             "delivered)")
-        return fields
-
     def _close_producers(self) -> None:
         for producer in self._producers or ():
             producer.close()
@@ -693,103 +520,3 @@ def _unique(items) -> tuple:
             found.append(item)
     return tuple(found)
 
-
-class _Run:
-    """One pass over a plan: slots, every producer's epoch reader and the prefetch thread."""
-
-    def __init__(self, pipe: Pipeline, plan: BatchPlan):
-        self.outputs = pipe._outputs
-        self.producers = pipe._producers
-        b = pipe.batch_size
-        arrays = {k: ((b, *o.sample_shape), o.dtype) for k, o in self.outputs.items()
-                  if o.dtype is not None}
-        arrays["index"] = ((b,), np.dtype(np.int64))
-        on_device = tuple(k for k, o in self.outputs.items() if o.on_device)
-        try:
-            slots = allocate_slots(pipe.prefetch + 2, arrays, pipe.device,
-                                   device_only=on_device)
-        except (MemoryError, torch.OutOfMemoryError) as exc:
-            raise ring_memory_error(pipe.prefetch + 2, b, self.outputs, pipe.dataset.path,
-                                    f"which could not be allocated ({exc})") from None
-        self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
-        self.plan = plan
-        self.readers = []
-        try:
-            for producer in self.producers:
-                self.readers.append(producer.open_epoch(plan, 0))
-        except BaseException:
-            self._close_readers()
-            raise
-        self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
-                                       pipe.on_error, describe=pipe._describe)
-        self.images = frozenset(pipe._images)
-        self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
-
-    def fill(self, slot, iteration: int):
-        request = self.plan.request(iteration)
-        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
-        with stream_ctx:
-            begin_fill(slot, self.stream)
-            request, shapes, host, out = self._views(slot, request)
-            failed = np.zeros(len(request.ids), dtype=bool)
-            reasons = {}  # row -> why it failed first (for on_error="raise")
-            for producer, reader in zip(self.producers, self.readers, strict=True):
-                status = reader.read(request, {k: out[k] for k in producer.outputs()})
-                status = np.asarray(status).reshape(len(request.ids))
-                for row in np.flatnonzero((status != 0) & ~failed).tolist():
-                    reasons[row] = failure_reason(producer.field, int(status[row]),
-                                                  producer.field in self.images)
-                failed |= status != 0
-            ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
-                                                         request, reasons=reasons)
-            if reread:  # a substitute is larger than this batch's shapes: read it again
-                request, shapes, host, out = self._reread(slot, ids, request)
-            host["index"][...] = ids
-            stage(slot, shapes, self.stream)
-        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
-        return shapes, lists, replaced
-
-    def _views(self, slot, request):
-        """The request with this batch's shapes, and the slot viewed in them."""
-        n = len(request.ids)
-        shapes = {"index": (n,)}
-        for producer in self.producers:
-            shapes.update(producer.shapes(request))
-        request = replace(request, shapes=shapes)
-        host = host_views(slot, shapes)
-        device = device_views(slot, shapes) if self.stream else host
-        out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
-               for k, o in self.outputs.items()}
-        return request, shapes, host, out
-
-    def _reread(self, slot, ids, failed_request):
-        substituted = self.plan.request_for(ids, like=failed_request)
-        substituted = replace(substituted, iteration=failed_request.iteration)
-        request, shapes, host, out = self._views(slot, substituted)
-        for producer in self.producers:
-            status = producer.fill(request, {k: out[k] for k in producer.outputs()})
-            if np.asarray(status).any():
-                raise DecodeError(f"batch {request.iteration} of {self.plan.dataset}: a sample "
-                                  "that read correctly failed when read again with its "
-                                  "substitutes; run `chute verify` on the dataset")
-        return request, shapes, host, out
-
-    def get(self):
-        return self.prefetcher.get()
-
-    def release(self, slot) -> None:
-        release(slot)
-        self.prefetcher.release(slot)
-
-    def _close_readers(self) -> None:
-        for reader in self.readers:
-            reader.close()
-
-    def close(self) -> None:
-        self.prefetcher.close()
-        if self.stream is not None:  # kernels/copies may still write the slots being released
-            self.stream.synchronize()
-        self._close_readers()
-        # An unfinished loop's generator keeps this run alive: drop what holds the dataset's
-        # maps, so Pipeline.close() releases them at once (not at garbage collection).
-        self.readers, self.producers, self.substitutor = [], (), None

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from chute import cli
-from chute._auto_backend import resolve_auto_backend, tune_dataset
 from chute.autotune import CANDIDATE_KEYS, JSON_KEYS, Candidate, TuneParams, load_record
+from chute.pipelines.producers.image._auto import resolve_auto_backend, tune_dataset
 from tests.pipelines._pipeline_data import write_dataset
 
 BUDGET = "4"  # seconds: keeps the run short; the first candidate completes even past it

@@ -3,7 +3,7 @@ readers and slots go: the last kernel or copy may still be writing into a slot."
 
 from __future__ import annotations
 
-from chute.pipelines._pipeline import _Run
+from chute.pipelines._run import Run as _Run
 
 
 def make_run(log, stream):

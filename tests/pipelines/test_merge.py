@@ -209,7 +209,7 @@ def test_duration_batches_ranks_and_resume_with_merging(folder):
     for got, expected in zip(rest, want[1:], strict=True):
         assert (got["audio"] == expected["audio"]).all()
         assert got["audio_segment"] == expected["audio_segment"]
-    with pytest.raises(ValueError, match="exceeds max_duration"):
+    with pytest.raises(ValueError, match="longer than max_duration"):
         _pipe(folder, max_duration=0.8)
     with pytest.raises(ValueError, match="needs unit='segment'"):
         Pipeline(folder, 2, unit="recording", merge=(0.5, 1.0), fields=("audio",))

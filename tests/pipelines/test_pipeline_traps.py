@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from chute.pipelines import Pipeline
+from chute.pipelines import CropParams, Pipeline
 from tests._datasets import write_samples
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -28,8 +28,10 @@ pytestmark = pytest.mark.usefixtures("ids_backend")
 
 
 def make(path, batch_size=4, **kw):
-    kw = {"backend": "test-ids", "dtype": "float32", "image_size": 8, "device": "cpu",
-          "rank": 0, "world_size": 1, **kw}
+    fields = kw.get("fields")
+    image = {"backend": "test-ids", "dtype": "float32", "image_size": 8} \
+        if fields is None or "image" in fields else {}
+    kw = {**image, "device": "cpu", "rank": 0, "world_size": 1, **kw}
     return Pipeline(path, batch_size, **kw)
 
 
@@ -205,7 +207,8 @@ def test_output_options(dataset_path):
     assert seen == [torch.bfloat16]
     crop = CropConfig(scale=(0.35, 1), ratio=(3 / 4, 4 / 3), flip_p=0.0)
     with make(dataset_path, crop=crop, image_size=(6, 10)) as pipe:
-        assert pipe.crop.size == (6, 10) and pipe.crop.scale == (0.35, 1)
+        (params,) = [s for s in pipe._params if isinstance(s, CropParams)]
+        assert params.config.size == (6, 10) and params.config.scale == (0.35, 1)
         boxes = pipe.plan().request(0).params["boxes"]
         assert not pipe.plan().request(0).params["flips"].any()
         assert boxes.shape == (4, 4)
@@ -279,8 +282,8 @@ def test_an_iterator_stopped_by_a_newer_pass_says_so(dataset_path):
         assert len(list(pipe)) == len(pipe)  # the new pass is whole
 
 
-def test_auto_is_asked_for_the_dtype_the_user_named(dataset_path):
-    from chute.pipelines._resolve import register_auto_resolver
+def test_auto_is_asked_for_the_dtype_the_user_named(dataset_path, monkeypatch):
+    from chute.pipelines.producers.image import _auto
 
     asked = []
 
@@ -288,10 +291,7 @@ def test_auto_is_asked_for_the_dtype_the_user_named(dataset_path):
         asked.append(request)
         return "test-ids", {}, "test"
 
-    previous = register_auto_resolver(resolver)
-    try:
-        with make(dataset_path, backend="auto", dtype=torch.bfloat16):
-            pass
-    finally:
-        register_auto_resolver(previous)
+    monkeypatch.setattr(_auto, "decide", resolver)
+    with make(dataset_path, backend="auto", dtype=torch.bfloat16):
+        pass
     assert asked[0]["dtype"] == "bfloat16" and asked[0]["image_size"] == (8, 8)

@@ -157,7 +157,7 @@ def test_bucketed_batches_match_their_bucket_on_both_ranks_and_resume(videos):
 
     ranks = pipes()
     assert len(ranks[0]) == len(ranks[1]) > 2
-    table = ranks[0].buckets
+    table = ranks[0].batching.table
     steps = [[{k: v.clone() for k, v in b.items()} for b in p] for p in ranks]
     for a, b in zip(*steps, strict=True):
         assert a["video"].shape[1:] == b["video"].shape[1:]  # one bucket per step

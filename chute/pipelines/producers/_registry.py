@@ -1,5 +1,6 @@
-"""The producer registry: producer name -> module, and which producer fills a field
-(docs/design.md, "Plans and producers"). Adding a producer is one module plus one entry here."""
+"""The producer registry: producer name -> module, and field family -> module (docs/design.md,
+"Plans and producers"). Adding a producer is one module plus one entry here; adding a kind of
+field is one family folder plus one entry in FAMILIES."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import importlib
 from types import ModuleType
 
 from chute.errors import BackendUnavailableError
+from chute.pipelines.producers._family import Family
 
-__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "MEDIA_PRODUCERS", "KIND_PRODUCERS",
-           "MEDIA_OF_LEGACY_FIELDS", "producer_module", "create_producer", "field_media",
-           "image_candidates", "stored_producer", "FIELD_BACKENDS", "field_backend",
-           "delivered_by_default", "NOT_BY_DEFAULT"]
+__all__ = ["PRODUCERS", "IMAGE_BACKENDS", "FAMILIES", "MEDIA_OF_LEGACY_FIELDS",
+           "producer_module", "create_producer", "field_media", "family_of", "image_candidates"]
 
 # producer name -> module exporting create(spec) and candidates(device); imported only when
 # asked for, so the GPU producers' imports never run on the CPU path.
@@ -30,77 +30,41 @@ PRODUCERS: dict[str, str] = {
     "lookup": "chute.pipelines.producers.stored._lookup",
 }
 
-# The producers a Pipeline's `backend` argument chooses between, for fields of media "image".
+# The producers `ImageOptions.backend` chooses between.
 IMAGE_BACKENDS = ("cpu", "dali", "dali-native", "nvimgcodec")
 
-# Field media -> producer, for encoded media other than images (whose producer is the
-# Pipeline's `backend`).
-MEDIA_PRODUCERS: dict[str, str] = {
-    "video": "video",
-    "audio": "audio",
-}
-
-# Producer -> the field option `backend` values that replace it by another producer of the
-# same outputs (field_options={"video": {"backend": "dali"}}).
-FIELD_BACKENDS: dict[str, dict[str, str]] = {
-    "video": {"cpu": "video", "dali": "video-dali"},
-}
-
-# Field kind -> producer, for fields that are delivered as stored (no decoding).
-KIND_PRODUCERS: dict[str, str] = {
-    "ndarray": "ndarray",
-    "scalar": "scalar",
-    "json": "json",
-    "bytes": "bytes",
-    "table": "lookup",  # needs an index field: Pipeline(lookups={table: index})
+# Family -> module exporting FAMILY (or FAMILIES, by family name): a field's family is its media
+# when its bytes are to be decoded (image, video, audio), else its kind.
+FAMILIES: dict[str, str] = {
+    "image": "chute.pipelines.producers.image._family",
+    "video": "chute.pipelines.producers.video._family",
+    "audio": "chute.pipelines.producers.audio._family",
+    "ndarray": "chute.pipelines.producers.stored._family",
+    "table": "chute.pipelines.producers.stored._family",
+    "scalar": "chute.pipelines.producers.stored._family",
+    "json": "chute.pipelines.producers.stored._family",
+    "bytes": "chute.pipelines.producers.stored._family",
 }
 
 # Datasets written before fields declared their media: (field name, kind) -> media.
 MEDIA_OF_LEGACY_FIELDS = {("image", "bytes"): "image"}
 
 
-# Producers whose fields a Pipeline leaves out unless asked for (metadata).
-NOT_BY_DEFAULT = frozenset({"json", "lookup"})  # metadata; tables need lookups=
-
-
-def stored_producer(name: str, spec: dict) -> str:
-    """The producer of a field delivered without a decoder (by its media, else its kind)."""
-    found = MEDIA_PRODUCERS.get(field_media(name, spec)) or KIND_PRODUCERS.get(spec["kind"])
-    if found is None:
-        raise ValueError(f"field {name!r} (kind {spec['kind']!r}) has no producer; add one to "
-                         "chute/pipelines/producers/_registry.py (KIND_PRODUCERS or "
-                         "MEDIA_PRODUCERS)")
-    return found
-
-
-def field_backend(producer: str, options: dict, auto=None) -> tuple[str, dict]:
-    """(producer, options without `backend`) for a field whose options may name a backend.
-
-    Args:
-        auto: `auto(options without backend) -> backend`, deciding backend="auto" (None:
-            "auto" is refused like any other name that is not a backend).
-    """
-    choices = FIELD_BACKENDS.get(producer)
-    if choices is None or "backend" not in options:
-        return producer, options
-    rest = {k: v for k, v in options.items() if k != "backend"}
-    backend = options["backend"]
-    if backend == "auto" and auto is not None:
-        backend = auto(rest)
-    if backend not in choices:
-        raise ValueError(f"field option backend={backend!r} is not a backend of producer "
-                         f"{producer!r}; choose one of {sorted(choices)}")
-    return choices[backend], rest
-
-
-def delivered_by_default(name: str, spec: dict) -> bool:
-    """Whether a Pipeline without `fields=` delivers this field (not metadata)."""
-    return KIND_PRODUCERS.get(spec["kind"]) not in NOT_BY_DEFAULT
-
-
 def field_media(name: str, spec: dict) -> str | None:
     """What a field's bytes encode ("image", ...) when they are to be decoded, else None."""
     return spec.get("media") or MEDIA_OF_LEGACY_FIELDS.get((name, spec.get("kind")))
+
+
+def family_of(name: str, spec: dict) -> Family:
+    """The family of field `name` (its manifest entry `spec`)."""
+    key = field_media(name, spec) or spec["kind"]
+    module_name = FAMILIES.get(key)
+    if module_name is None:
+        raise ValueError(f"field {name!r} ({key}) has no producer family; add one to "
+                         "chute/pipelines/producers/_registry.py (FAMILIES)")
+    module = importlib.import_module(module_name)
+    found = getattr(module, "FAMILIES", None)
+    return found[key] if found is not None else module.FAMILY
 
 
 def producer_module(name: str) -> ModuleType:

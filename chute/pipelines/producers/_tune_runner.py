@@ -31,7 +31,7 @@ class PipelineSource:
         self._batches = iter(pipe)
 
     def next_batch(self) -> int:
-        """Produce one batch; return its image count."""
+        """Produce one batch; return its sample count."""
         batch = next(self._batches, None)
         if batch is None:
             # a small dataset runs out within the window: go on with the next epoch
@@ -41,7 +41,7 @@ class PipelineSource:
             batch = next(self._batches, None)
             if batch is None:
                 raise ChuteError(self._no_batch)
-        return int(batch["image"].shape[0])
+        return len(batch["index"])
 
     def synchronize(self) -> None:
         """Wait for the device work queued so far (so a timed window ends honestly)."""
@@ -82,19 +82,12 @@ def pipeline_runner(
 
     def open_source(candidate) -> PipelineSource:
         from chute.pipelines._pipeline import Pipeline
+        from chute.pipelines.producers.image._options import ImageOptions
 
-        pipe = Pipeline(
-            dataset,
-            batch_size,
-            image_size=image_size,
-            augment=augment,
-            backend=candidate.backend,
-            backend_options=dict(candidate.params),
-            device=device,
-            dtype=dtype,
-            seed=seed,
-            fields=("image",),
-        )
+        image = ImageOptions(size=image_size, backend=candidate.backend,
+                             backend_options=dict(candidate.params), dtype=dtype)
+        pipe = Pipeline(dataset, batch_size, fields={"image": image}, augment=augment,
+                        device=device, seed=seed)
         return PipelineSource(pipe, device, no_batch=no_batch)
 
     return open_source

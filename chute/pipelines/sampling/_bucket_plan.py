@@ -102,6 +102,13 @@ class BucketPlan:
         np.add.at(done, sched.steps[:upto, 0], sched.steps[:upto, 2])
         return tuple(done.tolist())
 
+    def state_after(self, batches_done: int) -> dict:
+        """The resume state beyond the position: what each bucket delivered (so a resume with
+        any world size continues every bucket where it stopped)."""
+        if batches_done >= len(self._steps()):
+            return {}
+        return {"bucket_offsets": list(self.offsets_after(batches_done))}
+
     def position_after(self, batches_done: int) -> int:
         """Samples delivered by all ranks once this rank delivered `batches_done` steps; `n`
         once it delivered all of them."""

@@ -25,7 +25,7 @@ __all__ = ["DurationPlan", "pack_batches"]
 
 
 def pack_batches(ids: np.ndarray, durations: np.ndarray, max_duration: float,
-                 max_batch: int) -> list[np.ndarray]:
+                 max_batch: int, *, sort: bool = True) -> list[np.ndarray]:
     """`ids` sorted by duration, packed greedily into batches within both limits.
 
     Args:
@@ -33,8 +33,9 @@ def pack_batches(ids: np.ndarray, durations: np.ndarray, max_duration: float,
         durations: seconds of each of `ids`.
         max_duration: most seconds of audio in one batch.
         max_batch: most samples in one batch.
+        sort: pack by duration (False: in the order given).
     """
-    order = np.argsort(durations, kind="stable")
+    order = np.argsort(durations, kind="stable") if sort else np.arange(len(ids))
     batches, current, total = [], [], 0.0
     for k in order.tolist():
         d = float(durations[k])
@@ -75,6 +76,9 @@ class DurationPlan(BatchPlan):
 
     @cached_property
     def _batches(self) -> list[np.ndarray]:
+        if not self.shuffle:  # the dataset's order, packed as it comes
+            return pack_batches(np.arange(self.n, dtype=np.int64), self.durations,
+                                self.max_duration, self.batch_size, sort=False)
         order = EpochOrder(self.n, self.seed, self.epoch)(np.arange(self.n, dtype=np.int64))
         order = np.asarray(order, np.int64)
         rng = np.random.default_rng([self.seed, self.epoch, 0x6475])

@@ -31,6 +31,7 @@ class BatchPlan:
         dataset: a `chute.readers.DatasetRef` (url, fingerprint) of the dataset.
         n: samples in the dataset.
         params: parameter sources evaluated for every batch (e.g. `CropParams`).
+        shuffle: False: position i is sample i (the dataset's own order).
     """
 
     dataset: object
@@ -43,6 +44,7 @@ class BatchPlan:
     drop_last: bool
     start_position: int
     params: tuple[ParamSource, ...] = ()
+    shuffle: bool = True
 
     @property
     def partition(self) -> Partition:
@@ -52,7 +54,10 @@ class BatchPlan:
         )
 
     @property
-    def order(self) -> EpochOrder:
+    def order(self):
+        """Position -> sample id: the epoch's keyed bijection, or the identity unshuffled."""
+        if not self.shuffle:
+            return _identity
         return EpochOrder(self.n, self.seed, self.epoch)
 
     def __len__(self) -> int:
@@ -104,3 +109,11 @@ class BatchPlan:
     def position_after(self, batches_done: int) -> int:
         """Global resume position once every rank has delivered `batches_done` batches."""
         return self.partition.position_after(batches_done)
+
+    def state_after(self, batches_done: int) -> dict:
+        """The batching's own resume state then: none beyond the position."""
+        return {}
+
+
+def _identity(positions: np.ndarray) -> np.ndarray:
+    return np.asarray(positions, np.int64)

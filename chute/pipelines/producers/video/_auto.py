@@ -1,6 +1,5 @@
-"""backend="auto" for video fields (field_options={"video": {"backend": "auto"}}): the cpu and
-dali video producers measured on this dataset, the faster one used (docs/design.md, "Video
-clips"). Importing this module registers the resolver (chute.Pipeline does).
+"""`VideoOptions(backend="auto")`: the video family's auto hook. The cpu and dali video
+producers are measured on this dataset and the faster one used (docs/design.md, "Video clips").
 
 Where the dali producer cannot run (DALI not installed; device="cuda" without a GPU) "cpu" is
 chosen without measuring. Otherwise each producer reads the first batches of the Pipeline's
@@ -14,12 +13,11 @@ from __future__ import annotations
 
 import time
 
-from chute._auto_backend import shared_across_ranks
 from chute.errors import BackendUnavailableError
-from chute.pipelines._field_resolve import register_field_resolver
+from chute.pipelines.producers._auto import shared_across_ranks
 from chute.pipelines.producers._candidates import dali_import_error
 
-__all__ = ["resolve_video_backend", "MEASURED_BATCHES"]
+__all__ = ["resolve_video_backend", "decide", "MEASURED_BATCHES"]
 
 MEASURED_BATCHES = 2  # timed batches per run, after one untimed batch (builds, warms caches)
 _decided: dict = {}
@@ -52,11 +50,13 @@ def _measured_options(options: dict) -> dict:
 def _rate(dataset, field: str, options: dict, backend: str, device: str, batch_size: int,
           augment: str, batches: int) -> float:
     """Clips per second of `backend` over `batches` batches after the first."""
-    from chute.pipelines import Pipeline
+    from chute.pipelines._pipeline import Pipeline
+    from chute.pipelines.producers._family import options_from_dict
+    from chute.pipelines.producers.video._options import VideoOptions
 
+    video = options_from_dict(VideoOptions, {**options, "backend": backend}, f"field {field!r}")
     with Pipeline(dataset, batch_size, device=device, augment=augment, drop_last=False,
-                  fields=(field,), field_options={field: {**options, "backend": backend}},
-                  rank=0, world_size=1) as pipe:
+                  fields={field: video}, rank=0, world_size=1) as pipe:
         it = iter(pipe)
         next(it, None)
         start, clips = time.perf_counter(), 0
@@ -108,14 +108,7 @@ def _as_decision(**request) -> tuple[str, dict, str]:
     return backend, {}, reason
 
 
-_shared = shared_across_ranks(
+decide = shared_across_ranks(
     _as_decision, remedy="name the video field's backend on every rank "
-    "(field_options={{{field!r}: {{'backend': 'cpu'}}}} or 'dali')")
-
-
-def _resolve(**request) -> tuple[str, str]:
-    backend, _, reason = _shared(**request)
-    return backend, reason
-
-
-register_field_resolver("video", _resolve)
+    "(VideoOptions(backend='cpu') or 'dali')")
+"""`resolve_video_backend` decided once per distributed job, as a (backend, {}, reason)."""

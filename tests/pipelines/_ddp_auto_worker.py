@@ -1,5 +1,5 @@
-"""One rank of the backend="auto" DDP test: resolve through the Pipeline's injection point with
-a recording resolver shared across ranks, and write what this rank saw."""
+"""One rank of the backend="auto" DDP test: the image family's decider replaced by a recording
+resolver shared across ranks, used directly and through a Pipeline; write what this rank saw."""
 
 from __future__ import annotations
 
@@ -30,35 +30,37 @@ def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size, timeout=datetime.timedelta(seconds=60))
     try:
-        from chute._auto_backend import shared_across_ranks
-        from chute.pipelines import Pipeline
-        from chute.pipelines._resolve import register_auto_resolver, resolve_backend
+        from chute.pipelines import ImageOptions, Pipeline
+        from chute.pipelines.producers._auto import shared_across_ranks
+        from chute.pipelines.producers.image import _auto as image_auto
+        from chute.pipelines.producers.video import _auto as video_auto
         from chute.readers import open_dataset
 
         ds = open_dataset(dataset)
         request = dict(device="cpu", dataset=ds, batch_size=4, image_size=(16, 16),
                        dtype="float16", augment="train")
-        register_auto_resolver(shared_across_ranks(_recording(workdir, fail=False)))
-        decision = resolve_backend("auto", **request)
-        with Pipeline(ds, 4, image_size=16, backend="auto", device="cpu") as pipe:
+        remedy = image_auto._IMAGE_REMEDY
+        image_auto.decide = shared_across_ranks(_recording(workdir, fail=False), remedy=remedy)
+        decision = image_auto.decide(**request)
+        image = ImageOptions(size=16, backend="auto")
+        with Pipeline(ds, 4, fields={"image": image}, device="cpu") as pipe:
             from_pipeline = [pipe.stats.backend, pipe.stats.backend_options,
                              pipe.stats.backend_reason]
 
-        register_auto_resolver(shared_across_ranks(_recording(workdir, fail=True)))
+        image_auto.decide = shared_across_ranks(_recording(workdir, fail=True), remedy=remedy)
         try:
-            resolve_backend("auto", **request)
+            image_auto.decide(**request)
             error = None
         except Exception as exc:  # every rank must fail, none may hang
             error = f"{type(exc).__name__}: {exc}"
-        # the video field's shared resolver, failing on rank 0: the error names video's remedy
-        from chute import _auto_video
+        # the video family's shared decider, failing on rank 0: the error names video's remedy
 
         def failing_video(**request):
             raise RuntimeError(f"rank {dist.get_rank()} could not measure")
 
-        _auto_video.resolve_video_backend = failing_video
+        video_auto.resolve_video_backend = failing_video
         try:
-            _auto_video._resolve(**request, field="clip")
+            video_auto.decide(**request, field="clip")
             video_error = None
         except Exception as exc:
             video_error = f"{type(exc).__name__}: {exc}"

@@ -1,6 +1,5 @@
-"""backend="auto" for chute: the autotuner library (chute.autotune) run on the Pipeline's own
-backends (chute.pipelines). Neither of those imports the other; this module, above both, joins
-them, and importing it registers the result as the Pipeline's "auto" resolver.
+"""`ImageOptions(backend="auto")`: the image family's auto hook. The autotune library
+(chute.autotune) measures the image producers' candidates through real Pipelines.
 
 The rule: a decision stored for this machine + dataset + batch shape wins; else, where the GPU
 backends cannot run, "cpu" without measuring; else a quick tune, stored for next time. Under
@@ -9,18 +8,12 @@ DDP only rank 0 decides and every other rank receives its decision (see `shared_
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 
-from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, stored_decision
-from chute.errors import BackendUnavailableError
-from chute.pipelines._resolve import (
-    AutoResolver,
-    cpu_without_measuring,
-    register_auto_resolver,
-)
-from chute.pipelines.producers._candidates import for_augment
+from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, cache_dir, stored_decision
+from chute.pipelines.producers._auto import shared_across_ranks
+from chute.pipelines.producers._candidates import dali_unavailable_reason, for_augment
 from chute.pipelines.producers._registry import image_candidates
 from chute.pipelines.producers._tune_runner import pipeline_runner
 
@@ -28,7 +21,8 @@ __all__ = [
     "DEFAULT_AUTO_BUDGET",
     "tune_dataset",
     "resolve_auto_backend",
-    "shared_across_ranks",
+    "cpu_without_measuring",
+    "decide",
 ]
 
 log = logging.getLogger("chute")
@@ -123,11 +117,25 @@ def resolve_auto_backend(
             f"quick autotune ({budget:g}s budget, decision {result['key']}): {result['reason']}")
 
 
+def cpu_without_measuring(
+    device: str, cuda_devices: int | None = None
+) -> tuple[str, dict, str] | None:
+    """("cpu", {}, reason) when the GPU backends cannot run for `device` here, else None.
+
+    Args:
+        device: where batches go ("cpu", "cuda", "cuda:N").
+        cuda_devices: CUDA devices visible (default: asked of torch).
+    """
+    why = dali_unavailable_reason(device, cuda_devices)
+    if why is None:
+        return None
+    # only cpu candidates: nothing to compare the CPU with
+    return "cpu", {}, f"cpu chosen without measuring: the GPU backends cannot run here ({why})"
+
+
 def _with_unused_decisions(decision: tuple, ds, params: TuneParams) -> tuple[str, dict, str]:
     """`decision` with a note (logged once) when decisions stored for this dataset were not used
     because they were tuned for another batch shape."""
-    from chute.autotune._cache import cache_dir
-
     wanted = params.as_dict()
     shapes = []
     for path in sorted((cache_dir() / "autotune").glob("*.json")):
@@ -150,65 +158,7 @@ def _with_unused_decisions(decision: tuple, ds, params: TuneParams) -> tuple[str
     return name, options, reason + note
 
 
-def _process_group():
-    """torch.distributed when a job of two or more ranks is initialised, else None."""
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return None
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
-        return None
-    return dist
-
-
-def _decide_on_rank_zero(dist, resolver: AutoResolver, request: dict,
-                         remedy: str) -> tuple[str, dict, str]:
-    world = dist.get_world_size()
-    if dist.get_rank() == 0:
-        try:
-            name, options, reason = resolver(**request)
-        except Exception as exc:
-            # the other ranks are waiting in the broadcast: tell them, then fail here too
-            dist.broadcast_object_list([("failed", f"{type(exc).__name__}: {exc}")], src=0)
-            raise
-        decision = (name, dict(options), f"{reason} [decided on rank 0 for all {world} ranks]")
-        dist.broadcast_object_list([("ok", decision)], src=0)
-        return decision
-    box = [None]
-    dist.broadcast_object_list(box, src=0)
-    status, value = box[0]
-    if status != "ok":
-        raise BackendUnavailableError(
-            f"backend='auto': rank 0 could not choose a backend for all {world} ranks ({value}). "
-            f"Fix the error rank 0 reports, or {remedy.format_map(request)}."
-        )
-    return value
-
-
 _IMAGE_REMEDY = "name a backend (backend='cpu', 'dali' or 'dali-native') on every rank"
 
-
-def shared_across_ranks(resolver: AutoResolver, *, remedy: str = _IMAGE_REMEDY) -> AutoResolver:
-    """`resolver`, run once per distributed job: under an initialised torch.distributed job of
-    two or more ranks, rank 0 resolves (and tunes if it must, while the others do not compete
-    for the machine) and broadcasts the decision; the other ranks wait for it. Every rank must
-    therefore build its Pipeline(backend="auto") at the same point, as DDP code does. Outside
-    such a job `resolver` runs as is.
-
-    Args:
-        resolver: the resolver to share (see chute.pipelines._resolve.AutoResolver).
-        remedy: what the other ranks' error tells the user to do instead of "auto", formatted
-            with the request's keyword arguments (the default names the image backends).
-    """
-
-    @functools.wraps(resolver)
-    def resolve(**request) -> tuple[str, dict, str]:
-        dist = _process_group()
-        if dist is None:
-            return resolver(**request)
-        return _decide_on_rank_zero(dist, resolver, request, remedy)
-
-    return resolve
-
-
-register_auto_resolver(shared_across_ranks(resolve_auto_backend))
+decide = shared_across_ranks(resolve_auto_backend, remedy=_IMAGE_REMEDY)
+"""`resolve_auto_backend` decided once per distributed job (rank 0 decides for every rank)."""

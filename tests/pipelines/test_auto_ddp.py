@@ -6,10 +6,11 @@ import json
 import pytest
 import torch.multiprocessing as mp
 
-from tests._ddp_auto_worker import DECISION, run
+from tests.pipelines._ddp_auto_worker import DECISION, run
 from tests.pipelines._pipeline_data import write_dataset
 
 pytest.importorskip("chute.fallbacks._decode")
+pytestmark = pytest.mark.slow
 
 
 def test_only_rank_zero_resolves_and_every_rank_gets_its_decision(tmp_path):
@@ -17,7 +18,7 @@ def test_only_rank_zero_resolves_and_every_rank_gets_its_decision(tmp_path):
     mp.spawn(run, args=(2, str(dataset), str(tmp_path)), nprocs=2, join=True)
 
     calls = (tmp_path / "calls-rank0.jsonl").read_text().splitlines()
-    # resolve_backend, the Pipeline, the failing resolver: three calls, all on rank 0
+    # the decider, the Pipeline, the failing decider: three calls, all on rank 0
     assert [json.loads(c)["fail"] for c in calls] == [False, False, True]
     assert not (tmp_path / "calls-rank1.jsonl").exists()
 
@@ -36,6 +37,6 @@ def test_only_rank_zero_resolves_and_every_rank_gets_its_decision(tmp_path):
     # a video field's failure tells the other ranks how to name the video field's backend
     assert reports[0]["video_error"] == "RuntimeError: rank 0 could not measure"
     assert reports[1]["video_error"].startswith("BackendUnavailableError: backend='auto'")
-    assert ("name the video field's backend on every rank (field_options={'clip': "
-            "{'backend': 'cpu'}} or 'dali')") in reports[1]["video_error"]
+    assert ("name the video field's backend on every rank (VideoOptions(backend='cpu') or "
+            "'dali')") in reports[1]["video_error"]
     assert "dali-native" not in reports[1]["video_error"]

@@ -1,18 +1,17 @@
-"""backend="auto": the injection point in chute.pipelines and chute's composition of it with the
-autotuner (chute/_auto_backend.py): stored decision, else cpu unmeasured, else a quick tune."""
+"""ImageOptions(backend="auto"): the image family's auto hook
+(chute/pipelines/producers/image/_auto.py) over the autotune library: stored decision, else cpu
+unmeasured, else a quick tune; and the Pipeline calling it, whatever was imported first."""
 
 import subprocess
 import sys
 
 import pytest
 
-import chute._auto_backend as auto
 import chute.pipelines.producers._candidates as cmod
-from chute import Pipeline
-from chute._auto_backend import tune_dataset
+import chute.pipelines.producers.image._auto as auto
+from chute import ImageOptions, Pipeline
 from chute.autotune import DatasetIdentity, TuneParams, autotune
-from chute.errors import BackendUnavailableError
-from chute.pipelines._resolve import register_auto_resolver, resolve_backend
+from chute.pipelines import tune_dataset
 from tests.autotune._fakes import FakeClock, FakeRunner, cand
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -25,13 +24,6 @@ UNMEASURED = "cpu chosen without measuring: the GPU backends cannot run here"
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
-
-
-@pytest.fixture
-def no_resolver():
-    previous = register_auto_resolver(None)
-    yield
-    register_auto_resolver(previous)
 
 
 @pytest.fixture
@@ -116,47 +108,62 @@ def test_gpu_machine_without_decision_runs_a_quick_tune(monkeypatch, gpu_machine
     assert calls == [(DS, TuneParams(8, 64, "eval", "float16", "cuda:0"), 7.0, True)]
 
 
-def test_named_backend_needs_no_resolver(no_resolver):
-    got = resolve_backend("dali", device="cuda:0", backend_options={"hw_decoder_load": 0.0},
-                          **REQUEST)
-    assert got == ("dali", {"hw_decoder_load": 0.0}, "backend='dali' was requested")
-
-
-def test_registered_resolver_decides_and_user_options_win(no_resolver):
-    calls = []
-
-    def resolver(**request):
-        calls.append(request)
-        return "cpu", {"threads": 4, "dct_scaling": True}, "because"
-
-    register_auto_resolver(resolver)
-    name, options, reason = resolve_backend("auto", device="cpu",
-                                            backend_options={"threads": 1}, **REQUEST)
-    assert (name, options, reason) == ("cpu", {"threads": 1, "dct_scaling": True}, "because")
-    assert calls == [{"device": "cpu", **REQUEST}]
-
-
-def test_without_a_resolver_cpu_is_chosen_where_gpus_cannot_run(no_resolver, monkeypatch):
+def test_cpu_without_measuring_where_gpus_cannot_run(monkeypatch):
     monkeypatch.setattr("chute._device.cuda_device_count", lambda: 0)
-    assert resolve_backend("auto", device="cpu", **REQUEST) == (
+    assert auto.cpu_without_measuring("cuda:0") == (
         "cpu", {}, f"{UNMEASURED} (no CUDA device available)")
 
 
-def test_without_a_resolver_a_gpu_machine_is_told_what_to_do(no_resolver, gpu_machine):
-    with pytest.raises(BackendUnavailableError) as err:
-        resolve_backend("auto", device="cuda:0", **REQUEST)
-    msg = str(err.value)
-    assert "backend='auto' on device 'cuda:0'" in msg
-    assert "Use chute.Pipeline" in msg and "backend='cpu'" in msg
+def test_a_gpu_machine_is_not_decided_without_measuring(gpu_machine):
+    assert auto.cpu_without_measuring("cuda:0") is None
 
 
-def test_chute_pipeline_registers_the_autotuner():
-    code = ("import chute, chute.pipelines as p, chute.pipelines._resolve as r\n"
-            "assert r._resolver is None\n"
-            "assert chute.Pipeline is p.Pipeline\n"
-            "print(r._resolver.__module__, r._resolver.__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert out.stdout.split() == ["chute._auto_backend", "resolve_auto_backend"]
+_SAME_EITHER_WAY = """
+import sys
+first = sys.argv[2]
+if first == "chute":
+    import chute
+    Pipeline = chute.Pipeline
+else:
+    from chute.pipelines import Pipeline
+with Pipeline(sys.argv[1], 8, fields={"image": __import__("chute.pipelines").pipelines
+              .ImageOptions(size=32)}, device="cpu") as pipe:
+    print(pipe.stats.backend, "|", pipe.stats.backend_reason)
+"""
+
+
+@pytest.mark.slow
+def test_auto_is_decided_the_same_whether_or_not_chute_was_imported_first(tmp_path):
+    """No registration step: chute.pipelines calls the autotuner itself (the layering of
+    docs/design.md), so the import order cannot change the decision."""
+    import chute
+    import chute.pipelines
+
+    assert chute.Pipeline is chute.pipelines.Pipeline
+    path = write_dataset(tmp_path / "ds", n=16, sizes=(40, 72))
+    env = {**__import__("os").environ, "CHUTE_CACHE_DIR": str(tmp_path / "cache")}
+    got = [subprocess.run([sys.executable, "-c", _SAME_EITHER_WAY, str(path), first],
+                          check=True, capture_output=True, text=True, env=env).stdout
+           for first in ("chute", "pipelines")]
+    assert got[0] == got[1] and got[0].startswith("cpu | cpu chosen without measuring")
+
+
+def test_user_backend_options_win_over_the_decided_ones(tmp_path, monkeypatch):
+    path = write_dataset(tmp_path / "ds", n=16, sizes=(40, 72))
+    asked = []
+
+    def decide(**request):
+        asked.append(request)
+        return "cpu", {"threads": 2, "dct_scaling": True}, "because"
+
+    monkeypatch.setattr(auto, "decide", decide)
+    image = ImageOptions(size=32, backend_options={"threads": 1}, dtype="float32")
+    with Pipeline(path, 8, fields={"image": image}, device="cpu", augment="eval") as pipe:
+        assert pipe.stats.backend_options == {"threads": 1, "dct_scaling": True}
+        assert pipe.stats.backend_reason == "because"
+        assert pipe.stats.field_backends["image"]["backend"] == "cpu"
+    assert asked == [{"dataset": pipe.dataset, "batch_size": 8, "image_size": (32, 32),
+                      "augment": "eval", "dtype": "float32", "device": "cpu"}]
 
 
 # -- through chute.Pipeline on a real dataset ---------------------------------------------
@@ -168,7 +175,8 @@ def image_dataset(tmp_path, monkeypatch):
 
 
 def test_auto_without_decision_picks_cpu_and_says_why(image_dataset):
-    with Pipeline(image_dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
+    with Pipeline(image_dataset, 8, fields={"image": ImageOptions(size=32)},
+                  device="cpu") as pipe:
         assert pipe.stats.backend == "cpu"
         assert "without measuring" in pipe.stats.backend_reason
 

@@ -1,6 +1,5 @@
-"""field_options={"video": {"backend": "auto"}}: chute.Pipeline measures the cpu and dali video
-producers on the dataset and uses the faster; where DALI cannot run or read the data, "cpu",
-saying why."""
+"""VideoOptions(backend="auto"): the Pipeline measures the cpu and dali video producers on the
+dataset and uses the faster; where DALI cannot run or read the data, "cpu", saying why."""
 
 from __future__ import annotations
 
@@ -9,12 +8,11 @@ import pytest
 pytest.importorskip("av")
 pytest.importorskip("nvidia.dali")
 
-import chute._auto_video as auto_video  # noqa: E402
-from chute import Pipeline  # noqa: E402
-from chute.pipelines._field_resolve import register_field_resolver  # noqa: E402
+import chute.pipelines.producers.video._auto as auto_video  # noqa: E402
+from chute import Pipeline, VideoOptions  # noqa: E402
 from tests.pipelines._dali_video_data import write_codec_videos  # noqa: E402
 
-OPTS = {"num_frames": 3, "frame_interval": 2, "size": (16, 16), "backend": "auto"}
+OPTS = VideoOptions(num_frames=3, frame_interval=2, size=(16, 16), backend="auto")
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +21,7 @@ def vp9(tmp_path_factory):
 
 
 def _pipe(path, **kw):
-    return Pipeline(path, 2, device="cpu", augment="eval", fields=("video",),
-                    field_options={"video": dict(OPTS)}, **kw)
+    return Pipeline(path, 2, device="cpu", augment="eval", fields={"video": OPTS}, **kw)
 
 
 def _producer_name(pipe) -> str:
@@ -86,14 +83,12 @@ def test_cpu_without_measuring_where_dali_cannot_run(vp9, monkeypatch):
                              "(no CUDA device)")
 
 
-def test_without_the_autotuner_auto_means_cpu(vp9):
-    from chute.pipelines import Pipeline as PlainPipeline
-
-    previous = register_field_resolver("video", None)
-    try:
-        with PlainPipeline(vp9, 2, device="cpu", fields=("video",),
-                           field_options={"video": dict(OPTS)}) as pipe:
-            assert _producer_name(pipe) == "video"
-            assert "no autotuner" in pipe.stats.field_backends["video"]["reason"]
-    finally:
-        register_field_resolver("video", previous)
+def test_the_round2_spelling_reaches_the_same_decision(vp9, monkeypatch):
+    monkeypatch.setattr(auto_video, "_decided", {})
+    monkeypatch.setattr(auto_video, "_rate", lambda dataset, field, options, backend, *a:
+                        {"cpu": 1.0, "dali": 2.0}[backend])
+    options = {"num_frames": 3, "frame_interval": 2, "size": (16, 16), "backend": "auto"}
+    with pytest.warns(DeprecationWarning, match=r"VideoOptions\(num_frames=3"), \
+            Pipeline(vp9, 2, device="cpu", augment="eval", fields=("video",),
+                     field_options={"video": options}) as pipe:
+        assert _producer_name(pipe) == "video-dali"

@@ -1,0 +1,112 @@
+"""The round-2 keyword arguments of `Pipeline` (image_size=, backend=, field_options=,
+buckets=, unit=, max_duration=, ...), translated to the per-field options and batching of the
+current spelling, with a DeprecationWarning that shows the new spelling. They go away in the
+next release (docs/coming-from.md, "Migrating from round 2")."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+from chute.pipelines._fields import default_fields
+from chute.pipelines.producers._family import options_from_dict
+from chute.pipelines.producers._registry import family_of
+from chute.pipelines.producers.audio._options import AudioOptions
+from chute.pipelines.producers.image._options import ImageOptions
+from chute.pipelines.producers.stored._options import Lookup
+from chute.pipelines.sampling._batching import Buckets, MaxDuration
+
+__all__ = ["LEGACY_KEYWORDS", "translate"]
+
+# round-2 keyword -> ImageOptions field
+_IMAGE = {"image_size": "size", "backend": "backend", "backend_options": "backend_options",
+          "dtype": "dtype", "layout": "layout", "mean": "mean", "std": "std", "crop": "crop",
+          "eval_crop": "eval_crop", "memory_format": "memory_format"}
+LEGACY_KEYWORDS = frozenset({*_IMAGE, "field_options", "buckets", "unit", "max_duration",
+                             "merge", "lookups"})
+
+
+def _short(options: Any) -> str:
+    """`ImageOptions(size=64)`: the options with only their non-default values."""
+    if options is None:
+        return "None"
+    values = [f"{f.name}={getattr(options, f.name)!r}" for f in dataclasses.fields(options)
+              if getattr(options, f.name) != f.default]
+    return f"{type(options).__name__}({', '.join(values)})"
+
+
+def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
+              ) -> tuple[Any, dict[str, Any], Any]:
+    """(batch_size, fields as {name: options}, batching) for a call that used round-2 keywords.
+
+    Args:
+        dataset: the open dataset.
+        batch_size: the call's batch_size.
+        fields: the call's fields= (None or names; a dict cannot be mixed with them).
+        batching: the call's batching= (None; it cannot be mixed with buckets/max_duration).
+        legacy: the round-2 keyword arguments given.
+    """
+    unknown = sorted(set(legacy) - LEGACY_KEYWORDS)
+    if unknown:
+        raise TypeError(f"Pipeline() got unexpected keyword argument(s) {unknown}")
+    if isinstance(fields, dict):
+        raise ValueError(f"Pipeline: the round-2 keywords {sorted(legacy)} cannot be mixed "
+                         "with fields={name: options}; give those options in the field's "
+                         "options (ImageOptions, VideoOptions, AudioOptions, Lookup)")
+    names = default_fields(dataset) if fields is None else tuple(fields)
+    families = {f: family_of(f, dataset.specs[f]).name for f in names if f in dataset.specs}
+    out: dict[str, Any] = dict.fromkeys(names)
+    image_values = {_IMAGE[k]: v for k, v in legacy.items() if k in _IMAGE}
+    if image_values:
+        images = [f for f in names if families.get(f) == "image"]
+        if not images:
+            raise ValueError(f"Pipeline: {sorted(k for k in legacy if k in _IMAGE)} apply to "
+                             f"image fields and none of fields={list(names)} holds images; "
+                             "leave them out (each field's options go in fields={name: "
+                             "options})")
+        for f in images:
+            out[f] = ImageOptions(**image_values)
+    lookups = dict(legacy.get("lookups") or {})
+    field_options = {f: dict(o) for f, o in (legacy.get("field_options") or {}).items()}
+    for f in sorted(set(lookups) | set(field_options)):
+        if f not in names:
+            which = "lookups" if f in lookups else "field_options"
+            raise ValueError(f"{which} name field {f!r}, which is not requested "
+                             f"(fields={list(names)}); add it to fields=")
+    for f, index in lookups.items():
+        out[f] = Lookup(index, **field_options.pop(f, {}))
+    for f, values in field_options.items():
+        family = family_of(f, dataset.specs[f]) if f in dataset.specs else None
+        if family is None or family.options is None:
+            raise ValueError(f"field_options[{f!r}]: field {f!r} takes no options")
+        if family.name == "image":
+            values = {_IMAGE.get(k, k): v for k, v in values.items()}
+            base = out[f] or ImageOptions()
+            out[f] = options_from_dict(ImageOptions, {**dataclasses.asdict(base), **values},
+                                       f"field_options[{f!r}]")
+        else:
+            out[f] = options_from_dict(family.options, values, f"field_options[{f!r}]")
+    if legacy.get("unit") is not None or legacy.get("merge") is not None:
+        audio = [f for f in names if families.get(f) == "audio"]
+        if not audio:
+            raise ValueError(f"Pipeline: unit=/merge= say what one audio sample is; request an "
+                             f"audio field in fields= (got {list(names)})")
+        for f in audio:
+            out[f] = dataclasses.replace(out[f] or AudioOptions(), unit=legacy.get("unit"),
+                                         merge=legacy.get("merge"))
+    for key, make in (("max_duration", MaxDuration), ("buckets", Buckets)):
+        if legacy.get(key) is None:
+            continue
+        if batching is not None:
+            raise ValueError(f"Pipeline: pass either {key}= or batching=, not both")
+        batching = make(legacy[key])
+        if key == "buckets":
+            batch_size = None  # round 2 ignored it: the config gives each bucket's
+    new = [f"fields={{{', '.join(f'{f!r}: {_short(o)}' for f, o in out.items())}}}"]
+    if batching is not None:
+        new.append(f"batching={batching!r}")
+    warnings.warn(f"Pipeline({', '.join(f'{k}=' for k in sorted(legacy))}...) is the round-2 "
+                  f"spelling and goes away in the next release; write {', '.join(new)} "
+                  "(docs/coming-from.md)", DeprecationWarning, stacklevel=4)
+    return batch_size, out, batching

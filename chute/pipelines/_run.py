@@ -1,0 +1,128 @@
+"""One pass of a Pipeline over a plan: the slots, every producer's epoch reader, the prefetch
+thread, and the fill of one batch (read, substitute failed samples, stage to the device)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from chute.errors import DecodeError
+from chute.pipelines._options import ring_memory_error
+from chute.pipelines._prefetch import Prefetcher
+from chute.pipelines._staging import (
+    allocate_slots,
+    begin_fill,
+    device_views,
+    host_views,
+    release,
+    stage,
+)
+from chute.pipelines._substitute import Substitutor, failure_reason
+
+__all__ = ["Run"]
+
+
+class Run:
+    """One pass over a plan: slots, every producer's epoch reader and the prefetch thread."""
+
+    def __init__(self, pipe, plan):
+        self.outputs = pipe._outputs
+        self.producers = pipe._producers
+        b = pipe.batch_size
+        arrays = {k: ((b, *o.sample_shape), o.dtype) for k, o in self.outputs.items()
+                  if o.dtype is not None}
+        arrays["index"] = ((b,), np.dtype(np.int64))
+        on_device = tuple(k for k, o in self.outputs.items() if o.on_device)
+        try:
+            slots = allocate_slots(pipe.prefetch + 2, arrays, pipe.device,
+                                   device_only=on_device)
+        except (MemoryError, torch.OutOfMemoryError) as exc:
+            raise ring_memory_error(pipe.prefetch + 2, b, self.outputs, pipe.dataset.path,
+                                    f"which could not be allocated ({exc})") from None
+        self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
+        self.plan = plan
+        self.readers = []
+        try:
+            for producer in self.producers:
+                self.readers.append(producer.open_epoch(plan, 0))
+        except BaseException:
+            self._close_readers()
+            raise
+        self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
+                                       pipe.on_error, describe=pipe._describe)
+        # fields whose failures carry a JPEG decoder's status (chute.fallbacks._status)
+        self.images = frozenset(f for f, family in pipe._families.items() if family == "image")
+        self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
+
+    def fill(self, slot, iteration: int):
+        request = self.plan.request(iteration)
+        stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
+        with stream_ctx:
+            begin_fill(slot, self.stream)
+            request, shapes, host, out = self._views(slot, request)
+            failed = np.zeros(len(request.ids), dtype=bool)
+            reasons = {}  # row -> why it failed first (for on_error="raise")
+            for producer, reader in zip(self.producers, self.readers, strict=True):
+                status = reader.read(request, {k: out[k] for k in producer.outputs()})
+                status = np.asarray(status).reshape(len(request.ids))
+                for row in np.flatnonzero((status != 0) & ~failed).tolist():
+                    reasons[row] = failure_reason(producer.field, int(status[row]),
+                                                  producer.field in self.images)
+                failed |= status != 0
+            ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
+                                                         request, reasons=reasons)
+            if reread:  # a substitute is larger than this batch's shapes: read it again
+                request, shapes, host, out = self._reread(slot, ids, request)
+            host["index"][...] = ids
+            stage(slot, shapes, self.stream)
+        lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
+        return shapes, lists, replaced
+
+    def _views(self, slot, request):
+        """The request with this batch's shapes, and the slot viewed in them."""
+        n = len(request.ids)
+        shapes = {"index": (n,)}
+        for producer in self.producers:
+            shapes.update(producer.shapes(request))
+        request = replace(request, shapes=shapes)
+        host = host_views(slot, shapes)
+        device = device_views(slot, shapes) if self.stream else host
+        out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
+               for k, o in self.outputs.items()}
+        return request, shapes, host, out
+
+    def _reread(self, slot, ids, failed_request):
+        substituted = self.plan.request_for(ids, like=failed_request)
+        substituted = replace(substituted, iteration=failed_request.iteration)
+        request, shapes, host, out = self._views(slot, substituted)
+        for producer in self.producers:
+            status = producer.fill(request, {k: out[k] for k in producer.outputs()})
+            if np.asarray(status).any():
+                raise DecodeError(f"batch {request.iteration} of {self.plan.dataset}: a sample "
+                                  "that read correctly failed when read again with its "
+                                  "substitutes; run `chute verify` on the dataset")
+        return request, shapes, host, out
+
+    def get(self):
+        return self.prefetcher.get()
+
+    def release(self, slot) -> None:
+        release(slot)
+        self.prefetcher.release(slot)
+
+    def _close_readers(self) -> None:
+        for reader in self.readers:
+            reader.close()
+
+    def close(self) -> None:
+        self.prefetcher.close()
+        if self.stream is not None:  # kernels/copies may still write the slots being released
+            self.stream.synchronize()
+        self._close_readers()
+        # An unfinished loop's generator keeps this run alive: drop what holds the dataset's
+        # maps, so Pipeline.close() releases them at once (not at garbage collection).
+        self.readers, self.producers, self.substitutor = [], (), None
+

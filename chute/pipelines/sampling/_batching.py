@@ -1,0 +1,276 @@
+"""The batching contract: how an epoch's samples are cut into batches, with the resume state
+that cut needs (docs/design.md, "Batching").
+
+A Pipeline holds one batching. `FixedBatches` (the default: `batch_size` samples),
+`MaxDuration` (at most so many seconds of audio) and `Buckets` (video batches of one shape
+each) implement it; the sample unit (dataset rows, segments, merged segments) is orthogonal:
+the Pipeline gives every batching the same `PlanContext`.
+
+    bound = batching.bind(fields)                  fields: {name: (family, options)}
+    bound.slot_size(batch_size) -> int             the most samples in one batch
+    bound.field_options() -> {field: {..}}         producer options it adds (bucket shapes)
+    bound.plan(context) -> Plan                    this rank's batches of one epoch
+    bound.load_state(state, position, n, where)    its part of a resume state, checked
+
+A Plan (`BatchPlan`, `DurationPlan`, `BucketPlan`) is a frozen value: `len(plan)`,
+`plan.request(k)`, `plan.request_for(ids, like)`, `plan.position_after(k)` (samples delivered
+by all ranks after k batches of this rank) and `plan.state_after(k)` (the batching's own state
+then, e.g. {"bucket_offsets": [...]}), so `Pipeline.state_dict()` is
+{seed, epoch, position, fingerprint, **plan.state_after(k)}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from chute.pipelines._request import BatchRequest
+
+__all__ = ["Batching", "Plan", "PlanContext", "FixedBatches", "MaxDuration", "Buckets",
+           "as_batching"]
+
+
+class Plan(Protocol):
+    batch_size: int
+
+    def __len__(self) -> int: ...
+
+    def request(self, iteration: int) -> BatchRequest: ...
+
+    def request_for(self, ids: np.ndarray, like: BatchRequest | None = None) -> BatchRequest:
+        ...
+
+    def position_after(self, batches_done: int) -> int: ...
+
+    def state_after(self, batches_done: int) -> dict: ...
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What every batching plans from.
+
+    Attributes:
+        dataset: the open dataset (its columns; plans keep only its `DatasetRef`).
+        n: samples of this epoch.
+        seed, epoch, rank, world_size: the epoch and this process's place in the job.
+        batch_size: the Pipeline's slot size (`Batching.slot_size`).
+        drop_last: drop the incomplete tail.
+        shuffle: False delivers the dataset's own order.
+        augment: "train" or "eval".
+        start_position: samples of the epoch delivered by all ranks before this plan starts.
+        state: the batching's own resume state at `start_position` ({} at an epoch's start).
+        params: parameter sources evaluated for every batch (crops, units, ...).
+        durations: seconds every sample of this epoch delivers (for `MaxDuration`).
+    """
+
+    dataset: Any
+    n: int
+    seed: int
+    epoch: int
+    rank: int
+    world_size: int
+    batch_size: int
+    drop_last: bool
+    shuffle: bool
+    augment: str
+    start_position: int
+    state: dict = field(default_factory=dict)
+    params: tuple = ()
+    durations: Callable[[], np.ndarray] | None = None
+
+
+class Batching(Protocol):
+    """See the module docstring."""
+
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching: ...
+
+    def slot_size(self, batch_size: int | None) -> int: ...
+
+    def field_options(self) -> dict[str, dict]: ...
+
+    def plan(self, context: PlanContext) -> Plan: ...
+
+    def load_state(self, state: dict, position: int, n: int, where: str) -> dict: ...
+
+
+def _ref(dataset):
+    from chute.readers import DatasetRef
+
+    return DatasetRef.of(dataset)
+
+
+def _positive_batch(batch_size, what: str) -> int:
+    if batch_size is None or isinstance(batch_size, bool) or int(batch_size) < 1:
+        raise ValueError(f"{what} needs batch_size >= 1, got {batch_size!r}")
+    return int(batch_size)
+
+
+def _no_state(state: dict, where: str, name: str) -> dict:
+    if state.get("bucket_offsets"):
+        raise ValueError(f"{where}: the state was saved by a Pipeline with batching=Buckets(...); "
+                         f"load it into one with the same buckets (this one uses {name})")
+    return {}
+
+
+@dataclass(frozen=True)
+class FixedBatches:
+    """`batch_size` samples per batch and rank (the default batching)."""
+
+    def slot_size(self, batch_size: int | None) -> int:
+        return _positive_batch(batch_size, "Pipeline")
+
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+        return self
+
+    def field_options(self) -> dict[str, dict]:
+        return {}
+
+    def plan(self, context: PlanContext) -> Plan:
+        from chute.pipelines.sampling._plan import BatchPlan
+
+        c = context
+        return BatchPlan(dataset=_ref(c.dataset), n=c.n, seed=c.seed, epoch=c.epoch,
+                         rank=c.rank, world_size=c.world_size, batch_size=c.batch_size,
+                         drop_last=c.drop_last, start_position=c.start_position,
+                         params=c.params, shuffle=c.shuffle)
+
+    def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
+        return _no_state(state, where, "fixed batches")
+
+
+@dataclass(frozen=True)
+class MaxDuration:
+    """Batches of at most `seconds` of audio (and at most `batch_size` samples): samples of
+    similar durations together, the same number of batches on every rank, the tail dropped.
+
+    Args:
+        seconds: most seconds of audio in one batch, as delivered (after speed perturbation
+            and resampling).
+        window: samples sorted by duration and packed together (larger: less padding, less
+            randomness).
+    """
+
+    seconds: float
+    window: int = 2048
+
+    def __post_init__(self) -> None:
+        if not float(self.seconds) > 0:
+            raise ValueError(f"MaxDuration needs seconds > 0, got {self.seconds!r}")
+        if int(self.window) < 1:
+            raise ValueError(f"MaxDuration needs window >= 1, got {self.window!r}")
+
+    def slot_size(self, batch_size: int | None) -> int:
+        return _positive_batch(batch_size, "MaxDuration (batch_size: the most samples in one "
+                                           "batch)")
+
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+        return self
+
+    def field_options(self) -> dict[str, dict]:
+        return {}
+
+    def plan(self, context: PlanContext) -> Plan:
+        from chute.pipelines.sampling._duration_plan import DurationPlan
+
+        c = context
+        if c.durations is None:
+            raise ValueError("MaxDuration needs the samples' durations")
+        return DurationPlan(dataset=_ref(c.dataset), n=c.n, seed=c.seed, epoch=c.epoch,
+                            rank=c.rank, world_size=c.world_size, batch_size=c.batch_size,
+                            drop_last=True, start_position=c.start_position, params=c.params,
+                            shuffle=c.shuffle, max_duration=float(self.seconds),
+                            durations=c.durations(), window=int(self.window))
+
+    def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
+        return _no_state(state, where, "MaxDuration")
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Video batches of variable shape: every rank's step k comes from one bucket (a clip
+    resolution and frame count), with the bucket's batch size.
+
+    Args:
+        config: {resolution: {num_frames: (keep probability, batch size)}}, e.g.
+            {"240p": {16: (1.0, 8)}, "360p": {16: (0.5, 4)}} (docs/video.md).
+    """
+
+    config: dict
+
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+        from chute.pipelines.sampling._buckets import parse_buckets
+
+        videos = [f for f, (family, _) in fields.items() if family == "video"]
+        if len(videos) != 1:
+            raise ValueError(f"batching=Buckets(...) needs exactly one video field among "
+                             f"fields={list(fields)} (found {videos})")
+        options = fields[videos[0]][1]
+        interval = int(getattr(options, "frame_interval", 1))
+        return BoundBuckets(videos[0], parse_buckets(self.config, interval))
+
+    def slot_size(self, batch_size: int | None) -> int:
+        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
+
+    def field_options(self) -> dict[str, dict]:
+        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
+
+    def plan(self, context: PlanContext) -> Plan:
+        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
+
+    def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
+        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
+
+
+@dataclass(frozen=True)
+class BoundBuckets:
+    """`Buckets` bound to its video field (the table made with that field's frame interval).
+    """
+
+    field: str
+    table: Any
+
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+        return self
+
+    def slot_size(self, batch_size: int | None) -> int:
+        if batch_size is not None:
+            raise ValueError("batching=Buckets(...) takes each bucket's batch size from its "
+                             f"config; pass batch_size=None (got {batch_size!r})")
+        return int(self.table.max_batch_size)
+
+    def field_options(self) -> dict[str, dict]:
+        return {self.field: {"buckets": self.table}}
+
+    def plan(self, context: PlanContext) -> Plan:
+        from chute.pipelines.sampling._bucket_plan import BucketPlan
+
+        c = context
+        if not c.shuffle:
+            raise ValueError("batching=Buckets(...) draws each step's bucket at random; "
+                             "shuffle=False is not available with it")
+        ds = c.dataset
+        offsets = tuple(c.state.get("bucket_offsets", ()))
+        return BucketPlan(_ref(ds), c.n, c.seed, c.epoch, c.rank, c.world_size, c.drop_last,
+                          c.start_position, self.table, c.augment,
+                          np.asarray(ds.column("height")), np.asarray(ds.column("width")),
+                          np.asarray(ds.column("num_frames")), c.params, offsets)
+
+    def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
+        from chute.pipelines.sampling._bucket_plan import state_offsets
+
+        offsets = state_offsets(state, position, n, self.table, where)
+        return {"bucket_offsets": offsets} if offsets else {}
+
+
+def as_batching(batching) -> Batching:
+    """`batching` checked: None is `FixedBatches()`."""
+    if batching is None:
+        return FixedBatches()
+    if not all(hasattr(batching, m) for m in ("bind", "slot_size", "field_options", "plan",
+                                               "load_state")):
+        raise TypeError(f"batching must be chute.MaxDuration(...), chute.Buckets(...) or None "
+                        f"(batches of batch_size), got {batching!r:.100}")
+    return batching
