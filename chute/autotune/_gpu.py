@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Any
 
 __all__ = ["gpu_facts", "GpuSampler"]
 
@@ -81,8 +82,8 @@ class GpuSampler:
         self.samples: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._handle = None
-        self._nvml = None
+        self._handle: Any = None
+        self._nvml: Any = None  # the pynvml module (untyped) while sampling
 
     def __enter__(self) -> GpuSampler:
         if not self.device.startswith("cuda"):

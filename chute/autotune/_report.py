@@ -38,10 +38,7 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 def candidate_json(trial: Trial) -> dict:
     c, m = trial.candidate, trial.measurement
-    if trial.status == "unavailable":
-        reason = c.reason
-    else:
-        reason = trial.note or None
+    reason = c.reason if trial.status == "unavailable" else (trial.note or None)
     return {
         "name": c.name,
         "backend": c.backend,

@@ -46,6 +46,7 @@ class Decision:
 
 
 def _rate(trial: Trial) -> float:
+    assert trial.measurement is not None  # only measured trials are rated
     return trial.measurement.img_per_s
 
 
@@ -62,7 +63,7 @@ def _why_none(trials: list[Trial]) -> str:
 
 
 def _dropouts(trials: list[Trial]) -> str:
-    counts = {}
+    counts: dict[str, int] = {}
     for t in trials:
         if t.status != "measured":
             counts[t.status] = counts.get(t.status, 0) + 1

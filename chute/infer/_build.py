@@ -38,6 +38,7 @@ def resolve(spec: Any, base: str | None = None) -> Any:
         module = sys.modules.get(name)
         if module is None:
             loader_spec = importlib.util.spec_from_file_location(name, path)
+            assert loader_spec is not None and loader_spec.loader is not None  # a .py file
             module = importlib.util.module_from_spec(loader_spec)
             sys.modules[name] = module
             loader_spec.loader.exec_module(module)

@@ -9,6 +9,8 @@ import multiprocessing
 import queue
 import threading
 import time
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
 from chute.errors import ChuteError
 from chute.infer._cuda_ipc import on_cuda
@@ -30,8 +32,8 @@ class ReplicaHandle:
     def __init__(self, stage, index: int):
         self.stage = stage
         self.index = index
-        self.process = None
-        self.conn = None
+        self.process: BaseProcess | None = None  # None: not spawned, stopped or failed
+        self.conn: Connection | None = None  # the parent's end of the pipe to `process`
         self.pids: list[int] = []  # every process this replica has had
         self.thread = threading.Thread(target=self._loop, daemon=True,
                                        name=f"chute-infer-{stage.name}-{index}")
@@ -44,29 +46,37 @@ class ReplicaHandle:
         config = self.stage.config
         following = self.stage.server.config.stages[self.stage.position + 1:]
         send_cuda = bool(following) and on_cuda(following[0].devices)
-        self.process = ctx.Process(
+        self.process = process = ctx.Process(
             target=replica_main, daemon=True, name=f"chute-infer-{config.name}-{self.index}",
             args=(child, config.fn, config.options, self.stage.base, config.device(self.index),
                   self.stage.dataset, config.threads, send_cuda))
-        self.process.start()
+        process.start()
         child.close()
         self.conn = parent
-        self.pids.append(self.process.pid)
+        assert process.pid is not None  # started
+        self.pids.append(process.pid)
+
+    def _started(self) -> tuple[BaseProcess, Connection]:
+        """The process and the pipe to it (set by `spawn`)."""
+        process, conn = self.process, self.conn
+        assert process is not None and conn is not None, "the replica has no process"
+        return process, conn
 
     def await_ready(self, timeout: float) -> None:
         """Wait until the process has built its stage; raise StartupError if it cannot."""
+        process, conn = self._started()
         deadline = time.monotonic() + timeout
-        while not self.conn.poll(_POLL):
+        while not conn.poll(_POLL):
             if self.stage.server.closing.is_set():
                 raise StartupError(f"the pipeline closed while replica {self.index} of stage "
                                    f"{self.stage.name!r} was starting")
-            if not self.process.is_alive():
+            if not process.is_alive():
                 raise StartupError(f"replica {self.index} of stage {self.stage.name!r} exited "
-                                   f"while starting (exit code {self.process.exitcode})")
+                                   f"while starting (exit code {process.exitcode})")
             if time.monotonic() > deadline:
                 raise StartupError(f"replica {self.index} of stage {self.stage.name!r} was not "
                                    f"ready after {timeout:.0f} s")
-        kind, detail = self.conn.recv()
+        kind, detail = conn.recv()
         if kind == "error":
             raise StartupError(f"stage {self.stage.name!r} (fn {self.stage.config.fn!r}) could "
                                f"not be built in replica {self.index}:\n{detail}")
@@ -76,6 +86,7 @@ class ReplicaHandle:
         process, conn = self.process, self.conn
         if process is None:
             return
+        assert conn is not None  # set with the process
         try:
             conn.send(("stop",))
         except (BrokenPipeError, OSError):
@@ -91,11 +102,11 @@ class ReplicaHandle:
         process.close()
         self.process = None
 
-    def _restart(self, why: str) -> None:
+    def _restart(self, process: BaseProcess, why: str) -> None:
         stage = self.stage
-        self.process.join(1.0)  # reaped, so its exit code (e.g. -9 for SIGKILL) is known
-        message = (f"replica {self.index} of stage {stage.name!r} (pid {self.process.pid}) "
-                   f"{why} (exit code {self.process.exitcode}); restarting it")
+        process.join(1.0)  # reaped, so its exit code (e.g. -9 for SIGKILL) is known
+        message = (f"replica {self.index} of stage {stage.name!r} (pid {process.pid}) "
+                   f"{why} (exit code {process.exitcode}); restarting it")
         log.warning(message)
         stage.server.events.append(message)
         stage.restarts += 1
@@ -134,15 +145,15 @@ class ReplicaHandle:
                 break
         return batch
 
-    def _reply(self):
+    def _reply(self, process: BaseProcess, conn: Connection):
         """The process's answer to the batch it holds; None if it died meanwhile."""
         while True:
-            if self.conn.poll(_POLL):
+            if conn.poll(_POLL):
                 try:
-                    return self.conn.recv()
+                    return conn.recv()
                 except Exception:  # noqa: BLE001  (a pipe or a shared tensor of a dead process)
                     return None
-            if not self.process.is_alive() or self.stage.server.closing.is_set():
+            if not process.is_alive() or self.stage.server.closing.is_set():
                 return None
 
     def _loop(self) -> None:
@@ -150,12 +161,13 @@ class ReplicaHandle:
         server = stage.server
         closing = server.closing
         while not closing.is_set():
-            if self.process is None:  # a restart failed: try again a little later
+            process, conn = self.process, self.conn
+            if process is None or conn is None:  # a restart failed: try again a little later
                 time.sleep(1.0)
                 self._respawn()
                 continue
-            if not self.process.is_alive():
-                self._restart("died while idle")
+            if not process.is_alive():
+                self._restart(process, "died while idle")
                 continue
             batch = self._take()
             if not batch:
@@ -164,8 +176,8 @@ class ReplicaHandle:
             for request, _ in batch:
                 request.stages[stage.name].batched = now
             try:
-                self.conn.send(("run", [payload for _, payload in batch]))
-                reply = self._reply()
+                conn.send(("run", [payload for _, payload in batch]))
+                reply = self._reply(process, conn)
             except (BrokenPipeError, OSError):
                 reply = None
             requests = [request for request, _ in batch]
@@ -178,7 +190,7 @@ class ReplicaHandle:
                 why = "died while running a batch"
                 for request in requests:
                     server.fail(request, stage.name, f"replica {self.index} {why}")
-                self._restart(why)
+                self._restart(process, why)
                 continue
             _, outputs, started, finished = reply
             stage.record_batch(self.index, started, finished, len(requests))

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from chute.infer._clients import run_bulk, run_poisson
 from chute.infer._config import InferConfig
@@ -19,6 +20,8 @@ from chute.infer._report import summarize
 from chute.infer._server import InferServer
 
 __all__ = ["Trial", "SearchResult", "search", "sustained_rate", "format_trials"]
+
+_T = TypeVar("_T")
 
 # Poisson probes, as fractions of the capacity a bulk run measured, highest first.
 PROBES = (0.9, 0.75, 0.6, 0.45)
@@ -120,7 +123,7 @@ def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
     return 0.0, probes
 
 
-def _first(value: int, values: Sequence[int]) -> list[int]:
+def _first(value: _T, values: Sequence[_T]) -> list[_T]:
     """`values` with `value` (the current setting) first."""
     return [value, *[v for v in values if v != value]]
 
@@ -240,6 +243,7 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
     leaders = [(t, configs[_key(t)]) for t in ranked[:finalists]]
     if len(leaders) > 1 and time.monotonic() - started < budget_s:
         winner, best = _final_round(leaders, inputs, slo_ms, seed, say)
+        assert winner.final is not None  # the final round measured every leader
         rate, p95, dropped, failed = winner.final
         met = p95 is not None and p95 <= slo_ms and not dropped and not failed
         best_rate = rate if met else winner.sustained

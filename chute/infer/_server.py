@@ -176,7 +176,7 @@ class InferServer:
         import dataclasses
 
         (target,) = [s for s in self.stages if s.name == stage]
-        changes = {"max_batch": max_batch}
+        changes: dict[str, Any] = {"max_batch": max_batch}
         if max_wait_ms is not None:
             changes["max_wait_ms"] = max_wait_ms
         target.config = dataclasses.replace(target.config, **changes)

@@ -50,15 +50,15 @@ class VideoClipLoader:
         self.field = field
 
     def __call__(self, ids: list) -> list:
-        ids = np.asarray([int(i) for i in ids], dtype=np.int64)
-        bad = (ids < 0) | (ids >= len(self.dataset))
+        wanted = np.asarray([int(i) for i in ids], dtype=np.int64)
+        bad = (wanted < 0) | (wanted >= len(self.dataset))
         if bad.any():
-            raise IndexError(f"sample ids {ids[bad].tolist()} are out of range for "
+            raise IndexError(f"sample ids {wanted[bad].tolist()} are out of range for "
                              f"{self.dataset.path} ({len(self.dataset)} samples)")
         params = {}
         for source in self.sources:
-            params.update(source(0, 0, ids))
-        request = BatchRequest(-1, ids, params)
+            params.update(source(0, 0, wanted))
+        request = BatchRequest(-1, wanted, params)
         shapes = self.producer.shapes(request)
         outputs = self.producer.outputs()
         dtype = getattr(torch, str(outputs[self.field].dtype))
@@ -67,7 +67,7 @@ class VideoClipLoader:
         out = {k: np.empty(shapes[k], outputs[k].dtype) for k in shapes if k != self.field}
         status = self.producer.fill(request, {**out, self.field: batch.numpy()})
         return [DecodeError(f"sample {int(i)} of {self.dataset.path}: its clip does not decode")
-                if status[k] else batch[k] for k, i in enumerate(ids)]
+                if status[k] else batch[k] for k, i in enumerate(wanted)]
 
     def close(self) -> None:
         self.producer.close()

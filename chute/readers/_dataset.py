@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import os
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["Dataset", "open_dataset"]
 
 
-def open_dataset(path: str | Path, *, bytes_field: str = "data") -> Dataset | ZarrDataset:
+def open_dataset(path: str | os.PathLike[str], *,
+                 bytes_field: str = "data") -> Dataset | ZarrDataset:
     """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
 
     Args:

@@ -4,6 +4,7 @@ more scheme here (docs/design.md, "Storage and identity")."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -24,7 +25,7 @@ def _file(url: str) -> Path:
 SCHEMES = {"file": _file}
 
 
-def local_path(path_or_url: str | Path) -> Path:
+def local_path(path_or_url: str | os.PathLike[str]) -> Path:
     """A local path for a plain path or a URL of a known scheme."""
     text = str(path_or_url)
     scheme = urlparse(text).scheme if "://" in text else ""
