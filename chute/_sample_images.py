@@ -19,7 +19,7 @@ def synthetic_jpeg(rng: np.random.Generator, height: int, width: int, quality: i
 
     coarse_shape = (max(2, height // 32), max(2, width // 32), 3)
     coarse = rng.integers(0, 256, size=coarse_shape, dtype=np.uint8)
-    img = Image.fromarray(coarse).resize((width, height), Image.BICUBIC)
+    img = Image.fromarray(coarse).resize((width, height), Image.Resampling.BICUBIC)
     pixels = np.asarray(img, dtype=np.int16)
     grain = rng.integers(-12, 13, size=pixels.shape, dtype=np.int16)
     pixels = np.clip(pixels + grain, 0, 255).astype(np.uint8)

@@ -54,7 +54,8 @@ def write_latents(path: Path, count: int = 1024, shape=(4, 32, 32), classes: int
     if path.exists():
         shutil.rmtree(path)
     group = zarr.open_group(str(path), mode="w", zarr_format=3)
-    for name, value in {"latent": latent.astype(np.float16), "label": label}.items():
+    arrays: dict[str, np.ndarray] = {"latent": latent.astype(np.float16), "label": label}
+    for name, value in arrays.items():
         array = group.create_array(name, shape=value.shape, dtype=value.dtype,
                                    chunks=(min(chunk, count), *value.shape[1:]),
                                    compressors=compressors("zstd", 3))
