@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 pytest.importorskip("sphinx")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 DEV_SH = Path(__file__).resolve().parents[1] / "dev.sh"
 
 

@@ -59,6 +59,7 @@ def test_shapes_follow_the_layout():
         image_size_of((5, 7, 3), "NHWC")
 
 
+@pytest.mark.slow
 def test_import_does_not_load_torch():
     code = "import sys, chute._output_types; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -4,6 +4,8 @@
 import subprocess
 import sys
 
+import pytest
+
 import chute.pipelines.producers._candidates as cmod
 from chute.autotune import CandidateLike
 from chute.pipelines.producers._candidates import (
@@ -63,6 +65,7 @@ def test_each_backend_default_is_measured_first(monkeypatch):
         "cpu threads=4 dct=on", "dali hw_decoder_load=0.65", "dali-native hw_decoder_load=0.65"]
 
 
+@pytest.mark.slow
 def test_importing_autotune_pulls_no_gpu_library_and_nothing_above_it():
     gpu = ["cupy", "cvcuda", "pynvml", "nvidia.dali", "torch"]
     above = ["chute.pipelines", "chute.readers", "chute.fallbacks", "chute.kernels"]

@@ -32,6 +32,7 @@ def _run(capsys, *argv):
     return out
 
 
+@pytest.mark.slow
 def test_json_on_this_machine_picks_cpu_and_lists_gpu_unavailable(jpeg_dataset, cache, capsys):
     out = _run(capsys, jpeg_dataset, "--batch-size", 8, "--image-size", 32, "--augment", "train",
                "--budget", BUDGET, "--json")

@@ -17,6 +17,7 @@ def test_bench_prints_rates_per_epoch(tmp_path, capsys):
     assert "20 images" in out
 
 
+@pytest.mark.slow
 def test_bench_json_and_hxw(tmp_path, capsys):
     import json
 

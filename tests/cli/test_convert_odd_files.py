@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from chute.cli import main
 from chute.readers import open_dataset, update_metadata
 from tests.readers._images import jpeg_bytes
@@ -61,6 +63,7 @@ def test_broken_symlink_fifo_and_folder_are_listed(tmp_path, capsys):
     assert "no such file" in rows[str(src / "c" / "broken.jpg")].lower()
 
 
+@pytest.mark.slow
 def test_csv_row_naming_a_fifo_is_skipped_not_read(tmp_path):
     os.mkfifo(tmp_path / "pipe.jpg")
     (tmp_path / "good.jpg").write_bytes(jpeg_bytes(20, 16, seed=1))

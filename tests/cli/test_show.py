@@ -11,6 +11,7 @@ from tests.pipelines._pipeline_data import write_dataset
 pytest.importorskip("chute.fallbacks._decode")
 
 
+@pytest.mark.slow
 def test_show_tiles_equal_the_pipeline(tmp_path, capsys):
     dataset = write_dataset(tmp_path / "ds.chute", n=10, sizes=(30, 50))
     out = tmp_path / "grid.png"

@@ -96,6 +96,7 @@ def _decode_in_child(batch, queue):
     queue.put(_run(batch, np.uint8).tobytes())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_works_in_a_forked_child_after_use_in_the_parent(batch):
     parent = _run(batch, np.uint8)  # creates this process's handles

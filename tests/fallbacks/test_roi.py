@@ -112,6 +112,7 @@ def test_damage_below_the_crop_leaves_the_crop_intact():
     assert np.array_equal(roi[0], roi[1])
 
 
+@pytest.mark.slow
 def test_without_a_compiler_it_warns_once_and_decodes_full_frames(tmp_path):
     # A fresh process whose cache is empty and whose compiler does not exist.
     script = textwrap.dedent("""

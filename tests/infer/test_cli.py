@@ -12,6 +12,7 @@ def _write(path, stages) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_infer_bench_json_shape(tmp_path, video_dataset, capsys):
     config = _write(tmp_path / "c.json", [
         {"name": "decode", "fn": "chute.infer:VideoClipLoader",
@@ -34,6 +35,7 @@ def test_infer_bench_json_shape(tmp_path, video_dataset, capsys):
     assert "throughput" in captured.err and "infer-bench" in captured.err  # report + progress
 
 
+@pytest.mark.slow
 def test_infer_bench_search_prints_its_table_and_runs_the_pick(tmp_path, video_dataset,
                                                               capsys):
     config = _write(tmp_path / "c.json", [{"name": "double",

@@ -6,6 +6,8 @@ import torch
 from chute.infer import InferConfig, InferServer, StageConfig, run_bulk
 from tests.infer.conftest import EXAMPLES
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 
 @pytest.mark.gpu
 def test_a_model_stage_on_cuda_gives_the_cpu_outputs(video_dataset):

@@ -6,6 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

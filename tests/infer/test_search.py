@@ -1,6 +1,8 @@
 import math
 import time
 
+import pytest
+
 from chute.infer import InferConfig, InferRequest, InferServer, StageConfig, _search, run_poisson
 from chute.infer._search import Trial, format_trials
 
@@ -55,6 +57,7 @@ def test_a_probe_is_hopeless_once_its_p95_cannot_meet_the_slo():
     assert "4.00: over SLO, stopped; 3.00: 800" in format_trials([trial])
 
 
+@pytest.mark.slow
 def test_the_poisson_client_stops_offering_when_told_to_give_up():
     config = InferConfig([StageConfig("slow", "tests.infer._stages:slow", queue_size=64)])
     with InferServer(config) as server:

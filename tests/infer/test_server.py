@@ -18,6 +18,8 @@ from chute.infer import (
 from chute.infer._replica_handle import StartupError
 from tests.infer.conftest import EXAMPLES
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 LOADER = {"num_frames": 8, "size": 32, "dtype": "float32", "threads": 1}
 
 

@@ -7,6 +7,7 @@ from chute.infer import InferConfig, InferServer, StageConfig, run_bulk
 from chute.infer._cuda_ipc import CudaShared, on_cuda, pack, to_host, unpack
 
 
+@pytest.mark.slow
 def test_tensors_cross_in_shared_memory_and_a_bad_cuda_handle_fails_alone(leak_check):
     config = InferConfig([StageConfig("make", "tests.infer._stages:bad_handle", max_batch=4),
                           StageConfig("look", "tests.infer._stages:is_shared", max_batch=4)])
@@ -40,6 +41,7 @@ def test_unpack_opens_handles_wherever_they_are_nested():
     assert torch.equal(opened[1], torch.arange(3))
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_outputs_reach_the_next_gpu_stage_by_ipc(leak_check):
     initialised = torch.cuda.is_initialized()
@@ -57,6 +59,7 @@ def test_cuda_outputs_reach_the_next_gpu_stage_by_ipc(leak_check):
     leak_check(pids)
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_a_last_gpu_stage_hands_cpu_outputs_to_the_client():
     config = InferConfig([StageConfig("up", "tests.infer._stages:to_cuda",

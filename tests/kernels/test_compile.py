@@ -66,6 +66,7 @@ def test_nvrtc_compiles_kernel(arch):
     assert "cvt.rn.f16.f32" in ptx  # the fp16 store rounds to nearest even
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS)
 def test_nvcc_compiles_kernel(arch, tmp_path):
     nvcc = shutil.which("nvcc")

@@ -131,6 +131,7 @@ def test_launch_without_cuda_fails_fast():
                          out)
 
 
+@pytest.mark.slow
 def test_import_does_not_load_cupy():
     code = "import sys, chute.kernels; print('cupy' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -158,6 +158,7 @@ def test_bad_configs_are_explained():
         parse_buckets({"240p": {16: (2.0, 4)}})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", [3, 1])
 def test_elastic_resume_with_real_ranks(tmp_path, after):
     """Two gloo ranks run 2 steps and save; `after` ranks load that state and finish the

@@ -124,6 +124,7 @@ def test_resume_mid_epoch_starts_at_the_asked_iteration(dataset):
     backend.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_parallel_external_source_gives_the_same_batches(dataset, start_method):
     size = (24, 24)
@@ -154,6 +155,7 @@ def test_dali_checkpoint_restores_the_external_source_position(dataset):
     np.testing.assert_array_equal(np.asarray(index.as_array()).ravel(), image_batch(plan, 1)[0])
 
 
+@pytest.mark.slow
 def test_corrupt_sample_gets_a_status_and_the_epoch_goes_on(tmp_path):
     clean = open_dataset(write_jpeg_dataset(tmp_path / "clean.chute", n=24))
     size = (16, 16)

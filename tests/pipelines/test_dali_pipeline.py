@@ -59,6 +59,7 @@ def test_dali_native_cpu_mode_matches_the_cpu_backend(dataset, kwargs):
         assert sorted(ids.tolist()) == list(range(len(dataset)))
 
 
+@pytest.mark.slow
 def test_without_dali_import_works_and_the_error_names_the_extra(dataset):
     script = textwrap.dedent(f"""
         import sys

@@ -8,6 +8,8 @@ import torch.multiprocessing as mp
 from tests.pipelines._ddp_worker import run
 from tests.pipelines._pipeline_data import write_dataset
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 pytest.importorskip("chute.fallbacks._decode")
 
 N = 42

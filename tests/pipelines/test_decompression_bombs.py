@@ -101,6 +101,7 @@ def _decode(payload: bytes, sizes=None, **kw):
     return DecodeStatus(int(status[0]))
 
 
+@pytest.mark.slow
 def test_decode_batch_bounds_pixels_and_checks_the_header_size():
     assert _decode(bomb(30000, 30000)) == DecodeStatus.TOO_LARGE
     assert _decode(bomb(65500, 65500)) == DecodeStatus.TOO_LARGE

@@ -82,6 +82,7 @@ def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
                  field_options={"audio": {"sample_rate": 8000, "speeds": (0.8,)}})
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_take_disjoint_segments_in_equal_steps(tmp_path):
     pytest.importorskip("soundfile")
     pytest.importorskip("soxr")

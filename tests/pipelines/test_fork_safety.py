@@ -14,6 +14,8 @@ from chute.pipelines import Pipeline
 from tests._media import jpeg
 from tests.pipelines._pipeline_data import write_dataset
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 FORKS = 20
 DEADLINE_S = 90.0
 

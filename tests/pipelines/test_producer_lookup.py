@@ -58,6 +58,7 @@ def test_resume_mid_epoch_exact(tmp_path):
     assert [r.tolist() for r in rest] == [f.tolist() for f in full[3:]]
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_disjoint(tmp_path):
     import torch.multiprocessing as mp
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.pipelines._pipeline_data import write_dataset
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 pytest.importorskip("chute.fallbacks._decode")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py"

@@ -20,6 +20,7 @@ def load_example():
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loader", ["pipeline", "dataloader"])
 def test_every_lightning_epoch_gets_every_batch(tmp_path, loader, monkeypatch):
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))

@@ -62,6 +62,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 def test_two_convert_processes_to_one_destination(tmp_path):
     src = tmp_path / "src"
     make_imagefolder(src, bad=False)

@@ -9,8 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from chute.readers import open_dataset, verify_dataset
 from tests.readers._images import jpeg_bytes
+
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = 20

@@ -81,6 +81,7 @@ def _child_read(ds, queue):
     queue.put(ds.read("base_frames", np.arange(S)).tobytes())
 
 
+@pytest.mark.slow
 def test_forked_child_after_parent_read(tmp_path):
     """The parent has zarr's event loop running; a forked child reads without deadlock."""
     ds = open_dataset(write_store(tmp_path / "x.zarr", VALUES, chunk=4))

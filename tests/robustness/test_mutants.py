@@ -22,6 +22,8 @@ import pytest
 
 from tests.robustness._build import DATASETS
 
+pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261123"))  # another seed explores more
 COUNT = {"image": 100, "ndarray": 100, "audio": 50, "video": 50}
