@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from chute.errors import ChuteError
@@ -109,7 +110,7 @@ class ShardWriter:
             delivered per sample through an index field (`Pipeline(lookups=...)`).
     """
 
-    def __init__(self, path: str | Path, fields: dict[str, str | dict] | None = None, *,
+    def __init__(self, path: str | Path, fields: Mapping[str, str | dict] | None = None, *,
                  shard_size: str | int = "1GiB", class_names: list[str] | None = None,
                  manifest_extra: dict | None = None, overwrite: bool = False,
                  tables: dict | None = None):
