@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two commands of the README:
 #   ./dev.sh demo   build a sample dataset, autotune, stream it through a Pipeline, print throughput
-#   ./dev.sh test   ruff + the test suite (what .ci/run calls)
+#   ./dev.sh test   ruff + mypy + the test suite (what .ci/run calls)
+#                   mypy type-checks chute with pyproject.toml's [tool.mypy]: a type error fails it
 # Both set up everything first on a fresh Linux machine: the system libjpeg-turbo, .venv,
 # torch 2.13 (before anything that depends on torch), then chute with its test extras.
 # On a machine with a working NVIDIA driver (nvidia-smi lists a GPU) that is torch's CUDA build
@@ -107,6 +108,7 @@ case "$cmd" in
   test)
     setup
     "$VENV/bin/ruff" check chute tests benchmarks examples
+    "$VENV/bin/python" -m mypy
     "$VENV/bin/python" -m pytest -q "$@"
     ;;
   setup)
