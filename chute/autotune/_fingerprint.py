@@ -47,6 +47,8 @@ class TuneParams:
     augment: str
     dtype: str = "float16"
     device: str = "cpu"
+    family: str = "image"  # the kind of field tuned ("image", "video", ...)
+    shape: tuple = ()  # what else the family's throughput depends on (e.g. frames per clip)
 
     def __post_init__(self):
         if self.augment not in ("train", "eval"):
@@ -57,10 +59,15 @@ class TuneParams:
         object.__setattr__(self, "image_size", _normal_size(self.image_size))
         object.__setattr__(self, "dtype", _normal_dtype(self.dtype))
         object.__setattr__(self, "device", _normal_device(self.device))
+        object.__setattr__(self, "shape", tuple(self.shape))
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["image_size"] = list(self.image_size)
+        if self.family == "image" and not self.shape:  # the keys decisions had before families
+            del d["family"], d["shape"]
+        else:
+            d["shape"] = list(self.shape)
         return d
 
 

@@ -7,6 +7,7 @@ The JSON object (also the body of a cached decision) is::
       "backend_options": {"threads": 2, "dct_scaling": true},  # for Pipeline(backend_options=...)
       "reason": "cpu threads=2 dct=on (412 img/s) won by 1.80x over ...",
       "key": "3f1c...",                     # cache key (machine + dataset + parameters)
+      "unit": "img",                        # what the rates count: img, clip, ...
       "candidates": [                       # every candidate, cheapest first
         {"name": "cpu threads=1 dct=on",    # display name, unique
          "backend": "cpu",
@@ -14,7 +15,8 @@ The JSON object (also the body of a cached decision) is::
          "available": true,
          "status": "measured",              # measured | failed | not measured | unavailable
          "reason": null,                    # why not measured / unavailable / failed, else null
-         "img_per_s": 812.4,                # null unless measured
+         "img_per_s": 812.4,                # samples (of "unit") per second; null unless
+                                            # measured (the key keeps its first name)
          "cpu_percent": 99.1,               # process CPU time / wall time x 100 (200 = 2 cores)
          "gpu_percent": null,               # NVML utilisation; null without a CUDA device/pynvml
          "fidelity": "exact"}, ...]         # how exactly its pixels follow the resize definition
@@ -27,7 +29,7 @@ from chute.autotune._select import Decision, Trial
 
 __all__ = ["decision_json", "candidate_json", "format_table", "JSON_KEYS", "CANDIDATE_KEYS"]
 
-JSON_KEYS = ("choice", "backend_options", "reason", "key", "candidates")
+JSON_KEYS = ("choice", "backend_options", "reason", "key", "unit", "candidates")
 CANDIDATE_KEYS = ("name", "backend", "params", "available", "status", "reason",
                   "img_per_s", "cpu_percent", "gpu_percent", "fidelity")
 
@@ -66,6 +68,7 @@ def decision_json(decision: Decision, key: str) -> dict:
         "backend_options": dict(decision.choice.params),
         "reason": decision.reason,
         "key": key,
+        "unit": decision.unit,
         "candidates": [candidate_json(t) for t in decision.trials],
     }
 
@@ -76,7 +79,7 @@ def _cell(value: float | None, fmt: str) -> str:
 
 def format_table(result: dict) -> str:
     """The table of a decision_json() object, then the decision line."""
-    header = ("candidate", "img/s", "CPU %", "GPU %", "fidelity", "note")
+    header = ("candidate", f"{result.get('unit', 'img')}/s", "CPU %", "GPU %", "fidelity", "note")
     rows = []
     for c in result["candidates"]:
         chosen = c["backend"] == result["choice"] and c["params"] == result["backend_options"]

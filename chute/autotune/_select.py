@@ -41,8 +41,9 @@ class Decision:
     choice: CandidateLike
     reason: str
     trials: tuple[Trial, ...]
-    margin: float | None  # winner img/s over the best other measured candidate's
+    margin: float | None  # winner rate over the best other measured candidate's
     runner_up: CandidateLike | None
+    unit: str = "img"  # what the rates count
 
 
 def _rate(trial: Trial) -> float:
@@ -67,16 +68,24 @@ def _dropouts(trials: list[Trial]) -> str:
     for t in trials:
         if t.status != "measured":
             counts[t.status] = counts.get(t.status, 0) + 1
-    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    failed = next((t for t in trials if t.status == "failed"), None)
+
+    def said(status: str, n: int) -> str:
+        if status == "failed" and failed is not None:  # the first failure says why
+            return f"{n} failed, e.g. {failed.candidate.name}: {failed.note[:300]}"
+        return f"{n} {status}"
+
+    return ", ".join(said(status, n) for status, n in sorted(counts.items()))
 
 
-def select(trials, *, tie_tolerance: float = TIE_TOLERANCE) -> Decision:
+def select(trials, *, tie_tolerance: float = TIE_TOLERANCE, unit: str = "img") -> Decision:
     """The winner among the measured trials, with a sentence saying why it won.
 
     Args:
         trials: every candidate with its measurement or the note saying why there is none.
         tie_tolerance: rates within this fraction of the fastest count as a tie, which the
             cheapest tied candidate wins.
+        unit: what the rates count, as the reason names it ("img", "clip", ...).
 
     Raises:
         ChuteError: no trial was measured.
@@ -97,16 +106,16 @@ def select(trials, *, tie_tolerance: float = TIE_TOLERANCE) -> Decision:
 
     name, rate = winner.candidate.name, _rate(winner)
     if runner_up is None:
-        reason = f"{name} was the only candidate measured ({rate:.0f} img/s)"
+        reason = f"{name} was the only candidate measured ({rate:.0f} {unit}/s)"
         margin = None
     else:
         margin = rate / _rate(runner_up)
-        other = f"{runner_up.candidate.name} ({_rate(runner_up):.0f} img/s)"
+        other = f"{runner_up.candidate.name} ({_rate(runner_up):.0f} {unit}/s)"
         if margin >= 1.0 + tie_tolerance:
-            reason = f"{name} ({rate:.0f} img/s) won by {margin:.2f}x over {other}"
+            reason = f"{name} ({rate:.0f} {unit}/s) won by {margin:.2f}x over {other}"
         else:
             reason = (
-                f"{name} ({rate:.0f} img/s) tied with {other} within {tie_tolerance:.0%}; "
+                f"{name} ({rate:.0f} {unit}/s) tied with {other} within {tie_tolerance:.0%}; "
                 "the cheaper candidate is preferred"
             )
     dropped = _dropouts(trials)
@@ -118,4 +127,5 @@ def select(trials, *, tie_tolerance: float = TIE_TOLERANCE) -> Decision:
         trials=tuple(trials),
         margin=margin,
         runner_up=runner_up.candidate if runner_up else None,
+        unit=unit,
     )

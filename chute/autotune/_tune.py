@@ -63,6 +63,7 @@ def tune(
     tie_tolerance: float = TIE_TOLERANCE,
     progress: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    unit: str = "img",
 ) -> Decision:
     """Measure the available `candidates` with `runner` within `budget` seconds and decide.
 
@@ -82,6 +83,7 @@ def tune(
         tie_tolerance: rates within this fraction of the fastest count as a tie.
         progress: show a progress bar on stderr.
         clock: the time source (tests pass a fake one).
+        unit: what a batch source's count is ("img", "clip", ...), for the reason.
 
     Raises:
         ChuteError: nothing could be measured (the message lists why, per candidate).
@@ -117,4 +119,4 @@ def tune(
         done.get(c.name) or Trial(c, None, "" if not c.available else skipped)
         for c in candidates
     ]
-    return select(trials, tie_tolerance=tie_tolerance)
+    return select(trials, tie_tolerance=tie_tolerance, unit=unit)

@@ -19,6 +19,7 @@ from chute.pipelines.producers.image._auto import tune_dataset
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 from chute.pipelines.producers.image._options import ImageOptions
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
+from chute.pipelines.producers.video._auto import tune_video
 from chute.pipelines.producers.video._options import VideoOptions
 from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
 from chute.pipelines.sampling._order import EpochOrder
@@ -56,4 +57,5 @@ __all__ = [
     "create_producer",
     "crop_boxes",
     "tune_dataset",
+    "tune_video",
 ]

@@ -108,3 +108,34 @@ def test_a_real_candidate_that_fails_is_reported_not_hidden(jpeg_dataset, cache)
     failed = result["candidates"][0]
     assert failed["status"] == "failed" and "bogus" in failed["reason"]
     assert failed["reason"].startswith("failed: ValueError: unknown")
+
+
+@pytest.mark.slow
+def test_a_video_field_is_tuned_with_the_same_cache_and_report(tmp_path, cache, capsys):
+    """The video family's candidates through the same command, table and decision cache: a
+    Pipeline with VideoOptions(backend="auto") of that shape then uses the stored decision."""
+    pytest.importorskip("av")
+    pytest.importorskip("nvidia.dali")
+    from chute import Pipeline, VideoOptions
+    from tests.pipelines._dali_video_data import write_codec_videos
+
+    videos = write_codec_videos(tmp_path / "vp9", frames=[12] * 6)
+    argv = [videos, "--batch-size", 2, "--image-size", 16, "--num-frames", 3, "--augment",
+            "eval", "--budget", BUDGET, "--device", "cpu"]
+    table = _run(capsys, *argv)
+    assert "field 'video'" in table and "clip/s" in table and "video dali" in table
+    result = json.loads(_run(capsys, *argv, "--json"))
+    assert result["unit"] == "clip" and result["choice"] in ("cpu", "dali")
+    assert {c["backend"] for c in result["candidates"]} == {"cpu", "dali"}
+    options = VideoOptions(num_frames=3, size=(16, 16), backend="auto")
+    with Pipeline(videos, 2, fields={"video": options}, device="cpu", augment="eval") as pipe:
+        reason = pipe.stats.field_backends["video"]["reason"]
+    assert reason.startswith(f"autotune decision {result['key']}")
+
+
+def test_a_dataset_without_decoded_fields_is_refused_in_one_line(tmp_path, cache, capsys):
+    latents = write_dataset(tmp_path / "lat", n=8, latent_shape=(2, 2), images=False)
+    code = cli.main(["autotune", str(latents), "--batch-size", "2"])
+    err = capsys.readouterr().err
+    assert code != 0 and "has no image or video field to tune" in err
+    assert "Traceback" not in err

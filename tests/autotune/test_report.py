@@ -29,7 +29,8 @@ def _decision():
 
 def test_json_schema_is_stable_and_documented():
     out = decision_json(_decision(), "abc123")
-    assert tuple(out) == JSON_KEYS == ("choice", "backend_options", "reason", "key", "candidates")
+    assert tuple(out) == JSON_KEYS == ("choice", "backend_options", "reason", "key", "unit",
+                                       "candidates")
     assert all(tuple(c) == CANDIDATE_KEYS for c in out["candidates"])
     assert CANDIDATE_KEYS == ("name", "backend", "params", "available", "status", "reason",
                               "img_per_s", "cpu_percent", "gpu_percent", "fidelity")

@@ -1,5 +1,7 @@
-"""VideoOptions(backend="auto"): the Pipeline measures the cpu and dali video producers on the
-dataset and uses the faster; where DALI cannot run or read the data, "cpu", saying why."""
+"""VideoOptions(backend="auto") (chute/pipelines/producers/video/_auto.py): the cpu and dali
+video producers are measured by the autotune library on the dataset, like the image backends
+(same decision cache and report), and the faster is used; where DALI cannot run or read the
+data, "cpu", saying why."""
 
 from __future__ import annotations
 
@@ -10,9 +12,16 @@ pytest.importorskip("nvidia.dali")
 
 import chute.pipelines.producers.video._auto as auto_video  # noqa: E402
 from chute import Pipeline, VideoOptions  # noqa: E402
+from chute.autotune import format_table  # noqa: E402
+from tests.autotune._fakes import FakeClock, FakeRunner  # noqa: E402
 from tests.pipelines._dali_video_data import write_codec_videos  # noqa: E402
 
 OPTS = VideoOptions(num_frames=3, frame_interval=2, size=(16, 16), backend="auto")
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture(scope="module")
@@ -28,55 +37,69 @@ def _producer_name(pipe) -> str:
     return next(p.name for p in pipe._producers if p.field == "video")
 
 
+def _fake_rates(monkeypatch, rates: dict):
+    """Measurements at `rates` (clips/s by backend) on a fake clock: exact and instant."""
+    clock = FakeClock()
+    runners = []
+
+    def runner(*args):
+        fake = FakeRunner(clock, {c.name: rates[c.backend] for c in auto_video.candidates("cpu")})
+        runners.append(fake)
+        return fake
+
+    real = auto_video.autotune
+    monkeypatch.setattr(auto_video, "_runner", runner)
+    monkeypatch.setattr(auto_video, "autotune", lambda *a, **k: real(*a, **{**k, "clock": clock}))
+    return runners
+
+
 @pytest.mark.parametrize("rates, chosen, name", [
-    ({"cpu": 1.0, "dali": 2.0}, "dali", "video-dali"),
-    ({"cpu": 3.0, "dali": 2.0}, "cpu", "video"),
+    ({"cpu": 10.0, "dali": 20.0}, "dali", "video-dali"),
+    ({"cpu": 30.0, "dali": 20.0}, "cpu", "video"),
 ])
-def test_the_faster_measured_backend_is_used(vp9, monkeypatch, rates, chosen, name):
-    calls = []
-
-    def rate(dataset, field, options, backend, *args):
-        calls.append(backend)
-        return rates[backend]
-
-    monkeypatch.setattr(auto_video, "_rate", rate)
-    monkeypatch.setattr(auto_video, "_decided", {})
-    with _pipe(vp9) as pipe:
-        assert pipe.stats.field_backends["video"]["backend"] == chosen
-        assert _producer_name(pipe) == name
-        assert f"cpu {rates['cpu']:.2f} clips/s" in pipe.stats.field_backends["video"]["reason"]
-        next(iter(pipe))
-    assert calls == ["cpu", "dali", "dali", "cpu"]
-    with _pipe(vp9) as pipe:  # decided once per process
-        assert _producer_name(pipe) == name
-    assert len(calls) == 4
-
-
-def test_a_real_measurement_reports_both_rates_and_delivers(vp9, monkeypatch):
-    monkeypatch.setattr(auto_video, "_decided", {})
+def test_the_faster_measured_backend_is_used_and_stored(vp9, monkeypatch, rates, chosen, name):
+    runners = _fake_rates(monkeypatch, rates)
     with _pipe(vp9) as pipe:
         choice = pipe.stats.field_backends["video"]
-        assert choice["backend"] in ("cpu", "dali")
-        assert "cpu " in choice["reason"] and "dali " in choice["reason"]
-        batch = next(iter(pipe))
-    assert batch["video"].shape == (2, 3, 3, 16, 16)
+        assert choice["backend"] == chosen and _producer_name(pipe) == name
+        assert choice["reason"].startswith("quick autotune (10s budget, decision ")
+        assert f"({max(rates.values()):.0f} clip/s) won by" in choice["reason"]
+        next(iter(pipe))
+    assert sorted(runners[0].opened) == ["video cpu (PyAV)", "video dali"]
+    with _pipe(vp9) as pipe:  # the stored decision: nothing measured again
+        assert _producer_name(pipe) == name
+        assert pipe.stats.field_backends["video"]["reason"].startswith("autotune decision ")
+    assert len(runners) == 1
 
 
-def test_data_dali_cannot_read_here_gives_cpu_with_the_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(auto_video, "_decided", {})
+def test_a_real_measurement_reports_both_rates_and_delivers(vp9):
+    result = auto_video.tune_video(
+        __import__("chute").open_dataset(vp9), field="video",
+        options={"num_frames": 3, "frame_interval": 2, "size": (16, 16)}, device="cpu",
+        batch_size=2, augment="eval", budget=4.0, use_cache=False)
+    assert result["unit"] == "clip" and result["choice"] in ("cpu", "dali")
+    measured = [c for c in result["candidates"] if c["status"] == "measured"]
+    assert {c["backend"] for c in measured} == {"cpu", "dali"}
+    assert "clip/s" in format_table(result).splitlines()[0]
+    with _pipe(vp9) as pipe:
+        assert next(iter(pipe))["video"].shape == (2, 3, 3, 16, 16)
+
+
+def test_data_dali_cannot_read_here_gives_cpu_with_the_reason(tmp_path):
     path = write_codec_videos(tmp_path / "h264", "libx264", frames=[10] * 4)
     with _pipe(path) as pipe:
         choice = pipe.stats.field_backends["video"]
         assert choice["backend"] == "cpu" and _producer_name(pipe) == "video"
-        assert "cannot read this dataset" in choice["reason"] and "h264" in choice["reason"]
+        assert "1 failed, e.g. video dali: failed: " in choice["reason"]
+        assert "h264" in choice["reason"]
 
 
-def test_cpu_without_measuring_where_dali_cannot_run(vp9, monkeypatch):
+def test_cpu_without_measuring_where_dali_cannot_run(monkeypatch):
     from chute._device import cuda_device_count
 
     if cuda_device_count():
         pytest.skip("a CUDA device is present: the dali video backend can run")
-    monkeypatch.setattr(auto_video, "_rate", lambda *a: pytest.fail("measured"))
+    monkeypatch.setattr(auto_video, "autotune", lambda *a, **k: pytest.fail("measured"))
     reason = auto_video.resolve_video_backend(
         dataset=None, field="video", options={}, device="cuda", batch_size=2, augment="eval")
     assert reason == ("cpu", "cpu without measuring: the dali video backend cannot run here "
@@ -84,9 +107,7 @@ def test_cpu_without_measuring_where_dali_cannot_run(vp9, monkeypatch):
 
 
 def test_the_round2_spelling_reaches_the_same_decision(vp9, monkeypatch):
-    monkeypatch.setattr(auto_video, "_decided", {})
-    monkeypatch.setattr(auto_video, "_rate", lambda dataset, field, options, backend, *a:
-                        {"cpu": 1.0, "dali": 2.0}[backend])
+    _fake_rates(monkeypatch, {"cpu": 10.0, "dali": 20.0})
     options = {"num_frames": 3, "frame_interval": 2, "size": (16, 16), "backend": "auto"}
     with pytest.warns(DeprecationWarning, match=r"VideoOptions\(num_frames=3"), \
             Pipeline(vp9, 2, device="cpu", augment="eval", fields=("video",),

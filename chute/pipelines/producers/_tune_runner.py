@@ -15,7 +15,7 @@ __all__ = ["PipelineSource", "pipeline_runner"]
 
 
 class PipelineSource:
-    """Batches of one Pipeline, epoch after epoch, counted in images.
+    """Batches of one Pipeline, epoch after epoch, counted in samples (images, clips, ...).
 
     Args:
         pipe: the Pipeline to drive (closed by `close`).

@@ -1,26 +1,26 @@
-"""`VideoOptions(backend="auto")`: the video family's auto hook. The cpu and dali video
-producers are measured on this dataset and the faster one used (docs/design.md, "Video clips").
+"""`VideoOptions(backend="auto")`: the video family's auto hook. Its candidates (the cpu and
+dali video producers) are measured on this dataset by the autotune library through real
+Pipelines, like the image family's: the same decision cache, table and `chute autotune`
+(docs/autotune.md).
 
 Where the dali producer cannot run (DALI not installed; device="cuda" without a GPU) "cpu" is
-chosen without measuring. Otherwise each producer reads the first batches of the Pipeline's
-own plan twice, in the order cpu, dali, dali, cpu, through a real Pipeline; the better rate of
-each decides. A dataset DALI cannot decode here (e.g. H.264 in DALI's CPU mode) gives "cpu",
-with DALI's error in the reason. Decisions are kept for the life of the process; under DDP rank
-0 decides for every rank (`shared_across_ranks`).
+chosen without measuring. A dataset DALI cannot decode here (e.g. H.264 in DALI's CPU mode)
+gives "cpu", with DALI's error in the reason. Under DDP rank 0 decides for every rank
+(`shared_across_ranks`).
 """
 
 from __future__ import annotations
 
-import time
-
-from chute.errors import BackendUnavailableError
+from chute._candidate import Candidate
+from chute.autotune import TuneParams, autotune, stored_decision
 from chute.pipelines.producers._auto import shared_across_ranks
 from chute.pipelines.producers._candidates import dali_import_error
+from chute.pipelines.producers._tune_runner import PipelineSource
 
-__all__ = ["resolve_video_backend", "decide", "MEASURED_BATCHES"]
+__all__ = ["candidates", "tune_video", "resolve_video_backend", "decide",
+           "DEFAULT_VIDEO_BUDGET"]
 
-MEASURED_BATCHES = 2  # timed batches per run, after one untimed batch (builds, warms caches)
-_decided: dict = {}
+DEFAULT_VIDEO_BUDGET = 10.0  # seconds: the quick tune of VideoOptions(backend="auto")
 
 
 def _unavailable(device: str) -> str | None:
@@ -36,38 +36,83 @@ def _unavailable(device: str) -> str | None:
     return None
 
 
+def candidates(device: str) -> list[Candidate]:
+    """The video producers as autotune candidates (the dali one unavailable, with the reason,
+    where it cannot run)."""
+    why = _unavailable(device)
+    return [Candidate(name="video cpu (PyAV)", backend="cpu", cost=(0,)),
+            Candidate(name="video dali", backend="dali", available=why is None,
+                      reason=why or "", cost=(1,))]
+
+
 def _measured_options(options: dict) -> dict:
     """The field's options for a plain (bucket-free) measuring Pipeline: under buckets, the
     largest bucket's clip shape."""
     table = options.get("buckets")
-    rest = {k: v for k, v in options.items() if k != "buckets"}
+    rest = {k: v for k, v in options.items() if k not in ("buckets", "backend")}
     if table is not None:
         t, h, w = table.max_clip_shape()
         rest.update(num_frames=t, size=(h, w))
     return rest
 
 
-def _rate(dataset, field: str, options: dict, backend: str, device: str, batch_size: int,
-          augment: str, batches: int) -> float:
-    """Clips per second of `backend` over `batches` batches after the first."""
-    from chute.pipelines._pipeline import Pipeline
-    from chute.pipelines.producers._family import options_from_dict
-    from chute.pipelines.producers.video._options import VideoOptions
+def _params(field: str, options: dict, batch_size: int, augment: str,
+            device: str) -> TuneParams:
+    size = options.get("size", (256, 256))
+    size = (0, 0) if size is None else size  # 0 x 0: the stored size
+    shape = (field, int(options.get("num_frames", 16)), int(options.get("frame_interval", 1)),
+             str(options.get("crop", "center")), str(options.get("layout", "CTHW")))
+    return TuneParams(batch_size, size, augment, str(options.get("dtype", "uint8")), device,
+                      family="video", shape=shape)
 
-    video = options_from_dict(VideoOptions, {**options, "backend": backend}, f"field {field!r}")
-    with Pipeline(dataset, batch_size, device=device, augment=augment, drop_last=False,
-                  fields={field: video}, rank=0, world_size=1) as pipe:
-        it = iter(pipe)
-        next(it, None)
-        start, clips = time.perf_counter(), 0
-        for _, batch in zip(range(batches), it, strict=False):
-            clips += len(batch["index"])
-        return clips / max(time.perf_counter() - start, 1e-9)
+
+def _runner(dataset, field: str, options: dict, batch_size: int, augment: str, device: str):
+    def open_source(candidate) -> PipelineSource:
+        from chute.pipelines._pipeline import Pipeline
+        from chute.pipelines.producers._family import options_from_dict
+        from chute.pipelines.producers.video._options import VideoOptions
+
+        video = options_from_dict(VideoOptions, {**options, "backend": candidate.backend},
+                                  f"field {field!r}")
+        pipe = Pipeline(dataset, batch_size, fields={field: video}, augment=augment,
+                        device=device, drop_last=False, rank=0, world_size=1)
+        return PipelineSource(pipe, device, no_batch=f"dataset {dataset.path} yields no clip")
+
+    return open_source
+
+
+def tune_video(dataset, *, field: str, options: dict, device: str, batch_size: int,
+               augment: str, budget: float = DEFAULT_VIDEO_BUDGET, use_cache: bool = True,
+               progress: bool = False, **tune_kw) -> dict:
+    """Measure the video producers on `dataset`'s field `field`, decide, store the decision
+    (unless `use_cache` is False) and return it (the `--json` object of chute/autotune).
+
+    Args:
+        dataset: the opened dataset.
+        field: the video field.
+        options: its VideoOptions as a dict (without `backend`).
+        device: where batches go.
+        batch_size: clips per batch.
+        augment: "train" or "eval".
+        budget: total seconds for all measurements.
+        use_cache: store the decision.
+        progress: show a progress bar on stderr.
+        **tune_kw: passed to chute.autotune.tune (window, clock, ...).
+    """
+    measured = _measured_options(options)
+    return autotune(dataset, _params(field, measured, batch_size, augment, device),
+                    candidates=candidates(device),
+                    runner=_runner(dataset, field, measured, batch_size, augment, device),
+                    budget=budget, use_cache=use_cache, progress=progress, unit="clip",
+                    **{"window": 1.0, **tune_kw})
 
 
 def resolve_video_backend(*, dataset, field: str, options: dict, device: str, batch_size: int,
-                          augment: str, batches: int = MEASURED_BATCHES) -> tuple[str, str]:
-    """("cpu" | "dali", reason) for a video field whose options say backend="auto".
+                          augment: str, budget: float = DEFAULT_VIDEO_BUDGET,
+                          use_cache: bool = True) -> tuple[str, str]:
+    """("cpu" | "dali", reason) for a video field whose options say backend="auto": a decision
+    stored for this machine, dataset and clip shape, else "cpu" where dali cannot run, else a
+    quick tune (stored for next time).
 
     Args:
         dataset: the opened dataset.
@@ -76,31 +121,24 @@ def resolve_video_backend(*, dataset, field: str, options: dict, device: str, ba
         device: where batches go.
         batch_size: clips per batch.
         augment: "train" or "eval".
-        batches: timed batches per run.
+        budget: seconds for the quick tune when one is needed.
+        use_cache: read and store decisions.
     """
     why = _unavailable(device)
     if why is not None:
         return "cpu", f"cpu without measuring: the dali video backend cannot run here ({why})"
     measured = _measured_options(options)
-    key = (dataset.fingerprint, field, repr(sorted(measured.items())), device, batch_size,
-           augment)
-    if key not in _decided:
-        _decided[key] = _measure(dataset, field, measured, device, batch_size, augment, batches)
-    return _decided[key]
-
-
-def _measure(dataset, field, options, device, batch_size, augment, batches) -> tuple[str, str]:
-    rates: dict[str, list[float]] = {"cpu": [], "dali": []}
-    for backend in ("cpu", "dali", "dali", "cpu"):
-        try:
-            rates[backend].append(_rate(dataset, field, options, backend, device, batch_size,
-                                        augment, batches))
-        except BackendUnavailableError as exc:
-            return "cpu", f"cpu: the dali video backend cannot read this dataset here ({exc})"
-    cpu, dali = max(rates["cpu"]), max(rates["dali"])
-    choice = "dali" if dali > cpu else "cpu"
-    return choice, (f"measured {batches} batches of {batch_size} twice each on {device}: cpu "
-                    f"{cpu:.2f} clips/s, dali {dali:.2f} clips/s")
+    if use_cache:
+        record = stored_decision(dataset, _params(field, measured, batch_size, augment, device),
+                                 candidates(device))
+        if record is not None:
+            return (record["choice"], f"autotune decision {record['key']} of "
+                                      f"{record.get('created', '?')}: {record['reason']}")
+    result = tune_video(dataset, field=field, options=measured, device=device,
+                        batch_size=batch_size, augment=augment, budget=budget,
+                        use_cache=use_cache)
+    return (result["choice"], f"quick autotune ({budget:g}s budget, decision {result['key']}): "
+                              f"{result['reason']}")
 
 
 def _as_decision(**request) -> tuple[str, dict, str]:
