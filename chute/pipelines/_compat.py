@@ -83,7 +83,8 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
         if family.name == "image":
             values = {_IMAGE.get(k, k): v for k, v in values.items()}
             base = out[f] or ImageOptions()
-            out[f] = options_from_dict(ImageOptions, {**dataclasses.asdict(base), **values},
+            given = {k.name: getattr(base, k.name) for k in dataclasses.fields(base)}
+            out[f] = options_from_dict(ImageOptions, {**given, **values},
                                        f"field_options[{f!r}]")
         else:
             out[f] = options_from_dict(family.options, values, f"field_options[{f!r}]")
