@@ -124,3 +124,10 @@ def test_the_old_spelling_cannot_be_mixed_with_options(images):
     with pytest.raises(ValueError, match="either max_duration= or batching="):
         Pipeline(images, 4, fields=("label",), max_duration=2.0,
                  batching=MaxDuration(2.0))
+
+
+def test_field_options_of_an_image_field_merge_with_the_image_keywords(images):
+    crop = CropConfig(scale=(0.5, 1), flip_p=0.0)
+    _same(dict(image_size=16, crop=crop, field_options={"image": {"backend": "cpu"}}),
+          dict(fields={"image": ImageOptions(size=16, crop=crop, backend="cpu"),
+                       "label": None}), images, 4)
