@@ -23,6 +23,18 @@ __all__ = ["LEGACY_KEYWORDS", "translate"]
 _IMAGE = {"image_size": "size", "backend": "backend", "backend_options": "backend_options",
           "dtype": "dtype", "layout": "layout", "mean": "mean", "std": "std", "crop": "crop",
           "eval_crop": "eval_crop", "memory_format": "memory_format"}
+# DataLoader arguments people pass to a Pipeline -> what chute does instead
+_INSTEAD = {
+    "num_workers": "chute decodes on its own threads; set them per field, e.g. "
+                   "ImageOptions(backend_options={'threads': N}) or VideoOptions(threads=N)",
+    "pin_memory": "host staging is pinned automatically when device is CUDA",
+    "collate_fn": "batches are collated by the producers; post-process them with transform=",
+    "sampler": "the order is a pure function of (seed, epoch): use seed=, shuffle=, rank= and "
+               "world_size=",
+    "batch_sampler": "use batch_size= or batching=MaxDuration(...) / Buckets(...)",
+    "persistent_workers": "the prefetch thread lives as long as the Pipeline",
+    "prefetch_factor": "use prefetch= (batches prepared ahead)",
+}
 LEGACY_KEYWORDS = frozenset({*_IMAGE, "field_options", "buckets", "unit", "max_duration",
                              "merge", "lookups"})
 
@@ -49,7 +61,9 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
     """
     unknown = sorted(set(legacy) - LEGACY_KEYWORDS)
     if unknown:
-        raise TypeError(f"Pipeline() got unexpected keyword argument(s) {unknown}")
+        hints = "; ".join(f"{k}: {_INSTEAD[k]}" for k in unknown if k in _INSTEAD)
+        raise TypeError(f"Pipeline() got unexpected keyword argument(s) {unknown}"
+                        + (f" ({hints})" if hints else ""))
     if isinstance(fields, dict):
         raise ValueError(f"Pipeline: the round-2 keywords {sorted(legacy)} cannot be mixed "
                          "with fields={name: options}; give those options in the field's "

@@ -21,15 +21,17 @@ and the plan evaluates the per-sample parameters the producers ask for (docs/des
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import os
+import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -47,6 +49,9 @@ from chute.pipelines.producers._family import FieldContext
 from chute.pipelines.producers._registry import create_producer
 from chute.pipelines.sampling._batching import Batching, Plan, PlanContext, as_batching
 from chute.pipelines.sampling._units import ByRecording, sample_durations
+
+if TYPE_CHECKING:
+    from chute.readers import DatasetProtocol
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -124,8 +129,13 @@ class Pipeline:
 
         self._producers: list | None = None
         self._closed = True  # until construction succeeds (close() may run from __del__)
+        if isinstance(source, (list, tuple, set, dict)):
+            raise TypeError(f"source must be one dataset (a folder, URL or open dataset), got a "
+                            f"{type(source).__name__} of {len(source)}; build one Pipeline per "
+                            "dataset (mixing datasets in one Pipeline is not available yet)")
         self._own_dataset = isinstance(source, (str, Path))
-        self.dataset = open_dataset(source) if self._own_dataset else source
+        self.dataset: DatasetProtocol = (open_dataset(source) if isinstance(source, (str, Path))
+                                         else source)
         try:
             self._build(batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
                         rank, world_size, prefetch, on_error, transform, copy, round2)
@@ -167,7 +177,8 @@ class Pipeline:
         self.batch_size = self.batching.slot_size(batch_size)
         self._unit = self._sample_unit(requested)
         self._durations: dict = {}  # (seed, epoch) -> seconds of every sample (MaxDuration)
-        self._epoch, self._position, self._params = 0, 0, ()
+        self._epoch, self._position = 0, 0
+        self._params: tuple = ()  # the plan's parameter sources (set by _build_producers)
         self._batch_state: dict = {}  # the batching's own resume state (e.g. bucket offsets)
         if self._n == 0:
             raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
@@ -175,12 +186,15 @@ class Pipeline:
         self._build_producers(requested)
         self._check_not_empty()
         self._resume_pending = False
+        self._abandoned = False  # the last pass stopped before its epoch's end
+        self._pass_start: tuple[int, dict] | None = None  # where the last pass started
         self._warned = False
         self._run: Run | None = None
         self._run_thread: threading.Thread | None = None
         self._lock = ProcessLock()  # free again in a forked child
         self._pid = os.getpid()
         self._closed = False
+        _LIVE.add(self)
 
     def _sample_unit(self, requested: dict):
         """The sample unit a field's options ask for (audio segments), else None (rows)."""
@@ -284,6 +298,7 @@ class Pipeline:
             return
         self._epoch, self._position, self._resume_pending = int(epoch), 0, False
         self._batch_state = {}
+        self._abandoned, self._pass_start = False, None
 
     def state_dict(self) -> dict:
         """{seed, epoch, position, fingerprint, ...}: position = samples of this epoch handed to
@@ -313,6 +328,7 @@ class Pipeline:
         self.seed, self._epoch, self._position = seed, epoch, position
         self._batch_state = dict(extra)
         self._resume_pending = True
+        self._abandoned, self._pass_start = False, None
 
     def _checked_state(self, state) -> tuple[int, int, int]:
         where = f"Pipeline.load_state_dict on dataset {self.dataset.path}"
@@ -381,11 +397,18 @@ class Pipeline:
                 raise RuntimeError(
                     f"this Pipeline is already being iterated by thread {owner.name!r}; one "
                     "Pipeline feeds one loop at a time (create one Pipeline per thread)")
+            # a pass left unfinished (Lightning's sanity check takes 2 batches) is taken again
+            # from its start: a new iter() never skips what the abandoned one did not deliver
+            abandoned = self._run is not None or self._abandoned
             self._stop_run()
+            if abandoned and not self._resume_pending and self._pass_start is not None:
+                self._position, self._batch_state = self._pass_start
+            self._abandoned = False
             if self._position >= self._n:
                 self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
                 self._batch_state = {}
             self._resume_pending = False
+            self._pass_start = (self._position, dict(self._batch_state))
             plan = self.plan()
             run = Run(self, plan)
             self._run, self._run_thread = run, threading.current_thread()
@@ -426,6 +449,7 @@ class Pipeline:
             run.close()
             if self._run is run:
                 self._run = self._run_thread = None
+                self._abandoned = self._position < self._n and not self._closed
 
     def _finish(self, batch: dict) -> dict:
         """Output options applied on the device: each field's finish (dtype cast, memory
@@ -437,6 +461,10 @@ class Pipeline:
                 batch[key] = batch[key].to(output.cast)
         if self.transform is not None:
             batch = self.transform(batch)
+            if not isinstance(batch, dict):
+                raise TypeError(f"transform {self.transform!r:.80} returned "
+                                f"{type(batch).__name__}, not the batch dict; return the batch "
+                                "(e.g. `return {**batch, 'image': f(batch['image'])}`)")
         if self.copy:
             batch = {k: v.clone() if isinstance(v, torch.Tensor) else list(v)
                      for k, v in batch.items()}
@@ -505,12 +533,41 @@ class Pipeline:
         self.close()
 
     def __del__(self):
-        with contextlib.suppress(Exception):
-            self.close()
+        # At interpreter exit the atexit hook has closed every Pipeline; a __del__ running
+        # during finalization must take no lock (a frozen daemon thread may hold it) and may
+        # find module globals already None.
+        try:
+            if not _finalizing():
+                self.close()
+        except Exception:
+            pass
+
+    def __getitem__(self, index):
+        raise TypeError("a Pipeline is iterable, not indexable: iterate it, or pass "
+                        "pipe.as_dataloader() where a torch DataLoader is expected "
+                        "(DataLoader(pipe) would index it)")
 
     def _close_producers(self) -> None:
         for producer in self._producers or ():
             producer.close()
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # Pipelines not yet closed, closed at exit
+
+
+def _finalizing() -> bool:
+    return sys.is_finalizing()
+
+
+@atexit.register
+def _close_live_pipelines() -> None:
+    """Close every open Pipeline while the interpreter is whole: its prefetch thread is stopped
+    and joined before daemon threads are frozen (a frozen one may hold a lock close() needs)."""
+    for pipe in list(_LIVE):
+        try:
+            pipe.close()
+        except Exception:
+            pass
+
 
 def _unique(items) -> tuple:
     """Distinct parameter sources in first-seen order (two image fields share their crops)."""
