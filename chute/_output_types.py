@@ -8,7 +8,7 @@ only when called.
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,7 +43,7 @@ def check_layout(layout: object, where: str = "layout") -> Layout:
         ValueError: for any other value, naming `where` and the accepted layouts.
     """
     if isinstance(layout, str) and layout in LAYOUTS:
-        return cast(Layout, layout)
+        return layout  # `in` a tuple of Literals narrows the str to Layout
     raise ValueError(
         f"{where} must be 'NCHW' ([B, 3, H, W]) or 'NHWC' ([B, H, W, 3]), got {layout!r}; "
         "pass one of those two strings"

@@ -169,7 +169,8 @@ def _physical_memory() -> int | None:
         return None
 
 
-def check_ring_memory(slots: int, batch_size: int, outputs: dict, where: str) -> None:
+def check_ring_memory(slots: int, batch_size: int, outputs: dict,
+                      where: str | os.PathLike[str]) -> None:
     """Raise before allocating when the batch ring could not fit in this machine's memory.
 
     Args:
@@ -191,8 +192,8 @@ def _ring_bytes(slots: int, batch_size: int, outputs: dict) -> tuple[float, floa
     return per_batch, slots * per_batch
 
 
-def ring_memory_error(slots: int, batch_size: int, outputs: dict, where: str,
-                      why: str) -> ValueError:
+def ring_memory_error(slots: int, batch_size: int, outputs: dict,
+                      where: str | os.PathLike[str], why: str) -> ValueError:
     """The error for a batch ring that does not fit: how much memory it would take and what to
     lower.
 

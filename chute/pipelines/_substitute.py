@@ -134,7 +134,7 @@ def _put_row(dst, row: int, value) -> None:
     if isinstance(dst, list):
         dst[row] = value
         return
-    region = (row, *(slice(0, d) for d in np.shape(value)))
+    region: tuple[int | slice, ...] = (row, *(slice(0, d) for d in np.shape(value)))
     if isinstance(dst, torch.Tensor):
         dst[row].zero_()
         dst[region].copy_(torch.from_numpy(np.ascontiguousarray(value)))

@@ -13,14 +13,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chute._fork import ProcessLock
+
+if TYPE_CHECKING:
+    from chute._output_types import Layout
 
 __all__ = ["note_first_compile", "mark_compiled", "warm_cpu_decoder", "VARIANTS"]
 
 # (dtype, layout) pairs the cpu backend compiles a kernel variant for
-VARIANTS = (("uint8", "NCHW"), ("uint8", "NHWC"), ("float16", "NCHW"), ("float16", "NHWC"),
-            ("float32", "NCHW"), ("float32", "NHWC"))
+VARIANTS: tuple[tuple[str, Layout], ...] = (
+    ("uint8", "NCHW"), ("uint8", "NHWC"), ("float16", "NCHW"), ("float16", "NHWC"),
+    ("float32", "NCHW"), ("float32", "NHWC"))
 
 _lock = ProcessLock()
 _noted: set = set()

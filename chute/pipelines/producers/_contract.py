@@ -28,13 +28,14 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
-from chute._output_types import image_batch_shape, numpy_dtype
+from chute._output_types import Layout, image_batch_shape, numpy_dtype
 from chute.errors import ChuteError
 
 __all__ = [
@@ -89,7 +90,8 @@ class ProducerSpec:
     batch_size: int
     device: str = "cpu"
     prefetch: int = 2
-    options: dict = field(default_factory=dict)
+    # dataclasses.field: the attribute `field` above shadows the name in this class body
+    options: dict = dataclasses.field(default_factory=dict)
     augment: str = "train"
     unit: Any = None
 
@@ -102,9 +104,9 @@ class ImageSpec(ProducerSpec):
 
     size: tuple[int, int] = (224, 224)
     dtype: str = "float16"
-    layout: str = "NCHW"
-    mean: tuple[float, float, float] = tuple(IMAGENET_MEAN)
-    std: tuple[float, float, float] = tuple(IMAGENET_STD)
+    layout: Layout = "NCHW"
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
     crop: Any = None
     size_fields: tuple[str, str] = ("height", "width")
 
@@ -146,11 +148,20 @@ class StoredFieldProducer:
     name: str
     field: str
 
+    def outputs(self) -> dict[str, Output]:
+        raise NotImplementedError
+
     def param_sources(self) -> tuple:
         return ()
 
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+    def shapes(self, request: Any) -> dict[str, tuple[int, ...]]:
+        raise NotImplementedError
+
+    def open_epoch(self, plan, first_iteration: int) -> EpochReader:
         return SequentialEpoch(self, first_iteration)
+
+    def fill(self, request: Any, out: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
 
     def close(self) -> None:
         pass

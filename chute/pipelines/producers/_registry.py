@@ -47,7 +47,7 @@ FAMILIES: dict[str, str] = {
 }
 
 # Datasets written before fields declared their media: (field name, kind) -> media.
-MEDIA_OF_LEGACY_FIELDS = {("image", "bytes"): "image"}
+MEDIA_OF_LEGACY_FIELDS: dict[tuple[str, str | None], str] = {("image", "bytes"): "image"}
 
 
 def field_media(name: str, spec: dict) -> str | None:

@@ -8,6 +8,7 @@ chute.autotune.BatchSourceLike) without importing the autotuner.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal, cast
 
 from chute.errors import ChuteError
 
@@ -86,7 +87,9 @@ def pipeline_runner(
 
         image = ImageOptions(size=image_size, backend=candidate.backend,
                              backend_options=dict(candidate.params), dtype=dtype)
-        pipe = Pipeline(dataset, batch_size, fields={"image": image}, augment=augment,
+        # a str from TuneParams, which (like Pipeline) accepts only "train" or "eval"
+        mode = cast(Literal["train", "eval"], augment)
+        pipe = Pipeline(dataset, batch_size, fields={"image": image}, augment=mode,
                         device=device, seed=seed)
         return PipelineSource(pipe, device, no_batch=no_batch)
 

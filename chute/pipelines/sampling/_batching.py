@@ -34,7 +34,8 @@ __all__ = ["Batching", "Plan", "PlanContext", "FixedBatches", "MaxDuration", "Bu
 
 
 class Plan(Protocol):
-    batch_size: int
+    @property
+    def batch_size(self) -> int: ...
 
     def __len__(self) -> int: ...
 

@@ -33,9 +33,9 @@ class BucketPlan:
     start_position: int
     table: BucketTable
     mode: str = "train"
-    heights: np.ndarray = field(compare=False, repr=False, default=None)
-    widths: np.ndarray = field(compare=False, repr=False, default=None)
-    frames: np.ndarray = field(compare=False, repr=False, default=None)
+    heights: np.ndarray | None = field(compare=False, repr=False, default=None)
+    widths: np.ndarray | None = field(compare=False, repr=False, default=None)
+    frames: np.ndarray | None = field(compare=False, repr=False, default=None)
     params: tuple = ()
     start_offsets: tuple = ()
 
@@ -82,6 +82,7 @@ class BucketPlan:
         params: dict[str, np.ndarray] = {}
         for source in self.params:
             params.update(source(self.seed, self.epoch, ids))
+        assert self.frames is not None  # the dataset's num_frames column (Buckets.plan)
         clips = ClipParams(b.num_frames, self.table.frame_interval, self.mode, self.frames)
         params.update(clips(self.seed, self.epoch, ids))
         n = len(ids)

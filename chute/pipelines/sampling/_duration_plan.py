@@ -36,7 +36,9 @@ def pack_batches(ids: np.ndarray, durations: np.ndarray, max_duration: float,
         sort: pack by duration (False: in the order given).
     """
     order = np.argsort(durations, kind="stable") if sort else np.arange(len(ids))
-    batches, current, total = [], [], 0.0
+    batches: list[np.ndarray] = []
+    current: list[int] = []
+    total = 0.0
     for k in order.tolist():
         d = float(durations[k])
         if current and (total + d > max_duration or len(current) == max_batch):
@@ -63,21 +65,28 @@ class DurationPlan(BatchPlan):
     """
 
     max_duration: float = 0.0
-    durations: np.ndarray = field(compare=False, repr=False, default=None)
+    durations: np.ndarray | None = field(compare=False, repr=False, default=None)
     window: int = 2048
 
     def __post_init__(self) -> None:
-        too_long = np.flatnonzero(self.durations > self.max_duration)
+        too_long = np.flatnonzero(self._seconds > self.max_duration)
         if too_long.size:
             raise ValueError(
                 f"{too_long.size} samples are longer than max_duration={self.max_duration} s "
-                f"(e.g. sample {int(too_long[0])}: {float(self.durations[too_long[0]]):.3f} s); "
+                f"(e.g. sample {int(too_long[0])}: {float(self._seconds[too_long[0]]):.3f} s); "
                 "raise max_duration or drop them from the segment lists")
+
+    @property
+    def _seconds(self) -> np.ndarray:
+        """`durations`, which every DurationPlan is given (its None default only lets the
+        field follow BatchPlan's fields, which have defaults)."""
+        assert self.durations is not None, "DurationPlan needs durations"
+        return self.durations
 
     @cached_property
     def _batches(self) -> list[np.ndarray]:
         if not self.shuffle:  # the dataset's order, packed as it comes
-            return pack_batches(np.arange(self.n, dtype=np.int64), self.durations,
+            return pack_batches(np.arange(self.n, dtype=np.int64), self._seconds,
                                 self.max_duration, self.batch_size, sort=False)
         order = EpochOrder(self.n, self.seed, self.epoch)(np.arange(self.n, dtype=np.int64))
         order = np.asarray(order, np.int64)
@@ -85,7 +94,7 @@ class DurationPlan(BatchPlan):
         batches: list[np.ndarray] = []
         for lo in range(0, self.n, self.window):
             ids = order[lo:lo + self.window]
-            packed = pack_batches(ids, self.durations[ids], self.max_duration, self.batch_size)
+            packed = pack_batches(ids, self._seconds[ids], self.max_duration, self.batch_size)
             batches.extend(packed[i] for i in rng.permutation(len(packed)))
         return batches
 

@@ -50,9 +50,9 @@ class SampleUnit:
     n: int
     fingerprint: str = ""
     merge: SegmentMerge | None = None
-    first: np.ndarray = field(compare=False, repr=False, default=None)
-    starts: np.ndarray = field(compare=False, repr=False, default=None)
-    stops: np.ndarray = field(compare=False, repr=False, default=None)
+    first: np.ndarray | None = field(compare=False, repr=False, default=None)
+    starts: np.ndarray | None = field(compare=False, repr=False, default=None)
+    stops: np.ndarray | None = field(compare=False, repr=False, default=None)
     table: MergeTable | None = field(compare=False, repr=False, default=None)
 
     def count(self, seed: int, epoch: int) -> int:
@@ -74,19 +74,26 @@ class SampleUnit:
         return self._recording_of(self.spans(seed, epoch, ids)[0])
 
     def _recording_of(self, segments: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.first, segments, side="right") - 1
+        return np.searchsorted(self._segment_arrays()[0], segments, side="right") - 1
+
+    def _segment_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first, starts, stops), which `sample_unit` sets for every unit "segment"."""
+        assert self.first is not None and self.starts is not None and self.stops is not None
+        return self.first, self.starts, self.stops
 
     def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]:
         ids = np.asarray(ids, np.int64)
         zeros = np.zeros(len(ids), np.int64)
         if self.name == "recording":
+            assert self.stops is not None  # the recordings' frame counts
             return {"recording": ids, "segment": zeros - 1, "last_segment": zeros - 1,
                     "start_frame": zeros, "stop_frame": self.stops[ids]}
         first, last = self.spans(seed, epoch, ids)
         recording = self._recording_of(first)
-        return {"recording": recording, "segment": first - self.first[recording],
-                "last_segment": last - self.first[recording],
-                "start_frame": self.starts[first], "stop_frame": self.stops[last]}
+        offsets, starts, stops = self._segment_arrays()
+        return {"recording": recording, "segment": first - offsets[recording],
+                "last_segment": last - offsets[recording],
+                "start_frame": starts[first], "stop_frame": stops[last]}
 
     def longest(self) -> dict[str, np.ndarray]:
         """"recording", "start_frame" and "stop_frame" of the longest sample that can begin at
@@ -94,8 +101,9 @@ class SampleUnit:
         if self.name == "recording" or self.table is None:
             return self(0, 0, np.arange(self.n, dtype=np.int64))
         segments = np.arange(self.n, dtype=np.int64)
-        return {"recording": self._recording_of(segments), "start_frame": self.starts,
-                "stop_frame": self.stops[self.table.reach]}
+        _, starts, stops = self._segment_arrays()
+        return {"recording": self._recording_of(segments), "start_frame": starts,
+                "stop_frame": stops[self.table.reach]}
 
     def describe(self, sample_id: int, seed: int = 0, epoch: int = 0) -> str:
         """"segment s of recording r, " for a segment, "segments s-t of recording r, " for a
@@ -104,7 +112,8 @@ class SampleUnit:
             return ""
         first, last = (int(v[0]) for v in self.spans(seed, epoch, [sample_id]))
         recording = int(self._recording_of(np.asarray([first]))[0])
-        s, t = first - int(self.first[recording]), last - int(self.first[recording])
+        offset = int(self._segment_arrays()[0][recording])
+        s, t = first - offset, last - offset
         what = f"segment {s}" if s == t else f"segments {s}-{t}"
         return f"{what} of recording {recording}, "
 
@@ -135,7 +144,8 @@ def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta",
     rates = np.asarray(dataset.column("sample_rate"), np.int64)
     metas = dataset.read(meta_field, np.arange(len(dataset)))
     counts = np.zeros(len(frames) + 1, np.int64)
-    starts, stops = [], []
+    segment_starts: list[int] = []
+    segment_stops: list[int] = []
     for r, meta in enumerate(metas):
         segments = (meta or {}).get("segments") if isinstance(meta, (dict, type(None))) else 0
         if not isinstance(segments, (list, type(None))):
@@ -143,12 +153,13 @@ def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta",
                               "object with a 'segments' list; fix it with `chute meta update`")
         segments = segments or []
         for s, seg in enumerate(segments):
-            first, stop = _frames(dataset, meta, r, s, seg, int(rates[r]), int(frames[r]))
-            starts.append(first)
-            stops.append(stop)
+            start, stop = _frames(dataset, meta, r, s, seg, int(rates[r]), int(frames[r]))
+            segment_starts.append(start)
+            segment_stops.append(stop)
         counts[r + 1] = len(segments)
     first = np.cumsum(counts)
-    starts, stops = np.asarray(starts, np.int64), np.asarray(stops, np.int64)
+    starts = np.asarray(segment_starts, np.int64)
+    stops = np.asarray(segment_stops, np.int64)
     table = None
     if merge is not None:
         recording = np.repeat(np.arange(len(frames)), counts[1:])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["FbankConfig", "fbank_frames", "fbank"]
 
@@ -45,7 +46,7 @@ class FbankConfig:
         return np.maximum(0.0, np.minimum(up, down))
 
 
-def fbank_frames(lengths: np.ndarray, config: FbankConfig) -> np.ndarray:
+def fbank_frames(lengths: ArrayLike, config: FbankConfig) -> np.ndarray:
     """Whole frames of each waveform length (int64)."""
     lengths = np.asarray(lengths, np.int64)
     return np.where(lengths >= config.win, 1 + (lengths - config.win) // config.hop, 0)

@@ -46,7 +46,8 @@ class _ViewFile(io.RawIOBase):
     it seeks to, so a segment of an hour-long recording copies only its own frames."""
 
     def __init__(self, view: np.ndarray):
-        self.view = memoryview(view).cast("B")
+        # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
+        self.view = memoryview(view).cast("B")  # type: ignore[arg-type]
         self.position = 0
 
     def readable(self) -> bool:

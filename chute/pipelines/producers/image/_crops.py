@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,8 @@ class CropConfig:
         self._check_ranges()
         if self.size is None:
             return
-        size = tuple(int(s) for s in (self.size if np.ndim(self.size) else (self.size,) * 2))
+        given: Any = self.size  # an int is accepted too (a square size)
+        size = tuple(int(s) for s in (given if np.ndim(given) else (given,) * 2))
         object.__setattr__(self, "size", size)
         if len(size) != 2 or min(size) < 1:
             raise ValueError(f"CropConfig.size must be (H, W) with H, W >= 1, got {self.size!r}")
@@ -168,6 +170,7 @@ def _center_fallback(heights, widths, ratio) -> tuple[np.ndarray, np.ndarray]:
 def _eval_boxes(heights, widths, config: CropConfig) -> np.ndarray:
     if config.eval_crop == "torchvision":
         return _torchvision_boxes(heights, widths, config)
+    assert config.size is not None  # eval boxes are shaped like the output (image_size)
     out_h, out_w = config.size
     # Largest box of the output's aspect ratio inside the image, then crop_fraction of it.
     fit = np.minimum(heights / out_h, widths / out_w) * config.crop_fraction
@@ -206,6 +209,7 @@ def resized_size(heights, widths, size, crop_fraction: float) -> tuple[np.ndarra
 
 
 def _torchvision_boxes(heights, widths, config: CropConfig) -> np.ndarray:
+    assert config.size is not None  # eval boxes are shaped like the output (image_size)
     out_h, out_w = config.size
     new_h, new_w = resized_size(heights, widths, config.size, config.crop_fraction)
     # CenterCrop: int(round((resized - crop) / 2.0)), in the resized image's pixels.

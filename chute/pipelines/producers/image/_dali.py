@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from typing import cast
 
 import numpy as np
 
@@ -152,15 +153,16 @@ class DaliBackend(ImageProducerBase):
 
     def graph_config(self) -> DaliGraphConfig:
         spec, opts = self.spec, self.options
+        # tuple(): a user's ImageSpec may hold lists; the lengths are ImageSpec's annotations
         return DaliGraphConfig(
             variant=self.variant,
             batch_size=spec.batch_size,
-            image_size=tuple(spec.size),
+            image_size=cast("tuple[int, int]", tuple(spec.size)),
             device_id=self.device_id,
             dtype=spec.dtype,
             layout=spec.layout,
-            mean=tuple(spec.mean),
-            std=tuple(spec.std),
+            mean=cast("tuple[float, float, float]", tuple(spec.mean)),
+            std=cast("tuple[float, float, float]", tuple(spec.std)),
             num_threads=opts.num_threads,
             prefetch=max(1, spec.prefetch),
             hw_decoder_load=opts.hw_decoder_load,
@@ -175,8 +177,9 @@ class DaliBackend(ImageProducerBase):
             plan, first_iteration, field=self.field,
             staging=staging_for(self.options.staging, on_gpu),
             ring=max(1, self.spec.prefetch) + 2,
-            margin_for=tuple(self.spec.size) if self.variant == "kernel" else None,
-            size_fields=tuple(self.spec.size_fields),
+            margin_for=(cast("tuple[int, int]", tuple(self.spec.size))
+                        if self.variant == "kernel" else None),
+            size_fields=cast("tuple[str, str]", tuple(self.spec.size_fields)),
             with_roi=self.variant == "native",
             max_pixels=self.options.max_pixels,
         )
@@ -278,7 +281,9 @@ class DaliEpoch:
             _, inner = self.source.windows(ids, boxes)  # the crop inside each decoded window
             # a refused sample's decoded window is the placeholder (its pixels are replaced)
             inner[status != 0] = PLACEHOLDER_BOX
-            self.backend._kernel_writer.write(outputs[0], inner, flips, out)
+            writer = self.backend._kernel_writer
+            assert writer is not None  # the "kernel" variant (not "native") has one
+            writer.write(outputs[0], inner, flips, out)
 
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:
         """A DALI error kills its pipeline: find the bad samples with the CPU decoder, fill the

@@ -129,6 +129,7 @@ class DaliBatchSource:
         anchor = np.ascontiguousarray(boxes[:, 0:2], dtype=np.float32)  # (top, left)
         shape = np.ascontiguousarray(boxes[:, 2:4], dtype=np.float32)  # (height, width)
         flip = np.ascontiguousarray(flips, dtype=np.int32)
+        batch: tuple  # the arrays of `outputs`, in order
         if self.with_roi:
             roi_start = np.ascontiguousarray(inner[:, 0:2], dtype=np.float32)
             roi_end = np.ascontiguousarray(inner[:, 0:2] + inner[:, 2:4], dtype=np.float32)
@@ -158,6 +159,7 @@ class DaliBatchSource:
     def _refuse(self, encoded: list, ids: np.ndarray, sizes: np.ndarray, boxes: np.ndarray,
                 inner: np.ndarray) -> np.ndarray:
         """Swap refused payloads (in place) for the placeholder; the ids to deliver."""
+        assert self.max_pixels is not None  # __post_init__ resolved it
         status = refused_headers(encoded, sizes, self.max_pixels)
         if not status.any():
             return ids

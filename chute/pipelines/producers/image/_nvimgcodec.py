@@ -14,6 +14,8 @@ height/width columns: those never reach the decoder.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from chute._device import require_cuda
@@ -142,8 +144,8 @@ class NvImgCodecBackend(ImageProducerBase):
         if good.size == 0:
             return
         stream = torch.cuda.current_stream(target.device)
-        kwargs = dict(layout=self.spec.layout, mean=self.spec.mean, std=self.spec.std,
-                      stream=stream)
+        kwargs: dict[str, Any] = dict(layout=self.spec.layout, mean=self.spec.mean,
+                                      std=self.spec.std, stream=stream)
         if good.size == len(images):
             resize_normalize(images, inner, flips, target, **kwargs)
             return

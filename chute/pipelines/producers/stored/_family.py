@@ -15,7 +15,7 @@ def _array(field: str, options: ArrayOptions, ctx: FieldContext) -> FieldBuild:
 
 
 def _lookup(field: str, options: Lookup, ctx: FieldContext) -> FieldBuild:
-    values = {"index": options.index}
+    values: dict[str, object] = {"index": options.index}
     if options.dtype is not None:
         values["dtype"] = options.dtype
     return FieldBuild(ctx.spec("lookup", field, values))

@@ -28,6 +28,7 @@ import numpy as np
 from chute._fork import ProcessPool
 from chute.errors import DecodeError, FormatError
 from chute.pipelines.producers._contract import (
+    EpochReader,
     Output,
     ProducerSpec,
     StoredFieldProducer,
@@ -155,7 +156,7 @@ class VideoProducer(StoredFieldProducer):
         return [(float(params["crop_y"][k]), float(params["crop_x"][k]))
                 for k in range(len(ids))]
 
-    def open_epoch(self, plan, first_iteration: int) -> VideoEpoch:
+    def open_epoch(self, plan, first_iteration: int) -> EpochReader:
         return VideoEpoch(self, plan, first_iteration)
 
     def fill(self, request, out: dict) -> np.ndarray:

@@ -26,7 +26,13 @@ from chute._device import require_cuda, usable_cpu_count
 from chute._fork import ProcessLock
 from chute.errors import BackendUnavailableError, DecodeError
 from chute.fallbacks._video import _fill_and_crop
-from chute.pipelines.producers._contract import Output, ProducerSpec, SequentialEpoch, no_candidates
+from chute.pipelines.producers._contract import (
+    EpochReader,
+    Output,
+    ProducerSpec,
+    SequentialEpoch,
+    no_candidates,
+)
 from chute.pipelines.producers._dali._graph import import_dali
 from chute.pipelines.producers._dali._output import write_native
 from chute.pipelines.producers.video._cpu import AR_KEY, VideoProducer
@@ -60,7 +66,7 @@ class DaliVideoProducer(VideoProducer):
         self._lock = ProcessLock()  # one DALI pipeline: reads and substitutes take turns
         self._pipe = None
         self._pipe_pid = 0
-        self._inherited = []  # a forked child's copies of the parent's pipelines, never used
+        self._inherited: list = []  # a forked child's copies of the parent's pipelines, never used
 
     def outputs(self) -> dict[str, Output]:
         found = super().outputs()
@@ -68,7 +74,7 @@ class DaliVideoProducer(VideoProducer):
             found[self.field] = replace(found[self.field], on_device=True)
         return found
 
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
+    def open_epoch(self, plan, first_iteration: int) -> EpochReader:
         # DALI decodes each batch in `fill`: whatever reader the cpu producer uses, not that
         return SequentialEpoch(self, first_iteration)
 
@@ -165,7 +171,9 @@ class DaliVideoProducer(VideoProducer):
         pts = self.dataset.reader("pts").read(np.array([i]))[0]
         try:
             decode_frames(data, pts[:int(self._frames[i])], frames)
-            with av.open(io.BytesIO(memoryview(np.ascontiguousarray(data)))) as container:
+            # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
+            view = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
+            with av.open(io.BytesIO(view)) as container:
                 return container.streams.video[0].codec_context.name
         except (DecodeError, av.error.FFmpegError, IndexError, ValueError):
             return None
