@@ -27,7 +27,7 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from chute.pipelines import Pipeline
+from chute.pipelines import AudioOptions, Pipeline
 from chute.readers import AudioConvertOptions, convert_audio
 
 BATCH = 16
@@ -105,8 +105,8 @@ def run_tars(tars, epochs: int, workers: int) -> tuple[int, int, float]:
 
 
 def run_chute(dataset: Path, epochs: int, threads: int) -> tuple[int, int, float]:
-    pipe = Pipeline(dataset, BATCH, unit="segment", fields=("audio",), augment="eval",
-                    field_options={"audio": {"threads": threads}})
+    pipe = Pipeline(dataset, BATCH, augment="eval",
+                    fields={"audio": AudioOptions(unit="segment", threads=threads)})
     list(pipe)  # warm-up epoch
     count, frames, t0 = 0, 0, time.perf_counter()
     for epoch in range(epochs):

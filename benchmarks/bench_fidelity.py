@@ -8,8 +8,9 @@ twin of nvimgcodec (when nvImageCodec imports); the GPU paths need a GPU and are
 
 The JPEGs of DIR (any depth; default ../shared/data/imagenet-sample/images) are stored as they
 are in a temporary chute dataset. Each configuration (backend x augment x eval_crop x
-dct_scaling x roi_decode) is one epoch of a `Pipeline(..., dtype="uint8", layout="NHWC")`, and
-every delivered image is compared with two references computed with PIL alone:
+dct_scaling x roi_decode) is one epoch of a `Pipeline` delivering
+`ImageOptions(dtype="uint8", layout="NHWC")` images, and every delivered image is compared
+with two references computed with PIL alone:
 
 - "same box": PIL's `Image.resize((S, S), BILINEAR, box=...)` of the very box (fractional where
   the configuration's boxes are) and flip the Pipeline used. It measures how exactly a backend
@@ -40,7 +41,7 @@ import numpy as np
 from _datasets import jpeg_files, write_jpeg_dataset
 from PIL import Image
 
-from chute.pipelines import Pipeline
+from chute.pipelines import CropConfig, ImageOptions, Pipeline
 from chute.pipelines.producers.image._crops import crop_boxes
 from chute.readers import open_dataset
 
@@ -162,15 +163,17 @@ def measure(config: Config, ds, images: list[Image.Image], size: int, batch: int
         options.setdefault("num_cpu_threads", threads)
     heights, widths = np.asarray(ds.column("height")), np.asarray(ds.column("width"))
     same, tv = Errors(), Errors()
-    with Pipeline(ds, batch, image_size=size, augment=config.augment,
-                  eval_crop=config.eval_crop, backend=config.backend, device="cpu",
-                  dtype="uint8", layout="NHWC", fields=("image",), backend_options=options,
+    # the crops the Pipeline draws: its image size, mode and eval crop
+    crop = CropConfig((size, size), mode=config.augment, eval_crop=config.eval_crop)
+    image = ImageOptions(size=size, backend=config.backend, backend_options=options,
+                         dtype="uint8", layout="NHWC", eval_crop=config.eval_crop)
+    with Pipeline(ds, batch, fields={"image": image}, augment=config.augment, device="cpu",
                   drop_last=False, rank=0, world_size=1, seed=0) as pipe:
         pipe.set_epoch(0)
         for out in pipe:
             ids = out["index"].numpy()
             pixels = out["image"].numpy()
-            boxes, flips = crop_boxes(0, 0, ids, heights[ids], widths[ids], pipe.crop)
+            boxes, flips = crop_boxes(0, 0, ids, heights[ids], widths[ids], crop)
             for k, i in enumerate(ids):
                 same.add(pixels[k], same_box(images[i], boxes[k], bool(flips[k]), size))
                 if config.augment == "eval":

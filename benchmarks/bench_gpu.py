@@ -58,11 +58,14 @@ def time_batches(batches, count: int, warmup: int, sync) -> tuple[float, int]:
 
 
 def chute_batches(dataset, backend: str, device: str, size: int, args):
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
 
     options = {"hw_decoder_load": args.hw_decoder_load} if backend == "dali" else None
-    pipe = Pipeline(dataset, args.batch_size, image_size=size, backend=backend, device=device,
-                    dtype="float16", backend_options=options)
+    fields = {"image": ImageOptions(size=size, backend=backend, backend_options=options,
+                                    dtype="float16")}
+    if "label" in dataset.fields:  # the Pipeline's default fields: image and label
+        fields["label"] = None
+    pipe = Pipeline(dataset, args.batch_size, fields=fields, device=device)
     try:
         for epoch in range(1 << 30):
             pipe.set_epoch(epoch)

@@ -30,12 +30,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_latents import make_latents  # noqa: E402
 
-from chute.pipelines import Pipeline  # noqa: E402
+from chute.pipelines import Lookup, Pipeline  # noqa: E402
 from chute.readers import convert_zarr  # noqa: E402
 from chute.readers._zarr_chunks import read_threads  # noqa: E402
 
-LOOKUPS = {"clip_emb": "segment_to_video"}
-FIELDS = ("base_frames", "clip_emb")
+# the segment's frames, and its video's embedding through the segment_to_video index
+FIELDS = {"base_frames": None, "clip_emb": Lookup("segment_to_video")}
 
 
 class ZarrSegments(torch.utils.data.Dataset):
@@ -78,7 +78,7 @@ def run_dataloader(path: Path, batch: int, samples: int) -> float:
 
 
 def run_chute(path: Path, batch: int, samples: int) -> float:
-    with Pipeline(path, batch, fields=FIELDS, lookups=LOOKUPS, device="cpu") as pipe:
+    with Pipeline(path, batch, fields=FIELDS, device="cpu") as pipe:
         it = iter(pipe)
         next(it)
         t0, done = time.perf_counter(), 0

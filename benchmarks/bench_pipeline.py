@@ -19,7 +19,7 @@ import numpy as np
 from _datasets import jpeg_files, write_jpeg_dataset
 
 from chute.fallbacks import decode_batch
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from chute.readers import open_dataset
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"
@@ -51,9 +51,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = write_jpeg_dataset(jpeg_files(args.images), Path(tmp) / "sample.chute")
         ds = open_dataset(path)
-        pipe = Pipeline(ds, args.batch_size, image_size=224, augment="train", backend="cpu",
-                        device="cpu", dtype="float16", rank=0, world_size=1,
-                        backend_options={"threads": args.threads})
+        image = ImageOptions(size=224, backend="cpu", backend_options={"threads": args.threads},
+                             dtype="float16")
+        pipe = Pipeline(ds, args.batch_size, fields={"image": image, "label": None},
+                        augment="train", device="cpu", rank=0, world_size=1)
         out = np.empty((args.batch_size, 3, 224, 224), np.float16)
         pipe.set_epoch(0)
         bare_epoch(ds, pipe.plan(), out, args.threads)  # JIT + page cache warm-up

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from chute.pipelines import Pipeline
+from chute.pipelines import Pipeline, VideoOptions
 from chute.pipelines.sampling._clips import ClipParams, clip_indices
 from chute.readers import open_dataset
 from chute.readers._convert_video import convert_video_csv
@@ -101,7 +101,7 @@ def run_usual(paths, starts, n, args, cores) -> float:
 def run_chute(ds, args, opts) -> float:
     """(b): clips/s of chute's cpu video producer (construction not timed)."""
     with Pipeline(ds, args.batch_size, augment="train", device="cpu", drop_last=False,
-                  fields=("video",), field_options={"video": opts}) as pipe:
+                  fields={"video": VideoOptions(**opts)}) as pipe:
         t = time.perf_counter()
         clips = sum(len(b["index"]) for b in pipe)
         return clips / (time.perf_counter() - t)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import av
 
-from chute.pipelines import Pipeline
+from chute.pipelines import Pipeline, VideoOptions
 from chute.readers._convert_video import convert_video_csv
 
 DEFAULT_VIDEOS = Path(__file__).resolve().parents[2] / "shared/data/videos"
@@ -88,8 +88,8 @@ def main() -> None:
         runs: dict[str, list[float]] = {"cpu": [], "dali": []}
         for backend in ("cpu", "dali", "dali", "cpu"):
             with Pipeline(Path(tmp) / "ds", args.batch_size, augment="train",
-                          device=args.device, drop_last=False, fields=("video",),
-                          field_options={"video": {**opts, "backend": backend}}) as pipe:
+                          device=args.device, drop_last=False,
+                          fields={"video": VideoOptions(**opts, backend=backend)}) as pipe:
                 t = time.perf_counter()
                 clips = sum(len(b["index"]) for b in pipe)
                 runs[backend].append(clips / (time.perf_counter() - t))

@@ -15,7 +15,7 @@ class Candidate:
 
     Attributes:
         name: display name, unique among the candidates of one tune.
-        backend: the backend name a decision hands back (Pipeline(backend=...)).
+        backend: the backend name a decision hands back (ImageOptions(backend=...)).
         params: the backend options a decision hands back (JSON-serialisable values).
         available: False when this machine cannot run it; it is then listed, never measured.
         reason: why it is unavailable ("" when available).

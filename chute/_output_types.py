@@ -34,7 +34,7 @@ def check_layout(layout: object, where: str = "layout") -> Layout:
 
     Args:
         layout: the value to check.
-        where: how the error names the argument (e.g. "Pipeline(layout=...)").
+        where: how the error names the argument (e.g. "ImageOptions(layout=...)").
 
     Returns:
         The layout, unchanged.

@@ -7,9 +7,11 @@ on the Pipeline's device, and returns the batch to deliver. Here it is brightnes
 mixup in plain torch; torchvision.transforms.v2 or kornia work the same way, e.g.
 
     jitter = torchvision.transforms.v2.ColorJitter(0.4, 0.4, 0.4)
-    Pipeline(..., dtype="float32", transform=lambda b: {**b, "image": jitter(b["image"])})
+    Pipeline(..., fields={"image": ImageOptions(dtype="float32"), "label": None},
+             transform=lambda b: {**b, "image": jitter(b["image"])})
 
-(for a ColorJitter on [0, 1] pixels, use dtype="uint8" and convert inside the transform).
+(for a ColorJitter on [0, 1] pixels, use ImageOptions(dtype="uint8") and convert inside the
+transform).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import argparse
 
 import torch
 
-from chute import Pipeline
+from chute import ImageOptions, Pipeline
 
 
 class JitterAndMixup:
@@ -46,8 +48,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
-    with Pipeline(args.dataset, args.batch_size, image_size=64, device=args.device,
-                  dtype="float32", transform=JitterAndMixup()) as pipe:
+    fields = {"image": ImageOptions(size=64, dtype="float32"), "label": None}
+    with Pipeline(args.dataset, args.batch_size, fields=fields, device=args.device,
+                  transform=JitterAndMixup()) as pipe:
         batch = next(iter(pipe))
         print({k: tuple(v.shape) for k, v in batch.items() if torch.is_tensor(v)})
 

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chute import Pipeline
+from chute import ImageOptions, Pipeline
 
 
 def tiny_cnn(classes: int) -> nn.Module:
@@ -52,8 +52,9 @@ def main() -> None:
     model = nn.parallel.DistributedDataParallel(tiny_cnn(args.classes).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     # rank and world size come from the process group
-    pipe = Pipeline(args.dataset, args.batch_size, image_size=args.image_size,
-                    augment="train", device=device, dtype="float32")
+    fields = {"image": ImageOptions(size=args.image_size, dtype="float32"), "label": None}
+    pipe = Pipeline(args.dataset, args.batch_size, fields=fields, augment="train",
+                    device=device)
     step = 0
     if args.resume:
         ckpt = torch.load(args.checkpoint, map_location=device, weights_only=False)

@@ -19,7 +19,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from chute import Pipeline
+from chute import ImageOptions, Pipeline
 
 
 class ChuteData(pl.LightningDataModule):
@@ -31,8 +31,10 @@ class ChuteData(pl.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         if self.pipe is None:  # rank and world size come from the process group, if any
-            self.pipe = Pipeline(self.dataset, self.batch_size, image_size=self.image_size,
-                                 augment="train", dtype="float32", device="cpu")
+            image = ImageOptions(size=self.image_size, dtype="float32")
+            self.pipe = Pipeline(self.dataset, self.batch_size,
+                                 fields={"image": image, "label": None}, augment="train",
+                                 device="cpu")
 
     def train_dataloader(self):
         return self.pipe if self.loader == "pipeline" else self.pipe.as_dataloader()

@@ -29,7 +29,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="measure the backends on a dataset and store the fastest for backend='auto'",
         description="Measure every backend this machine can run (cpu threads x DCT scaling, "
         "DALI hw_decoder_load grid) on DATASET at the given batch shape, print img/s, CPU % "
-        "and GPU % per candidate, and store the winner for Pipeline(backend='auto').",
+        "and GPU % per candidate, and store the winner for ImageOptions(backend='auto') "
+        "(VideoOptions(backend='auto') for a video field).",
     )
     p.add_argument("dataset", metavar="DATASET", help="a chute dataset directory")
     p.add_argument("--batch-size", type=positive(int), required=True)

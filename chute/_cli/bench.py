@@ -58,17 +58,19 @@ def _lookup(text: str) -> tuple[str, str]:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from chute import Pipeline  # with the autotuner registered for --backend auto
+    from chute import ImageOptions, Pipeline  # with the autotuner registered for --backend auto
+    from chute._cli._fields import opened, pipeline_fields
+    from chute.pipelines._options import image_size_of
 
     options = {"threads": args.threads} if args.threads else None
+    image = ImageOptions(size=args.image_size, backend=args.backend, backend_options=options,
+                         dtype=args.dtype, eval_crop=args.eval_crop)
     # with --json, the human-readable lines go to stderr and stdout holds one JSON object
     out = sys.stderr if args.json else sys.stdout
-    with Pipeline(args.dataset, args.batch_size, image_size=args.image_size,
-                  augment=args.augment, eval_crop=args.eval_crop, backend=args.backend,
-                  device=args.device,
-                  dtype=args.dtype, backend_options=options, rank=0, world_size=1,
-                  fields=tuple(args.fields) if args.fields else None,
-                  lookups=dict(args.lookup)) as pipe:
+    with opened(args.dataset) as dataset, Pipeline(
+            dataset, args.batch_size, augment=args.augment, device=args.device, rank=0,
+            world_size=1, fields=pipeline_fields(dataset, args.fields, image,
+                                                 dict(args.lookup))) as pipe:
         print(f"chute bench: {args.dataset}: {len(pipe.dataset)} samples, backend "
               f"{pipe.stats.backend or 'none (no image field)'}, device {pipe.device}, "
               f"batch {args.batch_size}, "
@@ -97,7 +99,9 @@ def run(args) -> int:
             print_json({"dataset": str(args.dataset), "backend": pipe.stats.backend,
                         "backend_options": pipe.stats.backend_options,
                         "backend_reason": pipe.stats.backend_reason, "device": str(pipe.device),
-                        "batch_size": args.batch_size, "image_size": pipe.crop.size,
+                        "batch_size": args.batch_size,
+                        "image_size": image_size_of(args.image_size) if pipe.stats.backend
+                        else None,
                         "dtype": args.dtype, "augment": args.augment,
                         "images_per_second": rates,
                         "steady_images_per_second": (statistics.median(rates[1:])

@@ -109,7 +109,7 @@ def _add_zarr(kinds) -> None:
         "zarr", help="zarr group of per-sample arrays and tables -> ndarray fields + tables",
         description="Arrays of SRC whose first dimension is the sample count become ndarray "
         "fields (1-D ones scalar columns); the others are tables stored once, delivered "
-        "through an index field: Pipeline(..., lookups={TABLE: INDEX}).")
+        "through an index field: Pipeline(..., fields={TABLE: Lookup(INDEX)}).")
     zarr.add_argument("src", metavar="SRC", help="zarr group folder (v2 or v3), e.g. x.zarr")
     zarr.add_argument("dst", metavar="DST", help="new dataset folder (e.g. latents.chute)")
     zarr.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",

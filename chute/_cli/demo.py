@@ -138,11 +138,14 @@ def _stream(path: Path, args, steps: _Steps) -> str:
     """Stream the image epochs; returns the summary line's text."""
     from tqdm import tqdm
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
+    from chute._cli._fields import opened, pipeline_fields
 
     best = 0.0
-    with Pipeline(path, args.batch_size, image_size=args.image_size, augment=args.augment,
-                  backend="auto") as pipe:
+    image = ImageOptions(size=args.image_size, backend="auto")
+    with opened(path) as dataset, Pipeline(  # image (and label)
+            dataset, args.batch_size, fields=pipeline_fields(dataset, None, image),
+            augment=args.augment) as pipe:
         print(f"{steps.next()} streaming {args.epochs} epochs with backend "
               f"{pipe.stats.backend!r} ({pipe.stats.backend_reason})")
         for epoch in range(args.epochs):
@@ -164,23 +167,23 @@ def _stream(path: Path, args, steps: _Steps) -> str:
 # streamed; each Pipeline is built in one small function, the only place that spells its options.
 
 def _latents_pipeline(path: Path, batch_size: int):
-    from chute import Pipeline
+    from chute import ArrayOptions, Pipeline
 
-    return Pipeline(path, batch_size, fields=("latent", "label"),
-                    field_options={"latent": {"dtype": "bfloat16"}})
+    return Pipeline(path, batch_size,
+                    fields={"latent": ArrayOptions(dtype="bfloat16"), "label": None})
 
 
 def _audio_pipeline(path: Path, batch_size: int):
-    from chute import Pipeline
+    from chute import AudioOptions, Pipeline
 
-    return Pipeline(path, batch_size, fields=("audio",), unit="segment")
+    return Pipeline(path, batch_size, fields={"audio": AudioOptions(unit="segment")})
 
 
 def _video_pipeline(path: Path, batch_size: int):
-    from chute import Pipeline
+    from chute import Pipeline, VideoOptions
 
-    return Pipeline(path, batch_size, fields=("video",), field_options={
-        "video": {"num_frames": 8, "frame_interval": 2, "size": (64, 64), "backend": "cpu"}})
+    return Pipeline(path, batch_size, fields={
+        "video": VideoOptions(num_frames=8, frame_interval=2, size=(64, 64), backend="cpu")})
 
 
 def _timed(make_pipeline, seconds: float, measure) -> tuple[float, float, float, int]:

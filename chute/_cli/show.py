@@ -37,16 +37,17 @@ def run(args) -> int:
     import numpy as np
     from PIL import Image, ImageDraw
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
     from chute.readers import Dataset, open_dataset
 
     ds = open_dataset(args.dataset)
     count = min(args.count, len(ds))
-    fields = (args.field, "label") if "label" in ds.fields else (args.field,)
-    with Pipeline(ds, count, image_size=args.image_size, augment=args.augment,
-                  eval_crop=args.eval_crop, backend="cpu",
-                  device="cpu", dtype="uint8", layout="NHWC", seed=args.seed, fields=fields,
-                  rank=0, world_size=1, drop_last=False) as pipe:
+    fields = {args.field: ImageOptions(size=args.image_size, backend="cpu", dtype="uint8",
+                                       layout="NHWC", eval_crop=args.eval_crop)}
+    if "label" in ds.fields:
+        fields["label"] = None
+    with Pipeline(ds, count, fields=fields, augment=args.augment, device="cpu",
+                  seed=args.seed, rank=0, world_size=1, drop_last=False) as pipe:
         pipe.set_epoch(args.epoch)
         batch = next(iter(pipe))
         images = batch[args.field].numpy().copy()

@@ -24,7 +24,7 @@ class CandidateLike(Protocol):
 
     Attributes:
         name: display name, unique among the candidates of one tune.
-        backend: the backend name a decision hands back (e.g. for Pipeline(backend=...)).
+        backend: the backend name a decision hands back (e.g. for ImageOptions(backend=...)).
         params: the backend options a decision hands back (JSON-serialisable values).
         available: False when this machine cannot run it; it is then listed, never measured.
         reason: why it is unavailable ("" when available).

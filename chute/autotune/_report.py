@@ -3,8 +3,8 @@
 The JSON object (also the body of a cached decision) is::
 
     {
-      "choice": "cpu",                      # backend name for Pipeline(backend=...)
-      "backend_options": {"threads": 2, "dct_scaling": true},  # for Pipeline(backend_options=...)
+      "choice": "cpu",                      # backend name for ImageOptions(backend=...)
+      "backend_options": {"threads": 2, "dct_scaling": true},  # ImageOptions(backend_options=...)
       "reason": "cpu threads=2 dct=on (412 img/s) won by 1.80x over ...",
       "key": "3f1c...",                     # cache key (machine + dataset + parameters)
       "unit": "img",                        # what the rates count: img, clip, ...

@@ -18,7 +18,7 @@ _DTYPES = {"uint8": ("uint8", None), "float16": ("float16", None),
            "float32": ("float32", None), "bfloat16": ("float32", torch.bfloat16)}
 _TORCH_NAMES = {torch.uint8: "uint8", torch.float16: "float16", torch.float32: "float32",
                 torch.bfloat16: "bfloat16"}
-# What a stored numeric field may be cast to on the device (field_options={f: {"dtype": ...}}).
+# What a stored numeric field may be cast to on the device (ArrayOptions(dtype=...)).
 _FIELD_CASTS = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                 "float32": torch.float32, "float64": torch.float64}
 # backend options that are yes/no (None: the backend's default); strings are parsed strictly

@@ -79,6 +79,7 @@ def warm_cpu_decoder(report=None) -> float:
 
     from chute._sample_images import synthetic_jpeg
     from chute.pipelines._pipeline import Pipeline
+    from chute.pipelines.producers.image._options import ImageOptions
     from chute.readers import ShardWriter
 
     start = time.perf_counter()
@@ -91,9 +92,10 @@ def warm_cpu_decoder(report=None) -> float:
                 writer.write({"image": synthetic_jpeg(rng, 48, 40), "height": 48, "width": 40})
         for dtype, layout in VARIANTS:
             t0 = time.perf_counter()
-            with Pipeline(path, 2, image_size=16, backend="cpu", device="cpu", dtype=dtype,
-                          layout=layout, rank=0, world_size=1, fields=("image",),
-                          backend_options={"threads": 1}) as pipe:
+            image = ImageOptions(size=16, backend="cpu", backend_options={"threads": 1},
+                                 dtype=dtype, layout=layout)
+            with Pipeline(path, 2, fields={"image": image}, device="cpu", rank=0,
+                          world_size=1) as pipe:
                 for _ in pipe:
                     pass
             if report is not None:

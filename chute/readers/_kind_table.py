@@ -1,6 +1,7 @@
 """Kind `table`: one array stored once per dataset, not per sample (e.g. one CLIP embedding per
 source video), delivered per sample through an integer index field
-(`Pipeline(lookups={"clip_emb": "segment_to_video"})`; docs/design.md, "Tables and lookups").
+(`Pipeline(..., fields={"clip_emb": Lookup("segment_to_video")})`; docs/design.md, "Tables and
+lookups").
 
 The table is `<dataset>/<field>.table.npy`, next to the shard folders; its manifest spec holds
 its dtype, shape, size and checksum. `ShardWriter(..., tables={name: array})` writes it.

@@ -107,7 +107,7 @@ class ShardWriter:
         manifest_extra: more keys for the manifest (may be changed until `close`).
         overwrite: replace an existing chute dataset at `path` (swapped at `close`).
         tables: field name -> array stored once for the whole dataset (kind `table`),
-            delivered per sample through an index field (`Pipeline(lookups=...)`).
+            delivered per sample through an index field (`fields={table: Lookup(index)}`).
     """
 
     def __init__(self, path: str | Path, fields: Mapping[str, str | dict] | None = None, *,

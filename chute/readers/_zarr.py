@@ -2,7 +2,8 @@
 
 Arrays whose first dimension is the sample count (the largest first dimension of the group)
 are per-sample fields: `ndarray`, or `scalar` when 1-D of integers or floats; the others are
-`table`s, stored once and looked up through an index field (`Pipeline(lookups=...)`).
+`table`s, stored once and looked up through an index field
+(`Pipeline(..., fields={table: Lookup(index)})`).
 
 zarr runs a background event loop, so the group is opened lazily in each process (a forked
 child or a DDP rank reopens it, never inherits it). A batch reads each touched chunk once:

@@ -132,14 +132,14 @@ def state_offsets(state: dict, position: int, n: int, table: BucketTable | None,
     offsets = state.get("bucket_offsets")
     if table is None:
         if offsets:
-            raise ValueError(f"{where}: the state was saved by a Pipeline with buckets=; load "
-                             "it into one with the same buckets")
+            raise ValueError(f"{where}: the state was saved by a Pipeline with buckets "
+                             "(batching=Buckets(...)); load it into one with the same buckets")
         return ()
     if offsets is None:
         if 0 < position < n:
-            raise ValueError(f"{where}: this Pipeline has buckets= but the state (position "
-                             f"{position}) has no bucket_offsets; load a state saved by a "
-                             "Pipeline with the same buckets")
+            raise ValueError(f"{where}: this Pipeline has batching=Buckets(...) but the state "
+                             f"(position {position}) has no bucket_offsets; load a state saved "
+                             "by a Pipeline with the same buckets")
         return ()
     try:
         offsets = tuple(int(c) for c in offsets)
@@ -150,5 +150,5 @@ def state_offsets(state: dict, position: int, n: int, table: BucketTable | None,
                     or (sum(offsets) != position and position < n)):
         raise ValueError(f"{where}: bucket_offsets {list(offsets)!r:.200} do not fit "
                          f"{len(table.buckets)} buckets and position {position}; load a "
-                         "state saved with the same buckets=")
+                         "state saved with the same Buckets config")
     return offsets

@@ -195,13 +195,13 @@ def _schedule(table, seed, epoch, world_size, drop_last, h, w, f, start) -> Sche
         if len(start) != len(table.buckets):
             raise ValueError(f"a bucket resume state has {len(start)} counts but the bucket "
                              f"config has {len(table.buckets)} buckets; resume with the "
-                             "buckets= the state was saved with")
+                             "Buckets config the state was saved with")
         done[:] = start
     sizes = np.array([len(order.get(b, ())) for b in range(len(table.buckets))])
     if (done < 0).any() or (done > sizes).any():
         raise ValueError(f"a bucket resume state counts {done.tolist()} delivered samples "
                          f"per bucket, but the buckets of epoch {epoch} hold "
-                         f"{sizes.tolist()}; resume with the seed, dataset and buckets= the "
+                         f"{sizes.tolist()}; resume with the seed, dataset and Buckets config the "
                          "state was saved with")
     batches, short = [], []
     for b, members in order.items():

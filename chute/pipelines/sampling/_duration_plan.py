@@ -74,7 +74,7 @@ class DurationPlan(BatchPlan):
             raise ValueError(
                 f"{too_long.size} samples are longer than max_duration={self.max_duration} s "
                 f"(e.g. sample {int(too_long[0])}: {float(self._seconds[too_long[0]]):.3f} s); "
-                "raise max_duration or drop them from the segment lists")
+                "raise MaxDuration's seconds or drop them from the segment lists")
 
     @property
     def _seconds(self) -> np.ndarray:
@@ -113,7 +113,7 @@ class DurationPlan(BatchPlan):
         g = int(np.searchsorted(self._ends, self.start_position))
         if self._ends[g] != self.start_position:
             raise ValueError(f"position {self.start_position} is not a batch boundary of epoch "
-                             f"{self.epoch}; was the state saved with another max_duration?")
+                             f"{self.epoch}; was the state saved with another MaxDuration?")
         return g
 
     def __len__(self) -> int:

@@ -103,7 +103,7 @@ class AudioProducer(StoredFieldProducer):
             warnings.warn(f"field {self.field!r} of {spec.dataset.path} mixes sample rates "
                           f"{sorted(set(self.rates.tolist()))}: each sample is delivered at its "
                           "recording's own rate (the `sample_rate` field tells them apart); "
-                          "pass field_options={" f"{self.field!r}" ": {'sample_rate': R}} to "
+                          "pass fields={" f"{self.field!r}" ": AudioOptions(sample_rate=R)} to "
                           "resample them to one", stacklevel=2)
         self.perturb = AudioPerturbation(tuple(options.get("speeds", (1.0,))),
                                          tuple(options.get("volume_db", (0.0, 0.0))))

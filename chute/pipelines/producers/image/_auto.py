@@ -28,7 +28,7 @@ __all__ = [
 log = logging.getLogger("chute")
 _noted: set = set()
 
-DEFAULT_AUTO_BUDGET = 20.0  # seconds: the quick tune of Pipeline(backend="auto") on a GPU machine
+DEFAULT_AUTO_BUDGET = 20.0  # seconds: the quick tune of ImageOptions(backend="auto") on a GPU
 
 
 def _open(dataset):
@@ -86,7 +86,7 @@ def resolve_auto_backend(
     use_cache: bool = True,
     progress: bool = False,
 ) -> tuple[str, dict, str]:
-    """(backend name, backend_options, reason) for Pipeline(backend="auto") in this process.
+    """(backend name, backend_options, reason) for ImageOptions(backend="auto") in this process.
 
     Args:
         dataset: a dataset path, or an opened dataset.

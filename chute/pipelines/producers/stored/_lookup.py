@@ -1,6 +1,6 @@
 """Producer `lookup`: rows of a table (stored once) looked up through a per-sample index field,
 e.g. one CLIP embedding per video for every segment of it: `out[k] = table[index[ids[k]]]`
-(docs/design.md, "Tables and lookups"). The Pipeline builds it for `lookups={table: index}`.
+(docs/design.md, "Tables and lookups"). The Pipeline builds it for `fields={table: Lookup(index)}`.
 """
 
 from __future__ import annotations
@@ -32,23 +32,23 @@ class LookupProducer(StoredFieldProducer):
         if index is None:
             raise ValueError(f"field {table!r} of {ds.path} is a table of {rows} rows, not one "
                              f"row per sample ({len(ds)} samples); deliver it through an index "
-                             f"field: Pipeline(..., lookups={{{table!r}: INDEX_FIELD}})")
+                             f"field: Pipeline(..., fields={{{table!r}: Lookup(INDEX_FIELD)}})")
         if rows is None or ds.fields.get(table) != "table":
-            raise ValueError(f"lookups: field {table!r} of {ds.path} is a per-sample field, not "
-                             "a table; request it without lookups")
+            raise ValueError(f"Lookup: field {table!r} of {ds.path} is a per-sample field, not "
+                             "a table; request it without Lookup")
         try:
             column = np.asarray(ds.column(index))
         except KeyError as exc:
-            raise ValueError(f"lookups: index field {index!r} for table {table!r} must be a "
+            raise ValueError(f"Lookup: index field {index!r} for table {table!r} must be a "
                              f"per-sample integer column ({exc.args[0]})") from None
         if column.dtype.kind not in "iu":
-            raise ValueError(f"lookups: index field {index!r} of {ds.path} holds "
+            raise ValueError(f"Lookup: index field {index!r} of {ds.path} holds "
                              f"{column.dtype}, not integers; it cannot index table {table!r}")
         bad = np.flatnonzero((column < 0) | (column >= rows))
         if bad.size:
             s = int(bad[0])
             # the data is wrong, not the call: a FormatError (a ValueError too)
-            raise FormatError(f"lookups: index field {index!r} of {ds.path} has value "
+            raise FormatError(f"Lookup: index field {index!r} of {ds.path} has value "
                              f"{int(column[s])} at sample {s} ({bad.size} bad samples), outside "
                              f"table {table!r}'s rows 0..{rows - 1}; fix the index column")
         self.index = column.astype(np.int64)

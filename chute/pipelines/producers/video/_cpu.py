@@ -3,7 +3,7 @@ from container bytes, only the span each clip needs, resized to fill `size` by F
 (antialiased bilinear, in the colour conversion pass) and centre-cropped, in parallel across
 samples (docs/design.md, "Video clips").
 
-Options (`field_options={"video": {...}}`): num_frames (16), frame_interval (1), size ((H, W);
+Options (`fields={"video": VideoOptions(...)}`): num_frames (16), frame_interval (1), size ((H, W);
 None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
 "float32"/"float16" scaled to [-1, 1]), layout ("CTHW" -> [B, 3, T, H, W] | "TCHW" ->
 [B, T, 3, H, W]), threads (decoding threads, default: CPU count), crop ("center", or

@@ -160,7 +160,7 @@ class DaliVideoProducer(VideoProducer):
             f"sample {i} ({self.field!r}, shard {shard} item {local} of {self.dataset.path}): "
             f"codec {codec!r}, which FFmpeg decodes; DALI says: {reason}. DALI "
             f"decodes {', '.join(DECODABLE_CODECS[mode])} in this mode. Use the cpu video "
-            "backend: field_options={" f"{self.field!r}: " "{'backend': 'cpu'}}.")
+            "backend: fields={" f"{self.field!r}: " "VideoOptions(backend='cpu')}.")
 
     def _readable_codec(self, i: int, data, frames) -> str | None:
         """The codec of a sample FFmpeg decodes (the wanted frames), else None (corrupt)."""
