@@ -11,6 +11,8 @@ gives "cpu", with DALI's error in the reason. Under DDP rank 0 decides for every
 
 from __future__ import annotations
 
+from typing import Literal
+
 from chute._candidate import Candidate
 from chute.autotune import TuneParams, autotune, stored_decision
 from chute.pipelines.producers._auto import shared_across_ranks
@@ -66,7 +68,8 @@ def _params(field: str, options: dict, batch_size: int, augment: str,
                       family="video", shape=shape)
 
 
-def _runner(dataset, field: str, options: dict, batch_size: int, augment: str, device: str):
+def _runner(dataset, field: str, options: dict, batch_size: int,
+            augment: Literal["train", "eval"], device: str):
     def open_source(candidate) -> PipelineSource:
         from chute.pipelines._pipeline import Pipeline
         from chute.pipelines.producers._family import options_from_dict
@@ -82,7 +85,7 @@ def _runner(dataset, field: str, options: dict, batch_size: int, augment: str, d
 
 
 def tune_video(dataset, *, field: str, options: dict, device: str, batch_size: int,
-               augment: str, budget: float = DEFAULT_VIDEO_BUDGET, use_cache: bool = True,
+               augment: Literal["train", "eval"], budget: float = DEFAULT_VIDEO_BUDGET, use_cache: bool = True,
                progress: bool = False, **tune_kw) -> dict:
     """Measure the video producers on `dataset`'s field `field`, decide, store the decision
     (unless `use_cache` is False) and return it (the `--json` object of chute/autotune).
@@ -108,7 +111,7 @@ def tune_video(dataset, *, field: str, options: dict, device: str, batch_size: i
 
 
 def resolve_video_backend(*, dataset, field: str, options: dict, device: str, batch_size: int,
-                          augment: str, budget: float = DEFAULT_VIDEO_BUDGET,
+                          augment: Literal["train", "eval"], budget: float = DEFAULT_VIDEO_BUDGET,
                           use_cache: bool = True) -> tuple[str, str]:
     """("cpu" | "dali", reason) for a video field whose options say backend="auto": a decision
     stored for this machine, dataset and clip shape, else "cpu" where dali cannot run, else a
