@@ -85,8 +85,8 @@ def _runner(dataset, field: str, options: dict, batch_size: int,
 
 
 def tune_video(dataset, *, field: str, options: dict, device: str, batch_size: int,
-               augment: Literal["train", "eval"], budget: float = DEFAULT_VIDEO_BUDGET, use_cache: bool = True,
-               progress: bool = False, **tune_kw) -> dict:
+               augment: Literal["train", "eval"], budget: float = DEFAULT_VIDEO_BUDGET,
+               use_cache: bool = True, progress: bool = False, **tune_kw) -> dict:
     """Measure the video producers on `dataset`'s field `field`, decide, store the decision
     (unless `use_cache` is False) and return it (the `--json` object of chute/autotune).
 
