@@ -8,15 +8,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from chute.pipelines import Pipeline
+from chute.pipelines import AudioOptions, MaxDuration, Pipeline
 
 
 def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size)
     try:
-        pipe = Pipeline(dataset, 4, unit="segment", fields=("audio",), max_duration=2.0,
-                        field_options={"audio": {"sample_rate": 8000}})
+        pipe = Pipeline(dataset, 4, batching=MaxDuration(2.0),
+                        fields={"audio": AudioOptions(unit="segment", sample_rate=8000)})
         ids, frames = [], []
         for batch in pipe:
             ids.extend(batch["index"].tolist())

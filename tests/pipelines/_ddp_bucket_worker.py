@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from chute.pipelines import Pipeline
+from chute.pipelines import Buckets, Pipeline, VideoOptions
 
 CONFIG = {"16x16": {2: (1.0, 1)}, "32x32": {4: (1.0, 1)}}
 
@@ -20,8 +20,8 @@ def run(rank: int, world_size: int, dataset: str, workdir: str, phase: str,
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous-{phase}",
                             rank=rank, world_size=world_size)
     try:
-        with Pipeline(dataset, None, buckets=CONFIG, fields=("video",), device="cpu", seed=11,
-                      field_options={"video": {"frame_interval": 2, "threads": 1}}) as pipe:
+        with Pipeline(dataset, None, batching=Buckets(CONFIG), device="cpu", seed=11,
+                      fields={"video": VideoOptions(frame_interval=2, threads=1)}) as pipe:
             if state_file is not None:
                 pipe.load_state_dict(json.loads(Path(state_file).read_text()))
             ids, shapes = [], []

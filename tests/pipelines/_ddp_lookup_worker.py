@@ -7,15 +7,16 @@ from pathlib import Path
 import numpy as np
 import torch.distributed as dist
 
-from chute.pipelines import Pipeline
+from chute.pipelines import Lookup, Pipeline
 
 
 def run(rank: int, world_size: int, store: str, workdir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size)
     try:
-        with Pipeline(store, 8, fields=("base_frames", "clip_emb"), device="cpu",
-                      lookups={"clip_emb": "segment_to_video"}, augment="eval") as pipe:
+        with Pipeline(store, 8, fields={"base_frames": None,
+                                        "clip_emb": Lookup("segment_to_video")},
+                      device="cpu", augment="eval") as pipe:
             # a batch's tensors are reused two batches later: copy them out
             batches = [{k: v.clone() for k, v in b.items()} for b in pipe]
             np.savez(Path(workdir, f"rank{rank}.npz"),

@@ -8,15 +8,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 
 
 def run(rank: int, world_size: int, dataset: str, workdir: str, augment: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size)
     try:
-        pipe = Pipeline(dataset, 4, image_size=16, augment=augment, backend="cpu",
-                        device="cpu", backend_options={"threads": 1})
+        image = ImageOptions(size=16, backend="cpu", backend_options={"threads": 1})
+        pipe = Pipeline(dataset, 4, fields={"image": image, "label": None}, augment=augment,
+                        device="cpu")
         ids = []
         for batch in pipe:
             ids.extend(batch["index"].tolist())

@@ -20,19 +20,20 @@ def dataset(tmp_path_factory):
     return open_dataset(write_jpeg_dataset(path, n=14, corrupt=(5,)))
 
 
-def collect(dataset, backend, **kwargs):
+def collect(dataset, backend, augment="train", **image):
     import warnings
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
 
+    fields = {"image": ImageOptions(backend=backend, **image), "label": None}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the corrupt sample's substitution is reported
-        with Pipeline(dataset, 4, backend=backend, device="cpu", seed=8, **kwargs) as pipe:
+        with Pipeline(dataset, 4, fields=fields, augment=augment, device="cpu", seed=8) as pipe:
             return [{k: v.numpy().copy() for k, v in b.items()} for b in pipe]
 
 
-@pytest.mark.parametrize("kwargs", [dict(image_size=32, dtype="float16", layout="NCHW"),
-                                    dict(image_size=(20, 36), dtype="uint8", layout="NHWC",
+@pytest.mark.parametrize("kwargs", [dict(size=32, dtype="float16", layout="NCHW"),
+                                    dict(size=(20, 36), dtype="uint8", layout="NHWC",
                                          augment="eval")])
 def test_cpu_twin_matches_the_cpu_backend(dataset, kwargs):
     cpu = collect(dataset, "cpu", **kwargs)

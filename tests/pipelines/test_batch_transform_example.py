@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 
 pytest.importorskip("chute.fallbacks._decode")
@@ -19,8 +19,8 @@ def test_the_example_transform_mixes_real_batches(tmp_path):
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     dataset = write_dataset(tmp_path / "ds.chute", n=16)
-    kw = dict(image_size=16, backend="cpu", device="cpu", dtype="float32", rank=0,
-              world_size=1, seed=2, backend_options={"threads": 1})
+    image = ImageOptions(size=16, backend="cpu", dtype="float32", backend_options={"threads": 1})
+    kw = dict(fields={"image": image, "label": None}, device="cpu", rank=0, world_size=1, seed=2)
     with Pipeline(dataset, 8, **kw) as plain, \
             Pipeline(dataset, 8, transform=example.JitterAndMixup(brightness=0.0), **kw) as mixed:
         a, b = next(iter(plain)), next(iter(mixed))

@@ -42,10 +42,11 @@ def rotated_dataset(tmp_path_factory):
     return open_dataset(write_samples(path, fields, samples))
 
 
-def collect(dataset, backend, **kwargs):
-    from chute import Pipeline
+def collect(dataset, backend, augment, **image):
+    from chute import ImageOptions, Pipeline
 
-    with Pipeline(dataset, 6, backend=backend, device="cpu", seed=4, **kwargs) as pipe:
+    fields = {"image": ImageOptions(backend=backend, **image), "label": None}
+    with Pipeline(dataset, 6, fields=fields, augment=augment, device="cpu", seed=4) as pipe:
         return [{k: v.numpy().copy() for k, v in b.items()} for b in pipe]
 
 
@@ -55,7 +56,7 @@ def test_exif_orientation_is_ignored_like_the_cpu_backend(rotated_dataset, augme
     image (invalid windows, or crops of the rotated picture)."""
     assert Image.open(io.BytesIO(rotated_dataset[0]["image"].tobytes())).getexif()[ORIENTATION] \
         == 6
-    kwargs = dict(image_size=(24, 32), dtype="float32", layout="NHWC", augment=augment)
+    kwargs = dict(size=(24, 32), dtype="float32", layout="NHWC", augment=augment)
     cpu = collect(rotated_dataset, "cpu", **kwargs)
     dali = collect(rotated_dataset, "dali-native", **kwargs)
     assert len(cpu) == len(dali) > 0

@@ -1,6 +1,7 @@
 """The DALI backends through chute.Pipeline on a machine without a GPU.
 
-Must show: `Pipeline(..., backend="dali-native", device="cpu")` and `Pipeline(..., backend="cpu")`
+Must show: `Pipeline(..., fields={"image": ImageOptions(backend="dali-native")}, device="cpu")` and
+`Pipeline(..., fields={"image": ImageOptions(backend="cpu")})`
 with the same seed deliver the same sample ids in the same order and images within the resize
 tolerance: mean |difference| <= 1.0 per batch in 0..255 units (float outputs de-normalised; DALI's
 resize and ROI decode are not bit-identical to the PIL definition the CPU backend follows).
@@ -27,19 +28,20 @@ def dataset(tmp_path_factory):
     return open_dataset(write_jpeg_dataset(tmp_path_factory.mktemp("dali") / "ds.chute", n=26))
 
 
-def collect(dataset, backend, **kwargs):
-    from chute import Pipeline
+def collect(dataset, backend, augment="train", **image):
+    from chute import ImageOptions, Pipeline
 
-    with Pipeline(dataset, 6, backend=backend, device="cpu", seed=11, **kwargs) as pipe:
+    fields = {"image": ImageOptions(backend=backend, **image), "label": None}
+    with Pipeline(dataset, 6, fields=fields, augment=augment, device="cpu", seed=11) as pipe:
         return [{k: (v.numpy().copy() if hasattr(v, "numpy") else v) for k, v in b.items()}
                 for b in pipe]
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(image_size=32, dtype="float16", layout="NCHW"),
-     dict(image_size=(40, 24), dtype="uint8", layout="NHWC"),
-     dict(image_size=48, dtype="float32", layout="NCHW", augment="eval")],
+    [dict(size=32, dtype="float16", layout="NCHW"),
+     dict(size=(40, 24), dtype="uint8", layout="NHWC"),
+     dict(size=48, dtype="float32", layout="NCHW", augment="eval")],
 )
 def test_dali_native_cpu_mode_matches_the_cpu_backend(dataset, kwargs):
     pytest.importorskip("nvidia.dali")
@@ -69,7 +71,8 @@ def test_without_dali_import_works_and_the_error_names_the_extra(dataset):
         # importable without DALI: DALI is imported lazily
         import chute.pipelines.producers.image._dali
         try:
-            chute.Pipeline({str(dataset.path)!r}, 4, backend="dali-native", device="cpu")
+            chute.Pipeline({str(dataset.path)!r}, 4, device="cpu", fields={{
+                "image": chute.ImageOptions(backend="dali-native"), "label": None}})
         except BackendUnavailableError as err:
             print(err)
         else:
@@ -83,10 +86,11 @@ def test_without_dali_import_works_and_the_error_names_the_extra(dataset):
 
 
 def test_pipeline_dali_on_cuda_fails_fast_without_a_device(dataset):
-    from chute import BackendUnavailableError, Pipeline
+    from chute import BackendUnavailableError, ImageOptions, Pipeline
     from chute._device import cuda_device_count
 
     if cuda_device_count() > 0:
         pytest.skip("this machine has a CUDA device")
     with pytest.raises(BackendUnavailableError, match="no CUDA device is available"):
-        Pipeline(dataset, 4, backend="dali", device="cuda")
+        Pipeline(dataset, 4, fields={"image": ImageOptions(backend="dali"), "label": None},
+                 device="cuda")

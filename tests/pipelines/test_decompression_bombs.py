@@ -13,7 +13,7 @@ import pytest
 
 from chute.errors import DecodeError
 from chute.fallbacks import DecodeStatus, decode_batch
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests._datasets import write_samples
 from tests._media import encode, jpeg, smooth_image
 
@@ -40,6 +40,11 @@ def write(path, claimed: tuple[int, int]):
                 yield {"image": jpeg(24, 32, seed=i), "label": i, "height": 24, "width": 32}
 
     return write_samples(path, FIELDS, samples())
+
+
+def _fields(**image) -> dict:
+    """The image (cpu backend, 16 x 16) and its label."""
+    return {"image": ImageOptions(size=16, backend="cpu", **image), "label": None}
 
 
 def _peak_rss_reset() -> bool:
@@ -72,8 +77,8 @@ def test_a_bomb_is_a_counted_substitute_without_memory(tmp_path, claimed):
     why = "more pixels than the bound"  # checked first: nothing of that size is allocated
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        pipe = Pipeline(path, 4, backend="cpu", device="cpu", image_size=16, augment="eval",
-                        rank=0, world_size=1, on_error="skip")
+        pipe = Pipeline(path, 4, fields=_fields(), device="cpu", augment="eval", rank=0,
+                        world_size=1, on_error="skip")
         ids = [int(i) for b in pipe for i in b["index"]]
     assert any(f"sample {BOMB}" in str(w.message) and why in str(w.message) for w in caught)
     assert BOMB not in ids and len(ids) == N
@@ -86,8 +91,8 @@ def test_a_bomb_is_a_counted_substitute_without_memory(tmp_path, claimed):
 
 def test_a_bomb_raises_a_decode_error_naming_the_sample(tmp_path):
     path = write(tmp_path / "ds.chute", (16, 16))
-    with Pipeline(path, 4, backend="cpu", device="cpu", image_size=16, augment="eval",
-                  rank=0, world_size=1, on_error="raise") as pipe:
+    with Pipeline(path, 4, fields=_fields(), device="cpu", augment="eval", rank=0,
+                  world_size=1, on_error="raise") as pipe:
         with pytest.raises(DecodeError, match=f"sample {BOMB}.*shard.*more pixels than the "
                                               "bound"):
             list(pipe)
@@ -129,15 +134,16 @@ def test_the_pixel_bound_is_configurable(tmp_path, monkeypatch):
         max_image_pixels()
     monkeypatch.delenv("CHUTE_MAX_IMAGE_PIXELS")
     path = write(tmp_path / "ds.chute", (30000, 30000))
-    options = dict(backend="cpu", device="cpu", image_size=16, augment="eval", rank=0,
-                   world_size=1)
+    options = dict(device="cpu", augment="eval", rank=0, world_size=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        with Pipeline(path, 4, **options, backend_options={"max_pixels": 24 * 32}) as pipe:
+        with Pipeline(path, 4, fields=_fields(backend_options={"max_pixels": 24 * 32}),
+                      **options) as pipe:
             list(pipe)
             assert pipe.stats.decode_errors == 1
-        with Pipeline(path, 4, **options, backend_options={"max_pixels": 24 * 32 - 1}) as pipe:
+        with Pipeline(path, 4, fields=_fields(backend_options={"max_pixels": 24 * 32 - 1}),
+                      **options) as pipe:
             with pytest.raises(DecodeError, match="substitutes"):  # every image is too large
                 list(pipe)
     with pytest.raises(ValueError, match="max_pixels"):
-        Pipeline(path, 4, **options, backend_options={"max_pixels": 0})
+        Pipeline(path, 4, fields=_fields(backend_options={"max_pixels": 0}), **options)

@@ -62,24 +62,24 @@ def test_a_sample_longer_than_the_limit_raises_naming_it():
 def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
     pytest.importorskip("soundfile")
     pytest.importorskip("soxr")
-    from chute.pipelines import Pipeline
+    from chute.pipelines import AudioOptions, MaxDuration, Pipeline
     from tests._audio import convert_recordings
 
     folder = convert_recordings(tmp_path)
-    pipe = Pipeline(folder, 6, unit="segment", fields=("audio",), max_duration=2.0,
-                    field_options={"audio": {"sample_rate": 8000}})
+    pipe = Pipeline(folder, 6, batching=MaxDuration(2.0),
+                    fields={"audio": AudioOptions(unit="segment", sample_rate=8000)})
     batches = [(b["audio_lengths"].sum().item(), len(b["index"])) for b in pipe]
     assert batches and all(frames <= 2.0 * 8000 and n <= 6 for frames, n in batches)
     state = pipe.state_dict()  # the epoch is over: the state is the next epoch's start
     assert (state["epoch"], state["position"]) == (1, 0)
     # slowed down by speed perturbation, samples deliver more seconds: the limit still holds
-    slow = Pipeline(folder, 6, unit="segment", fields=("audio",), max_duration=2.5,
-                    field_options={"audio": {"sample_rate": 8000, "speeds": (0.8,)}})
+    slow = Pipeline(folder, 6, batching=MaxDuration(2.5), fields={
+        "audio": AudioOptions(unit="segment", sample_rate=8000, speeds=(0.8,))})
     frames = [int(b["audio_lengths"].sum()) for b in slow]
     assert frames and max(frames) <= 2.5 * 8000
     with pytest.raises(ValueError, match=r"longer than max_duration=2.0 s \(e.g. sample 5: 2.250"):
-        Pipeline(folder, 6, unit="segment", fields=("audio",), max_duration=2.0,
-                 field_options={"audio": {"sample_rate": 8000, "speeds": (0.8,)}})
+        Pipeline(folder, 6, batching=MaxDuration(2.0), fields={
+            "audio": AudioOptions(unit="segment", sample_rate=8000, speeds=(0.8,))})
 
 
 @pytest.mark.slow

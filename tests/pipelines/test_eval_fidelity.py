@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from chute import Pipeline
+from chute import ImageOptions, Pipeline
 from chute.fallbacks import decode_batch
 from chute.readers import open_dataset
 from tests._datasets import write_samples
@@ -48,9 +48,9 @@ def photos(tmp_path_factory):
     return open_dataset(path), payloads
 
 
-def _eval_batch(ds, size, **kwargs) -> np.ndarray:
-    with Pipeline(ds, len(ds), image_size=size, augment="eval", backend="cpu", device="cpu",
-                  dtype="uint8", layout="NHWC", fields=("image",), **kwargs) as pipe:
+def _eval_batch(ds, size, **image) -> np.ndarray:
+    image = ImageOptions(size=size, backend="cpu", dtype="uint8", layout="NHWC", **image)
+    with Pipeline(ds, len(ds), fields={"image": image}, augment="eval", device="cpu") as pipe:
         batch = next(iter(pipe))
         order = batch["index"].numpy()
         out = np.empty_like(batch["image"].numpy())
@@ -82,18 +82,19 @@ def test_eval_uses_no_dct_scaling_by_default(photos):
     """Regression: eval used DCT-domain downscaling (what train keeps) and so differed from the
     exact decode by up to tens of levels on real photos."""
     ds, payloads = photos
-    with Pipeline(ds, 2, image_size=64, augment="eval", backend="cpu", device="cpu") as pipe:
+    cpu = {"image": ImageOptions(size=64, backend="cpu")}
+    with Pipeline(ds, 2, fields=cpu, augment="eval", device="cpu") as pipe:
         assert pipe.backend.dct_scaling is False
-    with Pipeline(ds, 2, image_size=64, augment="train", backend="cpu", device="cpu") as pipe:
+    with Pipeline(ds, 2, fields=cpu, augment="train", device="cpu") as pipe:
         assert pipe.backend.dct_scaling is True
-    with Pipeline(ds, 2, image_size=64, augment="eval", backend="cpu", device="cpu",
-                  backend_options={"dct_scaling": True}) as pipe:
+    dct = {"image": ImageOptions(size=64, backend="cpu", backend_options={"dct_scaling": True})}
+    with Pipeline(ds, 2, fields=dct, augment="eval", device="cpu") as pipe:
         assert pipe.backend.dct_scaling is True  # an explicit choice is honoured
     # The delivered pixels are those of the exact decode, not of the DCT-scaled one.
     got = _eval_batch(ds, (32, 32))
     boxes = None
-    with Pipeline(ds, len(ds), image_size=32, augment="eval", backend="cpu",
-                  device="cpu") as pipe:
+    with Pipeline(ds, len(ds), fields={"image": ImageOptions(size=32, backend="cpu")},
+                  augment="eval", device="cpu") as pipe:
         boxes = pipe.plan(0).request(0).params["boxes"]
         ids = pipe.plan(0).request(0).ids
     order = np.argsort(ids)

@@ -69,12 +69,12 @@ def test_fbank_equals_the_reference_within_1e3(rate):
 
 def test_producer_delivers_fbank_of_its_own_waveforms(tmp_path):
     pytest.importorskip("soundfile")
-    from chute.pipelines import Pipeline
+    from chute.pipelines import AudioOptions, Pipeline
     from tests._audio import convert_recordings
 
     folder = convert_recordings(tmp_path, names=("a.wav", "b.flac"))
-    pipe = Pipeline(folder, 3, unit="segment", fields=("audio",), augment="eval",
-                    field_options={"audio": {"features": "fbank"}})
+    pipe = Pipeline(folder, 3, augment="eval",
+                    fields={"audio": AudioOptions(unit="segment", features="fbank")})
     for batch in pipe:
         config = FbankConfig(16000)
         want = fbank(batch["audio"], batch["audio_lengths"].numpy(), config)
@@ -82,4 +82,4 @@ def test_producer_delivers_fbank_of_its_own_waveforms(tmp_path):
         assert batch["audio_fbank_lengths"].tolist() == \
             fbank_frames(batch["audio_lengths"].numpy(), config).tolist()
     with pytest.raises(ValueError, match="fbank"):
-        Pipeline(folder, 3, fields=("audio",), field_options={"audio": {"features": "mfcc"}})
+        Pipeline(folder, 3, fields={"audio": AudioOptions(features="mfcc")})

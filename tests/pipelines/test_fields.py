@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from chute.pipelines import Pipeline
+from chute.pipelines import ArrayOptions, ImageOptions, Pipeline
 from chute.readers import ShardWriter
 from tests.pipelines._pipeline_data import latent_of, write_dataset
 
@@ -29,8 +29,8 @@ def _epoch(pipe):
 
 @pytest.mark.parametrize("augment", ["train", "eval"])
 def test_latents_arrive_next_to_images_for_the_same_sample(mixed, augment):
-    with Pipeline(mixed, 8, backend="cpu", device="cpu", image_size=16, augment=augment,
-                  fields=("image", "latent", "label")) as pipe:
+    fields = {"image": ImageOptions(size=16, backend="cpu"), "latent": None, "label": None}
+    with Pipeline(mixed, 8, fields=fields, device="cpu", augment=augment) as pipe:
         batches = _epoch(pipe)
     seen = []
     for batch in batches:
@@ -83,7 +83,7 @@ def test_image_field_without_size_columns_is_explained(tmp_path):
     with ShardWriter(tmp_path / "x", {"image": {"kind": "bytes", "media": "image"}}) as w:
         w.write({"image": b"\xff\xd8"})
     with pytest.raises(ValueError, match=r"no \['height', 'width'\] column"):
-        Pipeline(tmp_path / "x", 1, backend="cpu", device="cpu")
+        Pipeline(tmp_path / "x", 1, fields={"image": ImageOptions(backend="cpu")}, device="cpu")
 
 
 def test_a_corrupt_shortest_ragged_sample_gets_a_longer_substitute(tmp_path):
@@ -111,8 +111,8 @@ def test_a_corrupt_shortest_ragged_sample_gets_a_longer_substitute(tmp_path):
 
 def test_latents_are_cast_on_the_device_when_asked(tmp_path):
     path = write_dataset(tmp_path / "lat", n=N, latent_shape=(2, 3), images=False, meta=False)
-    with Pipeline(path, 5, augment="eval", device="cpu", fields=("latent",),
-                  field_options={"latent": {"dtype": "bfloat16"}}) as pipe:
+    with Pipeline(path, 5, augment="eval", device="cpu",
+                  fields={"latent": ArrayOptions(dtype="bfloat16")}) as pipe:
         for batch in pipe:
             assert batch["latent"].dtype == torch.bfloat16
             for k, i in enumerate(batch["index"].tolist()):

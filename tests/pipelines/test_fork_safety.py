@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from chute.fallbacks import decode_batch
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests._media import jpeg
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -57,8 +57,9 @@ def _wait_all(pids, deadline):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # fork with threads: what we test
 def test_children_forked_during_decoding_can_decode(tmp_path):
     path = write_dataset(tmp_path / "ds.chute", n=24, sizes=(300, 400), shard_size="1MiB")
-    pipe = Pipeline(path, 8, backend="cpu", device="cpu", image_size=64, dtype="float32",
-                    rank=0, world_size=1, prefetch=1)
+    image = ImageOptions(size=64, backend="cpu", dtype="float32")
+    pipe = Pipeline(path, 8, fields={"image": image, "label": None}, device="cpu", rank=0,
+                    world_size=1, prefetch=1)
     stop = threading.Event()
     decoding = threading.Event()
 
@@ -99,8 +100,8 @@ def test_children_forked_during_decoding_can_decode(tmp_path):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_pass_started_before_the_fork_says_so_in_the_child(tmp_path):
     path = write_dataset(tmp_path / "ds.chute", n=24)
-    with Pipeline(path, 4, backend="cpu", device="cpu", image_size=16, rank=0,
-                  world_size=1) as pipe:
+    with Pipeline(path, 4, fields={"image": ImageOptions(size=16, backend="cpu"), "label": None},
+                  device="cpu", rank=0, world_size=1) as pipe:
         it = iter(pipe)
         next(it)
         pid = os.fork()

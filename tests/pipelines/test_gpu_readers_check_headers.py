@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from chute.errors import DecodeError
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests._datasets import write_samples
 from tests._media import jpeg
 from tests.pipelines.test_decompression_bombs import BOMB, FIELDS, N, _peak_rss_reset, _rss, write
@@ -22,9 +22,11 @@ def backend(request):
     return request.param
 
 
-def _options(backend, on_error="skip", **extra):
-    return dict(backend=backend, device="cpu", image_size=16, augment="eval", rank=0,
-                world_size=1, on_error=on_error, **extra)
+def _options(backend, on_error="skip", **image):
+    """Pipeline arguments; `image`: more of the image field's options (backend_options=)."""
+    fields = {"image": ImageOptions(size=16, backend=backend, **image), "label": None}
+    return dict(fields=fields, device="cpu", augment="eval", rank=0, world_size=1,
+                on_error=on_error)
 
 
 def _read(path, backend, **extra):

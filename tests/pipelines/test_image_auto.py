@@ -184,21 +184,23 @@ def test_auto_without_decision_picks_cpu_and_says_why(image_dataset):
 def test_auto_uses_stored_decision_and_user_options_win(image_dataset):
     params = TuneParams(8, 32, "train", "float16", "cpu")
     result = tune_dataset(image_dataset, params, budget=3.0)
-    with Pipeline(image_dataset, 8, image_size=32, backend="auto", device="cpu") as pipe:
+    auto = {"image": ImageOptions(size=32, backend="auto"), "label": None}
+    with Pipeline(image_dataset, 8, fields=auto, device="cpu") as pipe:
         assert pipe.stats.backend == result["choice"]
         assert pipe.stats.backend_options == result["backend_options"]
         assert result["key"] in pipe.stats.backend_reason
         assert next(iter(pipe))["image"].shape == (8, 3, 32, 32)
-    with Pipeline(image_dataset, 8, image_size=32, backend="auto", device="cpu",
-                  backend_options={"threads": 1}) as pipe:
+    image = ImageOptions(size=32, backend="auto", backend_options={"threads": 1})
+    with Pipeline(image_dataset, 8, fields={"image": image, "label": None}, device="cpu") as pipe:
         assert pipe.stats.backend_options["threads"] == 1
     # a different batch shape has no decision: back to the unmeasured default
-    with Pipeline(image_dataset, 4, image_size=32, backend="auto", device="cpu") as pipe:
+    with Pipeline(image_dataset, 4, fields=auto, device="cpu") as pipe:
         assert "without measuring" in pipe.stats.backend_reason
 
 
 def test_named_backend_is_reported(image_dataset):
-    with Pipeline(image_dataset, 8, image_size=32, backend="cpu", device="cpu") as pipe:
+    with Pipeline(image_dataset, 8, fields={"image": ImageOptions(size=32, backend="cpu"),
+                                            "label": None}, device="cpu") as pipe:
         assert pipe.stats.backend == "cpu"
         assert "requested" in pipe.stats.backend_reason
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chute import Pipeline
+from chute import AudioOptions, ImageOptions, Pipeline
 from chute.errors import FormatError
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -18,7 +18,8 @@ def test_image_dataset_without_size_column(tmp_path, column):
     del manifest["fields"][column]
     (root / "chute.json").write_text(json.dumps(manifest))
     with pytest.raises(FormatError, match=f"no \\['{column}'\\] column"):
-        Pipeline(str(root), 2, image_size=16, backend="cpu", augment="eval")
+        Pipeline(str(root), 2, fields={"image": ImageOptions(size=16, backend="cpu"),
+                                       "label": None}, augment="eval")
 
 
 @pytest.mark.parametrize("column", ["num_frames", "sample_rate"])
@@ -31,8 +32,7 @@ def test_audio_dataset_without_unit_column(tmp_path, column):
     del manifest["fields"][column]
     (root / "chute.json").write_text(json.dumps(manifest))
     with pytest.raises(FormatError, match=f"no \\['{column}'\\] column"):
-        Pipeline(str(root), 2, unit="segment", fields=("audio",),
-                 field_options={"audio": {"sample_rate": 16000}})
+        Pipeline(str(root), 2, fields={"audio": AudioOptions(unit="segment", sample_rate=16000)})
 
 
 @pytest.mark.parametrize("meta", [None, ["a list"], {"segments": "not a list"},
@@ -52,5 +52,4 @@ def test_audio_segments_malformed(tmp_path, meta):
     else:
         _rewrite(open_dataset(root), "meta", [meta])  # the recording's metadata record
     with pytest.raises(FormatError, match="recording 0|no \\['meta'\\]"):
-        Pipeline(str(root), 2, unit="segment", fields=("audio",),
-                 field_options={"audio": {"sample_rate": 16000}})
+        Pipeline(str(root), 2, fields={"audio": AudioOptions(unit="segment", sample_rate=16000)})

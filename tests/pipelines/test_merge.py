@@ -1,5 +1,5 @@
-"""Dynamic segment merging: chute/pipelines/sampling/_merge.py and `Pipeline(unit="segment",
-merge=(min_s, max_s))`."""
+"""Dynamic segment merging: chute/pipelines/sampling/_merge.py and
+`Pipeline(fields={"audio": AudioOptions(unit="segment", merge=(min_s, max_s))})`."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_bad_merge_arguments_raise_naming_them():
         check_merge((1, 2), None)
 
 
-# ---- Pipeline(unit="segment", merge=...) on real audio ---------------------------------------
+# ---- AudioOptions(unit="segment", merge=...) on real audio -----------------------------------
 
 NAMES = ("a.wav", "b.flac")  # both 16 kHz mono: no resampling, so slices compare exactly
 SEGMENTS = {
@@ -139,11 +139,11 @@ def folder(tmp_path_factory):
                               segments=_segments)
 
 
-def _pipe(folder, **kwargs):
-    from chute.pipelines import Pipeline
+def _pipe(folder, batch_size=3, merge=(0.5, 1.0), **kwargs):
+    from chute.pipelines import AudioOptions, Pipeline
 
-    options = dict(unit="segment", merge=(0.5, 1.0), fields=("audio",), seed=1)
-    return Pipeline(folder, kwargs.pop("batch_size", 3), **(options | kwargs))
+    fields = {"audio": AudioOptions(unit="segment", merge=merge)}
+    return Pipeline(folder, batch_size, fields=fields, **({"seed": 1} | kwargs))
 
 
 def _collect(pipe) -> list[dict]:
@@ -176,9 +176,9 @@ def test_merged_audio_equals_soundfile_read_of_the_whole_span(folder):
 
 
 def test_duration_batches_ranks_and_resume_with_merging(folder):
-    from chute.pipelines import Pipeline
+    from chute.pipelines import AudioOptions, MaxDuration, Pipeline
 
-    ranks = [_pipe(folder, rank=r, world_size=2, max_duration=2.0, batch_size=4)
+    ranks = [_pipe(folder, rank=r, world_size=2, batching=MaxDuration(2.0), batch_size=4)
              for r in range(2)]
     for epoch in (0, 1):
         for p in ranks:
@@ -192,7 +192,7 @@ def test_duration_batches_ranks_and_resume_with_merging(folder):
     assert unit.count(1, 0) != unit.count(1, 1) or not np.array_equal(
         unit.table.bounds(1, 0), unit.table.bounds(1, 1))  # a new merge every epoch
 
-    limits = dict(batch_size=3, max_duration=2.0)
+    limits = dict(batch_size=3, batching=MaxDuration(2.0))
     full = _pipe(folder, **limits)
     full.set_epoch(1)
     want = _collect(full)
@@ -210,8 +210,8 @@ def test_duration_batches_ranks_and_resume_with_merging(folder):
         assert (got["audio"] == expected["audio"]).all()
         assert got["audio_segment"] == expected["audio_segment"]
     with pytest.raises(ValueError, match="longer than max_duration"):
-        _pipe(folder, max_duration=0.8)
+        _pipe(folder, batching=MaxDuration(0.8))
     with pytest.raises(ValueError, match="needs unit='segment'"):
-        Pipeline(folder, 2, unit="recording", merge=(0.5, 1.0), fields=("audio",))
+        Pipeline(folder, 2, fields={"audio": AudioOptions(unit="recording", merge=(0.5, 1.0))})
     with pytest.raises(ValueError, match="min_s 2.0 > max_s 1.0"):
         _pipe(folder, merge=(2, 1))

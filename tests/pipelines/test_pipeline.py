@@ -10,7 +10,7 @@ import torch
 
 import chute.pipelines.producers._registry as producer_registry
 import chute.pipelines.sampling._plan as plan_module
-from chute.pipelines import EpochOrder, Pipeline
+from chute.pipelines import EpochOrder, ImageOptions, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 
 N = 53
@@ -30,15 +30,13 @@ def id_backend(monkeypatch):
     return _id_backend
 
 
-def make(path, batch_size=4, **kw):
-    kw.setdefault("backend", "test-ids")
-    kw.setdefault("dtype", "float32")
-    kw.setdefault("image_size", 8)
+def make(path, batch_size=4, fields=("image", "label", "meta"), backend="test-ids", **kw):
     kw.setdefault("device", "cpu")
     kw.setdefault("rank", 0)
     kw.setdefault("world_size", 1)
-    kw.setdefault("fields", ("image", "label", "meta"))
-    return Pipeline(path, batch_size, **kw)
+    image = ImageOptions(size=8, backend=backend, dtype="float32")
+    return Pipeline(path, batch_size, fields={f: image if f == "image" else None for f in fields},
+                    **kw)
 
 
 def prefetch_threads():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from chute.errors import DecodeError
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 from tests.pipelines._plans import image_batch
 
@@ -29,9 +29,11 @@ def corrupt_path(tmp_path_factory):
 
 
 def make(path, **kw):
-    kw = {"image_size": 16, "device": "cpu", "backend": "cpu", "rank": 0, "world_size": 1,
-          "backend_options": {"threads": 1}, **kw}
-    return Pipeline(path, 8, **kw)
+    """dtype=, layout= and backend_options= here are the image field's options."""
+    image = {"size": 16, "backend": "cpu", "backend_options": {"threads": 1},
+             **{k: kw.pop(k) for k in ("dtype", "layout", "backend_options") if k in kw}}
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, **kw}
+    return Pipeline(path, 8, fields={"image": ImageOptions(**image), "label": None}, **kw)
 
 
 @pytest.mark.parametrize("dtype,layout", [("float16", "NCHW"), ("uint8", "NHWC")])

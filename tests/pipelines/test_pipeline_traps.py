@@ -1,13 +1,14 @@
 """Silent traps of the Pipeline (each fails on the code before its fix): epochs that end early,
 states that resume into nothing, units, empty passes, kept batches, misuse from threads."""
 
+import dataclasses
 import threading
 
 import numpy as np
 import pytest
 import torch
 
-from chute.pipelines import CropParams, Pipeline
+from chute.pipelines import CropParams, ImageOptions, Pipeline
 from tests._datasets import write_samples
 from tests.pipelines._pipeline_data import write_dataset
 
@@ -27,12 +28,17 @@ def other_path(tmp_path_factory):
 pytestmark = pytest.mark.usefixtures("ids_backend")
 
 
-def make(path, batch_size=4, **kw):
-    fields = kw.get("fields")
-    image = {"backend": "test-ids", "dtype": "float32", "image_size": 8} \
-        if fields is None or "image" in fields else {}
-    kw = {**image, "device": "cpu", "rank": 0, "world_size": 1, **kw}
-    return Pipeline(path, batch_size, **kw)
+_IMAGE_OPTIONS = {f.name for f in dataclasses.fields(ImageOptions)}
+
+
+def make(path, batch_size=4, fields=("image", "label"), **kw):
+    """A Pipeline of `fields`; ImageOptions keywords (size=, dtype=, crop=, ...) given here go
+    to the image field's options (default: the test-ids backend, float32, size 8)."""
+    image = {"backend": "test-ids", "dtype": "float32", "size": 8,
+             **{k: kw.pop(k) for k in list(kw) if k in _IMAGE_OPTIONS}}
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, **kw}
+    return Pipeline(path, batch_size, fields={f: ImageOptions(**image) if f == "image" else None
+                                              for f in fields}, **kw)
 
 
 def test_stopping_after_len_batches_loses_no_epoch(dataset_path):
@@ -176,13 +182,13 @@ def test_string_flags_and_huge_sizes_are_refused(dataset_path):
     with pytest.raises(TypeError, match="string"):
         make(dataset_path, backend_options={"threads": "no"})
     with pytest.raises(ValueError, match="GiB"):
-        make(dataset_path, batch_size=20, image_size=200_000, augment="eval")
+        make(dataset_path, batch_size=20, size=200_000, augment="eval")
 
 
 def test_an_allocation_that_fails_says_how_much_memory_it_wanted(dataset_path, monkeypatch):
     # the machine's size unknown: the ring passes the early check, then cannot be allocated
     monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: None)
-    with make(dataset_path, batch_size=4, image_size=400_000, augment="eval") as pipe:
+    with make(dataset_path, batch_size=4, size=400_000, augment="eval") as pipe:
         with pytest.raises(ValueError, match=r"GiB.*lower batch_size, image_size or prefetch"):
             next(iter(pipe))
 
@@ -197,7 +203,7 @@ def test_output_options(dataset_path):
         batch["image"] = batch["image"] + 1
         return batch
 
-    with make(dataset_path, image_size="6x10", dtype="bfloat16", augment="eval",
+    with make(dataset_path, size="6x10", dtype="bfloat16", augment="eval",
               memory_format=torch.channels_last, transform=transform) as pipe:
         batch = next(iter(pipe))
         image = batch["image"]
@@ -206,14 +212,14 @@ def test_output_options(dataset_path):
         assert torch.equal(image.amax(dim=(1, 2, 3)), (batch["index"] + 1).to(torch.bfloat16))
     assert seen == [torch.bfloat16]
     crop = CropConfig(scale=(0.35, 1), ratio=(3 / 4, 4 / 3), flip_p=0.0)
-    with make(dataset_path, crop=crop, image_size=(6, 10)) as pipe:
+    with make(dataset_path, crop=crop, size=(6, 10)) as pipe:
         (params,) = [s for s in pipe._params if isinstance(s, CropParams)]
         assert params.config.size == (6, 10) and params.config.scale == (0.35, 1)
         boxes = pipe.plan().request(0).params["boxes"]
         assert not pipe.plan().request(0).params["flips"].any()
         assert boxes.shape == (4, 4)
     with pytest.raises(ValueError, match="disagree"):
-        make(dataset_path, crop=CropConfig(size=(6, 6)), image_size=8)
+        make(dataset_path, crop=CropConfig(size=(6, 6)), size=8)
 
 
 def _mapped(path):

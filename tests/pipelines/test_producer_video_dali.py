@@ -13,7 +13,7 @@ pytest.importorskip("av")
 pytest.importorskip("nvidia.dali")
 
 from chute.errors import BackendUnavailableError  # noqa: E402
-from chute.pipelines import Pipeline  # noqa: E402
+from chute.pipelines import Buckets, Pipeline, VideoOptions  # noqa: E402
 from chute.pipelines.sampling._clips import ClipParams, clip_indices  # noqa: E402
 from tests._video_media import level  # noqa: E402
 from tests.pipelines._dali_video_data import FRAMES, write_codec_videos  # noqa: E402
@@ -21,7 +21,7 @@ from tests.pipelines._dali_video_data import FRAMES, write_codec_videos  # noqa:
 NATIVE_TOLERANCE = 2.0  # mean |dali - cpu| on uint8 at native size (issue 15's bound)
 RESIZED_TOLERANCE = 3.0  # the same after resize + crop (two resize filters)
 FIELDS = ("video", "num_frames", "height", "width", "fps", "meta")
-OPTS = {"num_frames": 4, "frame_interval": 3}
+OPTS = {"num_frames": 4, "frame_interval": 3}  # VideoOptions of every test's clips
 
 
 @pytest.fixture(scope="module", params=["libvpx-vp9", "libvpx", "mjpeg"])
@@ -29,10 +29,11 @@ def videos(request, tmp_path_factory):
     return write_codec_videos(tmp_path_factory.mktemp(request.param), request.param)
 
 
-def _epoch(path, backend, batch_size=2, **kw):
-    options = {**OPTS, **kw.pop("options", {}), "backend": backend}
-    with Pipeline(path, batch_size, device="cpu", fields=kw.pop("fields", FIELDS),
-                  field_options={"video": options}, **kw) as pipe:
+def _epoch(path, backend, batch_size=2, options=(), fields=FIELDS, **kw):
+    """One epoch of `fields`; `options`: VideoOptions keywords besides OPTS and the backend."""
+    video = VideoOptions(**{**OPTS, **dict(options), "backend": backend})
+    with Pipeline(path, batch_size, device="cpu",
+                  fields={f: video if f == "video" else None for f in fields}, **kw) as pipe:
         return [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in b.items()}
                 for b in pipe]
 
@@ -92,8 +93,8 @@ def test_buckets_on_two_ranks_give_the_cpu_backend_shapes_and_samples(tmp_path):
     steps = {}
     for backend in ("cpu", "dali"):
         steps[backend] = [
-            _epoch(path, backend, batch_size=None, buckets=config, rank=r, world_size=2, seed=5,
-                   fields=("video",), options={"frame_interval": 2})
+            _epoch(path, backend, batch_size=None, batching=Buckets(config), rank=r,
+                   world_size=2, seed=5, fields=("video",), options={"frame_interval": 2})
             for r in range(2)]
     for rank in range(2):
         _compare(steps["cpu"][rank], steps["dali"][rank], RESIZED_TOLERANCE)
@@ -112,8 +113,8 @@ def test_a_codec_dali_cannot_decode_here_names_sample_shard_and_the_cpu_backend(
 def test_a_corrupt_video_is_substituted_and_counted(tmp_path):
     path = write_codec_videos(tmp_path / "bad", frames=[20, 20, 20, 20], corrupt=(2,))
     with pytest.warns(RuntimeWarning, match="sample 2 "):
-        with Pipeline(path, 4, augment="eval", device="cpu", fields=("video",),
-                      field_options={"video": {**OPTS, "backend": "dali"}}) as pipe:
+        with Pipeline(path, 4, augment="eval", device="cpu",
+                      fields={"video": VideoOptions(**OPTS, backend="dali")}) as pipe:
             batch = next(iter(pipe))
             assert pipe.stats.decode_errors == 1
     assert 2 not in batch["index"].tolist()
@@ -121,8 +122,7 @@ def test_a_corrupt_video_is_substituted_and_counted(tmp_path):
 
 def test_an_unknown_video_backend_is_explained(videos):
     with pytest.raises(ValueError, match=r"backend='gpu'.*\['cpu', 'dali'\]"):
-        Pipeline(videos, 2, device="cpu", fields=("video",),
-                 field_options={"video": {"backend": "gpu"}})
+        Pipeline(videos, 2, device="cpu", fields={"video": VideoOptions(backend="gpu")})
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +161,9 @@ def test_real_footage_reencoded_matches_the_cpu_backend(real_frames, tmp_path, c
 def test_gpu_mode_decodes_h264_like_the_cpu_backend(tmp_path, size, batch_size, tolerance):
     path = write_codec_videos(tmp_path / "gpu", "libx264")
     kw = dict(augment="train", seed=2, batch_size=batch_size, options={"size": size})
-    with Pipeline(path, batch_size, device="cuda", fields=FIELDS, augment="train", seed=2,
-                  field_options={"video": {**OPTS, "size": size, "backend": "dali"}}) as p:
+    video = VideoOptions(**OPTS, size=size, backend="dali")
+    with Pipeline(path, batch_size, device="cuda", augment="train", seed=2,
+                  fields={f: video if f == "video" else None for f in FIELDS}) as p:
         assert p.stats.samples == 0 and p._outputs["video"].on_device
         dali = [{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in b.items()}
                 for b in p]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from chute.pipelines import Pipeline, PipelineDataset
+from chute.pipelines import ImageOptions, Pipeline, PipelineDataset
 from tests.pipelines._pipeline_data import write_dataset
 
 N = 30
@@ -18,8 +18,9 @@ pytestmark = pytest.mark.usefixtures("ids_backend")
 
 
 def make(path):
-    return Pipeline(path, 4, backend="test-ids", dtype="float32", image_size=8, device="cpu",
-                    rank=0, world_size=1, fields=("image", "label", "meta"))
+    image = ImageOptions(size=8, backend="test-ids", dtype="float32")
+    return Pipeline(path, 4, fields={"image": image, "label": None, "meta": None}, device="cpu",
+                    rank=0, world_size=1)
 
 
 def epoch_ids(loader):

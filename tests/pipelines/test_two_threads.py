@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 
 N, B, TRIALS = 48, 4, 8
@@ -19,7 +19,8 @@ def dataset_path(tmp_path_factory):
 
 
 def _make(path):
-    return Pipeline(path, B, backend="cpu", device="cpu", image_size=24, dtype="uint8",
+    image = ImageOptions(size=24, backend="cpu", dtype="uint8")
+    return Pipeline(path, B, fields={"image": image, "label": None}, device="cpu",
                     augment="eval", rank=0, world_size=1, prefetch=2)
 
 

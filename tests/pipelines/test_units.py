@@ -1,4 +1,4 @@
-"""Sample units (chute/pipelines/sampling/_units.py) and `Pipeline(unit="segment")`: order,
+"""Sample units (chute/pipelines/sampling/_units.py) and `AudioOptions(unit="segment")`: order,
 partition, resume and substitution over segments addressed through prefix sums."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from chute.errors import DecodeError, FormatError
-from chute.pipelines import Pipeline
+from chute.pipelines import AudioOptions, Pipeline
 from chute.pipelines.sampling._units import sample_unit
 from chute.readers import open_dataset, update_metadata
 from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
@@ -18,7 +18,7 @@ from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
 pytest.importorskip("soundfile")
 pytest.importorskip("soxr")
 NAMES = list(RECORDINGS)
-OPTIONS = {"audio": {"sample_rate": 16000}}
+SEGMENTS = {"audio": AudioOptions(unit="segment", sample_rate=16000)}
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +50,12 @@ def test_segments_broken_by_a_metadata_update_raise_naming_them(tmp_path):
     (tmp_path / "u.jsonl").write_text(json.dumps(bad) + "\n")
     update_metadata(folder, tmp_path / "u.jsonl")
     with pytest.raises(FormatError, match=r"recording 1 \('b.flac'\).*segment 1.*not after"):
-        Pipeline(folder, 4, unit="segment", field_options=OPTIONS, fields=("audio",))
+        Pipeline(folder, 4, fields=SEGMENTS)
 
 
 def _epoch(folder, rank=0, world=1, **kwargs):
-    pipe = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, rank=rank,
-                    world_size=world, fields=("audio", "meta", "sample_rate"), **kwargs)
+    pipe = Pipeline(folder, 2, rank=rank, world_size=world,
+                    fields={**SEGMENTS, "meta": None, "sample_rate": None}, **kwargs)
     return pipe, _collect(pipe)
 
 
@@ -86,12 +86,12 @@ def test_ranks_take_disjoint_segments_and_resume_is_exact(folder):
              for r in range(2)]
     assert not set(parts[0]) & set(parts[1]) and len(parts[0]) == len(parts[1]) == 6
     pipe, full = _epoch(folder)
-    resumed = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, fields=("audio",))
+    resumed = Pipeline(folder, 2, fields=SEGMENTS)
     run = iter(resumed)
     next(run)
     state = resumed.state_dict()
     assert state["position"] == 2
-    again = Pipeline(folder, 2, unit="segment", field_options=OPTIONS, fields=("audio",))
+    again = Pipeline(folder, 2, fields=SEGMENTS)
     again.load_state_dict(state)
     rest = _collect(again)
     assert len(rest) == len(full) - 1
@@ -109,10 +109,8 @@ def test_a_failing_segment_is_substituted_or_raised_naming_it(tmp_path):
     raw[middle:middle + 400] = bytes(400)
     audio.write_bytes(bytes(raw))
     with pytest.raises(DecodeError, match=r"segment 2 of recording 1"):
-        list(Pipeline(folder, 6, unit="segment", field_options=OPTIONS, fields=("audio",),
-                      on_error="raise", augment="eval"))
-    pipe = Pipeline(folder, 6, unit="segment", field_options=OPTIONS, fields=("audio",),
-                    augment="eval")
+        list(Pipeline(folder, 6, fields=SEGMENTS, on_error="raise", augment="eval"))
+    pipe = Pipeline(folder, 6, fields=SEGMENTS, augment="eval")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         (batch,) = list(pipe)
@@ -139,7 +137,7 @@ def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
                            AudioConvertOptions(workers=1, progress=False))
     assert report.segments == 2 and [w for w, _ in report.skipped] == [
         f"{tmp_path / 'r.flac'}#segment2"]
-    (batch,) = list(Pipeline(tmp_path / "ds", 2, unit="segment", fields=("audio",),
+    (batch,) = list(Pipeline(tmp_path / "ds", 2, fields={"audio": AudioOptions(unit="segment")},
                              augment="eval"))
     for row, seg in enumerate(segments[:2]):
         want = sf.read(tmp_path / "r.flac", start=round(seg["start"] * rate),
@@ -150,4 +148,4 @@ def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
     (tmp_path / "u.jsonl").write_text(json.dumps({"key": "r", "segments": segments}) + "\n")
     update_metadata(tmp_path / "ds", tmp_path / "u.jsonl")
     with pytest.raises(FormatError, match=r"recording 0 \('r'\).*segment 2.*past the end"):
-        Pipeline(tmp_path / "ds", 2, unit="segment", fields=("audio",))
+        Pipeline(tmp_path / "ds", 2, fields={"audio": AudioOptions(unit="segment")})

@@ -4,6 +4,7 @@ reference crop of the resized frames, centred in evaluation."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 
 pytest.importorskip("av")
 
-from chute.pipelines import Pipeline  # noqa: E402
+from chute.pipelines import Pipeline, VideoOptions  # noqa: E402
 from chute.pipelines.producers.video._crop import VideoCropParams  # noqa: E402
 from chute.pipelines.sampling._clips import ClipParams, clip_indices  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
@@ -21,7 +22,7 @@ from tests._video_media import make_video  # noqa: E402
 
 FRAMES = [14, 9, 17, 12, 10, 15]
 H, W, SIZE = 40, 64, (16, 16)  # filled to 16 x 26: 10 columns of room
-OPTS = {"num_frames": 3, "frame_interval": 2, "size": SIZE, "crop": "random"}
+OPTS = VideoOptions(num_frames=3, frame_interval=2, size=SIZE, crop="random")
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,8 @@ def videos(tmp_path_factory):
 
 
 def _clips(videos, seed, epoch, augment="train", opts=OPTS):
-    with Pipeline(videos, 2, augment=augment, device="cpu", seed=seed, fields=("video",),
-                  field_options={"video": opts}) as pipe:
+    with Pipeline(videos, 2, augment=augment, device="cpu", seed=seed,
+                  fields={"video": opts}) as pipe:
         pipe.set_epoch(epoch)
         return {int(i): v.clone() for b in pipe
                 for i, v in zip(b["index"].tolist(), b["video"], strict=True)}
@@ -80,7 +81,7 @@ def test_random_crops_are_keyed_and_pixel_equal_to_a_reference_crop(videos):
 
 def test_centre_crop_by_default_and_in_evaluation(videos):
     room = round(W * SIZE[0] / H) - SIZE[1]
-    centre = {**OPTS, "crop": "center"}
+    centre = dataclasses.replace(OPTS, crop="center")
     for clips, augment in ((_clips(videos, 7, 0, "train", centre), "train"),
                            (_clips(videos, 7, 0, "eval"), "eval")):
         ids = np.arange(len(FRAMES))
@@ -91,5 +92,4 @@ def test_centre_crop_by_default_and_in_evaluation(videos):
 
 def test_an_unknown_crop_is_explained(videos):
     with pytest.raises(ValueError, match="crop must be one of"):
-        Pipeline(videos, 2, device="cpu", fields=("video",),
-                 field_options={"video": {"crop": "left"}})
+        Pipeline(videos, 2, device="cpu", fields={"video": VideoOptions(crop="left")})

@@ -14,13 +14,13 @@ import torch
 pytest.importorskip("av")
 
 from chute.errors import ChuteError  # noqa: E402
-from chute.pipelines import Pipeline  # noqa: E402
+from chute.pipelines import Buckets, Pipeline, VideoOptions  # noqa: E402
 from chute.pipelines.producers._contract import StoredFieldProducer  # noqa: E402
 from chute.pipelines.producers.video._cpu import VideoProducer  # noqa: E402
 from chute.pipelines.producers.video._epoch import VideoEpoch  # noqa: E402
 from tests.pipelines.test_producer_video import write_videos  # noqa: E402
 
-OPTS = {"num_frames": 3, "frame_interval": 2, "size": (16, 24), "dtype": "uint8"}
+OPTS = VideoOptions(num_frames=3, frame_interval=2, size=(16, 24), dtype="uint8")
 BUCKETS = {"16x16": {2: (1.0, 2)}, "32x32": {3: (1.0, 1)}}
 
 
@@ -46,13 +46,12 @@ def _assert_same(a, b):
             assert torch.equal(x[key], y[key]), key
 
 
-@pytest.mark.parametrize("kw", [dict(batch_size=2, field_options={"video": OPTS}),
-                                dict(batch_size=None, buckets=BUCKETS,
-                                     field_options={"video": {"frame_interval": 2,
-                                                              "dtype": "uint8"}})])
+@pytest.mark.parametrize("kw", [dict(batch_size=2, fields={"video": OPTS}),
+                                dict(batch_size=None, batching=Buckets(BUCKETS), fields={
+                                    "video": VideoOptions(frame_interval=2, dtype="uint8")})])
 def test_pipelined_batches_equal_in_order_reads(videos, monkeypatch, kw):
     def pipe():
-        return Pipeline(videos, fields=("video",), device="cpu", seed=3, **kw)
+        return Pipeline(videos, device="cpu", seed=3, **kw)
 
     with pipe() as p:
         pipelined = _batches(p)
@@ -67,8 +66,7 @@ def test_pipelined_batches_equal_in_order_reads(videos, monkeypatch, kw):
 
 def test_resume_after_k_batches_continues_with_the_same_clips(videos):
     def pipe():
-        return Pipeline(videos, 2, fields=("video",), device="cpu", seed=7,
-                        field_options={"video": OPTS})
+        return Pipeline(videos, 2, fields={"video": OPTS}, device="cpu", seed=7)
 
     with pipe() as p:
         whole = _batches(p)
