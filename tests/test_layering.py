@@ -70,6 +70,7 @@ class Import:
     source: str  # importing module
     target: str  # imported chute module (or package)
     where: str  # file:line
+    named: str = ""  # the chute module the statement names (a package, for its lazy names)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.source} imports {self.target}"
@@ -112,8 +113,8 @@ def collect_imports(module: str, source: str, path: str, modules: dict[str, Path
     """
     found = []
 
-    def add(target: str, line: int) -> None:
-        found_here = Import(module, target, f"{path}:{line}")
+    def add(target: str, line: int, named: str = "") -> None:
+        found_here = Import(module, target, f"{path}:{line}", named or target)
         if (target == "chute" or target.startswith("chute.")) and found_here not in found:
             found.append(found_here)
 
@@ -126,7 +127,10 @@ def collect_imports(module: str, source: str, path: str, modules: dict[str, Path
             lazy = _lazy_names(modules[base]) if base in modules else {}
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                add(sub if sub in modules else lazy.get(alias.name, base), node.lineno)
+                if sub in modules:
+                    add(sub, node.lineno)
+                else:
+                    add(lazy.get(alias.name, base), node.lineno, base)
     # a package's lazy attributes import their modules when first used
     if is_package:
         lazy = _lazy_names(modules[module]) if module in modules else {}
@@ -218,6 +222,56 @@ def test_lower_layers_do_not_import_the_ones_above(imports, source, target):
     bad = [str(i) for i in imports
            if layer_of(i.source) == source and layer_of(i.target) == target]
     assert not bad, f"chute.{source} must not import chute.{target}:\n" + "\n".join(bad)
+
+
+# packages whose modules other packages use only through the names their __init__ exports
+PACKAGES = ("chute.readers", "chute.fallbacks", "chute.kernels", "chute.autotune",
+            "chute.pipelines", "chute.infer", "chute._cli")
+
+
+def package_of(module: str) -> str | None:
+    return next((p for p in PACKAGES if module == p or module.startswith(p + ".")), None)
+
+
+def crosses_into_private(i: Import) -> bool:
+    """Whether `i` names a private module (a part starting with "_" below the package) of a
+    package other than its own."""
+    package = package_of(i.named)
+    if package is None or package_of(i.source) == package:
+        return False
+    return any(part.startswith("_") for part in i.named[len(package) + 1:].split(".") if part)
+
+
+def test_no_package_imports_another_packages_private_modules(imports):
+    """A package uses another through the public names the other exports in its __init__'s
+    `__all__` (lazy `_LAZY` names included): `from chute.fallbacks import DecodeStatus`, not
+    `from chute.fallbacks._status import DecodeStatus`. Tests may still import private modules."""
+    bad = [f"{i}  (import a public name of {package_of(i.named)}; export it in its __all__)"
+           for i in imports if crosses_into_private(i)]
+    assert not bad, "imports of another package's private modules:\n" + "\n".join(bad)
+
+
+def test_private_crossings_are_told_from_public_and_lazy_names(tmp_path):
+    (tmp_path / "chute" / "readers").mkdir(parents=True)
+    (tmp_path / "chute" / "pipelines").mkdir()
+    for name in ("__init__.py", "readers/_a.py", "readers/_b.py", "pipelines/__init__.py",
+                 "pipelines/x.py"):
+        (tmp_path / "chute" / name).touch()
+    (tmp_path / "chute" / "readers" / "__init__.py").write_text(
+        '_LAZY = {"lazy_name": "chute.readers._a"}\n')
+    modules = module_files(tmp_path / "chute")
+    source = (
+        "from chute.readers import lazy_name\n"
+        "from chute.readers import _b\n"
+        "def f():\n"
+        "    from chute.readers._a import thing\n"
+        "    import chute.readers._b\n"
+    )
+    found = collect_imports("chute.pipelines.x", source, "x.py", modules)
+    assert [i.where for i in found if crosses_into_private(i)] == ["x.py:2", "x.py:4", "x.py:5"]
+    own = collect_imports("chute.readers._b", "from chute.readers._a import thing\n", "b.py",
+                          modules)
+    assert not any(crosses_into_private(i) for i in own)
 
 
 def test_no_injection_layer_is_left():

@@ -15,7 +15,7 @@ def convert_iterable(args) -> int:
     from chute.readers import write_dataset
 
     if args.source_kind == "webdataset":
-        from chute.readers._webdataset import iter_webdataset
+        from chute.readers import iter_webdataset
 
         samples, class_names = iter_webdataset(args.src), None
     else:

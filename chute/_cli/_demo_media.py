@@ -45,7 +45,7 @@ def write_latents(path: Path, count: int = 1024, shape=(4, 32, 32), classes: int
     zstd-compressed, `label` int64 [count]. Returns `path`."""
     import zarr
 
-    from chute.readers._zarr_codecs import compressors
+    from chute.readers import compressors
 
     rng = np.random.default_rng(seed)
     label = rng.integers(0, classes, count)
@@ -138,7 +138,7 @@ def write_video(folder: Path, count: int = 12, frames: int = 30, size: int = 64,
     """`count` MP4 clips of `frames` frames at `size`x`size` in `folder/files`, listed in a CSV
     and converted with chute's video converter to `folder/video.chute`. Returns the dataset path
     and the codec used."""
-    from chute.readers._convert_video import convert_video_csv
+    from chute.readers import convert_video_csv
 
     files = _fresh(folder / "files")
     codec = _video_codec()

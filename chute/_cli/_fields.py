@@ -35,9 +35,7 @@ def pipeline_fields(dataset, names: Sequence[str] | None, image: Any,
         image: the `ImageOptions` of every image field among them.
         lookups: {table field: index field}: the table delivered per sample through the index.
     """
-    from chute.pipelines import Lookup
-    from chute.pipelines._fields import default_fields
-    from chute.pipelines.producers._registry import family_of
+    from chute.pipelines import Lookup, default_fields, family_of
 
     lookups = dict(lookups or {})
     names = default_fields(dataset) if names is None else tuple(names)

@@ -60,7 +60,7 @@ def run(args) -> int:
 
     from chute import ImageOptions, Pipeline  # with the autotuner registered for --backend auto
     from chute._cli._fields import opened, pipeline_fields
-    from chute.pipelines._options import image_size_of
+    from chute.pipelines import image_size_of
 
     options = {"threads": args.threads} if args.threads else None
     image = ImageOptions(size=args.image_size, backend=args.backend, backend_options=options,

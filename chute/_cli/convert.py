@@ -10,8 +10,7 @@ from chute._cli import convert_audio
 from chute._cli._args import positive
 from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
-from chute.readers import parse_size
-from chute.readers._transcode import TRANSCODE_QUALITY
+from chute.readers import TRANSCODE_QUALITY, parse_size
 
 
 def _size(text: str) -> int:
@@ -154,7 +153,7 @@ def _add_video(kinds) -> None:
 
 
 def _run_video(args) -> int:
-    from chute.readers._convert_video import convert_video_csv
+    from chute.readers import convert_video_csv
 
     report = convert_video_csv(args.src, args.dst, root=args.root, shard_size=args.shard_size,
                                workers=args.workers, strict=args.strict,

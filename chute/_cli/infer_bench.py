@@ -62,9 +62,16 @@ def _save(config, path: Path) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from chute.infer import InferServer, load_config, run_bulk, run_poisson, summarize
-    from chute.infer._report import format_report
-    from chute.infer._search import format_trials, search
+    from chute.infer import (
+        InferServer,
+        format_report,
+        format_trials,
+        load_config,
+        run_bulk,
+        run_poisson,
+        search,
+        summarize,
+    )
     from chute.readers import open_dataset
 
     out = sys.stderr if args.json else sys.stdout

@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from chute.pipelines._warmup import warm_cpu_decoder
+    from chute.pipelines import warm_cpu_decoder
 
     seconds = warm_cpu_decoder(report=lambda line: print(f"  {line}", flush=True))
     print(f"CPU decoder ready ({seconds:.1f} s)")

@@ -17,7 +17,7 @@ import numpy as np
 from chute.errors import DecodeError
 from chute.fallbacks._h264_refs import disposable_test
 
-__all__ = ["decode_frames"]
+__all__ = ["decode_frames", "fill_and_crop"]
 
 
 def _av():
@@ -46,8 +46,8 @@ def _offset(room: int, fraction: float | None) -> int:
     return min(int(fraction * (room + 1)), room)
 
 
-def _fill_and_crop(height: int, width: int, rotation: int, size,
-                   crop) -> tuple[tuple[int, int], int, int]:
+def fill_and_crop(height: int, width: int, rotation: int, size,
+                  crop) -> tuple[tuple[int, int], int, int]:
     """The resize-to-fill and crop of a coded (height, width) frame shown at `rotation`:
     the coded-orientation fill size, then the crop's top and left at display orientation
     (`crop`: (vertical, horizontal) fractions, or None to centre). The cpu and dali video
@@ -82,7 +82,7 @@ def _display(frame, rotation: int, size, crop) -> np.ndarray:
     if size is None:
         h, w = frame.height, frame.width
     else:
-        (h, w), top, left = _fill_and_crop(frame.height, frame.width, rotation, size, crop)
+        (h, w), top, left = fill_and_crop(frame.height, frame.width, rotation, size, crop)
     # FFmpeg's scaler converts and resizes in one pass (its bilinear filter widens with
     # the downscale factor, so it is antialiased); then only a crop is left. The scaler keeps
     # FFmpeg's default threads: one thread per scaler measured slower (README, "Video clips").

@@ -22,7 +22,9 @@ _LAZY = {
     "run_bulk": "chute.infer._clients",
     "RunResult": "chute.infer._clients",
     "summarize": "chute.infer._report",
+    "format_report": "chute.infer._report",
     "search": "chute.infer._search",
+    "format_trials": "chute.infer._search",
 }
 
 __all__ = list(_LAZY)

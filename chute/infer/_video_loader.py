@@ -10,9 +10,7 @@ import numpy as np
 import torch
 
 from chute.errors import DecodeError
-from chute.pipelines._request import BatchRequest
-from chute.pipelines.producers._contract import ProducerSpec
-from chute.pipelines.producers.video._cpu import VideoProducer
+from chute.pipelines import BatchRequest, ProducerSpec, VideoProducer
 from chute.readers import open_dataset
 
 __all__ = ["VideoClipLoader"]

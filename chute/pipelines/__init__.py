@@ -2,9 +2,12 @@
 field producers (image decoders, video clips, audio, array gathers, columns, metadata), with
 per-field typed options and one batching contract."""
 
+from chute.pipelines._fields import default_fields
+from chute.pipelines._options import image_size_of
 from chute.pipelines._pipeline import Pipeline, PipelineStats
 from chute.pipelines._request import BatchRequest, CropParams, ParamSource
 from chute.pipelines._torch_data import PipelineDataset
+from chute.pipelines._warmup import warm_cpu_decoder
 from chute.pipelines.producers._contract import (
     EpochReader,
     ImageSpec,
@@ -13,13 +16,14 @@ from chute.pipelines.producers._contract import (
     ProducerSpec,
     SequentialEpoch,
 )
-from chute.pipelines.producers._registry import FAMILIES, PRODUCERS, create_producer
+from chute.pipelines.producers._registry import FAMILIES, PRODUCERS, create_producer, family_of
 from chute.pipelines.producers.audio._options import AudioOptions
 from chute.pipelines.producers.image._auto import tune_dataset
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 from chute.pipelines.producers.image._options import ImageOptions
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
+from chute.pipelines.producers.video._cpu import VideoProducer
 from chute.pipelines.producers.video._options import VideoOptions
 from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
 from chute.pipelines.sampling._order import EpochOrder
@@ -54,8 +58,13 @@ __all__ = [
     "ProducerSpec",
     "SequentialEpoch",
     "VideoOptions",
+    "VideoProducer",
     "create_producer",
     "crop_boxes",
+    "default_fields",
+    "family_of",
+    "image_size_of",
     "tune_dataset",
     "tune_video",
+    "warm_cpu_decoder",
 ]

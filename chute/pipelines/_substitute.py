@@ -27,7 +27,7 @@ def failure_reason(field: str, code: int, image: bool) -> str:
     """Why one field of a sample failed: an image decoder's DecodeStatus says what, other
     producers only that it failed."""
     # imported here: importing chute.fallbacks (Numba) is not this module's business otherwise
-    from chute.fallbacks._status import DecodeStatus
+    from chute.fallbacks import DecodeStatus
 
     if image and code in {int(s) for s in DecodeStatus}:
         return f"field {field!r}: {DecodeStatus(code).describe()}"

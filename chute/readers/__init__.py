@@ -29,6 +29,11 @@ _LAZY = {
     "AudioConvertReport": "chute.readers._convert_audio",
     "convert_audio": "chute.readers._convert_audio",
     "write_dataset": "chute.readers._write_dataset",
+    "convert_video_csv": "chute.readers._convert_video",
+    "iter_webdataset": "chute.readers._webdataset",
+    "segment_frames": "chute.readers._audio_sources",
+    "compressors": "chute.readers._zarr_codecs",
+    "TRANSCODE_QUALITY": "chute.readers._transcode",
 }
 
 __all__ = [

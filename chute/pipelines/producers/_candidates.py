@@ -71,7 +71,7 @@ def cpu_thread_counts(n: int) -> list[int]:
 def cpu_unavailable_reason() -> str | None:
     """Why the cpu backend cannot run here (libjpeg-turbo's TurboJPEG library missing), or None."""
     from chute.errors import BackendUnavailableError
-    from chute.fallbacks._turbojpeg import turbojpeg_library
+    from chute.fallbacks import turbojpeg_library
 
     try:
         turbojpeg_library()

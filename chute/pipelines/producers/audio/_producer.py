@@ -23,7 +23,7 @@ import numpy as np
 from chute._fork import ProcessPool
 from chute._lazy import require
 from chute._sndfile_read import read_frames
-from chute.fallbacks._audio_segment import decode_segment, segment_decoder_status
+from chute.fallbacks import decode_segment, segment_decoder_status
 from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,

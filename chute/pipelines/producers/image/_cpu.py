@@ -35,10 +35,9 @@ class CpuBackend(ImageProducerBase):
     def __init__(self, spec: ImageSpec):
         check_options("cpu", spec.options, _OPTIONS)
         super().__init__(spec)
-        from chute.fallbacks import decode_batch, max_image_pixels, release_scratch
-        from chute.fallbacks._turbojpeg import load
+        from chute.fallbacks import decode_batch, load_turbojpeg, max_image_pixels, release_scratch
 
-        load()  # a missing libturbojpeg fails here, at Pipeline construction, not at next()
+        load_turbojpeg()  # a missing libturbojpeg fails here, at construction, not at next()
         self._decode_batch = decode_batch
         self._release_scratch = release_scratch
         self.max_pixels = max_image_pixels(spec.options.get("max_pixels"))

@@ -74,7 +74,7 @@ class DaliOptions:
             )
         made = cls(**options)
         if made.max_pixels is not None:
-            from chute.fallbacks._limits import max_image_pixels
+            from chute.fallbacks import max_image_pixels
 
             max_image_pixels(made.max_pixels)  # a ValueError naming the option
         if not 0.0 <= made.hw_decoder_load <= 1.0:

@@ -82,7 +82,7 @@ class DaliBatchSource:
     def __post_init__(self) -> None:
         if self.staging not in ("views", "pinned"):
             raise ValueError(f"staging must be 'views' or 'pinned', not {self.staging!r}")
-        from chute.fallbacks._limits import max_image_pixels
+        from chute.fallbacks import max_image_pixels
 
         self.max_pixels = max_image_pixels(self.max_pixels)
         self._dataset = None

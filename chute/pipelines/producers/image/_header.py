@@ -95,24 +95,24 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
         sizes: [B, 2] (height, width) columns the headers must state.
         max_pixels: the most pixels a header may claim (`chute.fallbacks.max_image_pixels`).
     """
-    from chute.fallbacks._status import CORRUPT, SIZE_MISMATCH, TOO_LARGE, UNREADABLE
+    from chute.fallbacks import DecodeStatus
 
     status = np.zeros(len(payloads), dtype=np.uint8)
     for i, payload in enumerate(payloads):
         try:
             stated = header_size(payload)
         except ValueError:
-            status[i] = CORRUPT
+            status[i] = DecodeStatus.CORRUPT
             continue
         if stated is None:
             # SOI without a marker after it: the GPU decoders take it for a JPEG, the CPU
             # decoder for nothing it can read
             if bytes(payload[:2]) == b"\xff\xd8":
-                status[i] = UNREADABLE
+                status[i] = DecodeStatus.UNREADABLE
             continue
         height, width = stated
         if height * width > max_pixels:  # first, as the CPU decoder does
-            status[i] = TOO_LARGE
+            status[i] = DecodeStatus.TOO_LARGE
         elif height != int(sizes[i, 0]) or width != int(sizes[i, 1]):
-            status[i] = SIZE_MISMATCH
+            status[i] = DecodeStatus.SIZE_MISMATCH
     return status

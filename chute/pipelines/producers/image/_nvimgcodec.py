@@ -21,7 +21,7 @@ import numpy as np
 from chute._device import require_cuda
 from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
-from chute.kernels._plan import roi_windows
+from chute.kernels import roi_windows
 from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
 from chute.pipelines.producers.image._header import refused_headers
 from chute.pipelines.producers.image._producer import ImageProducerBase
@@ -66,7 +66,7 @@ class NvImgCodecBackend(ImageProducerBase):
             self._decoder = codec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
         self._params = codec.DecodeParams(apply_exif_orientation=False,
                                           color_spec=codec.ColorSpec.SRGB)
-        from chute.fallbacks._limits import max_image_pixels
+        from chute.fallbacks import max_image_pixels
 
         self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
         self._sizes = self.size_table()
@@ -110,7 +110,7 @@ class NvImgCodecBackend(ImageProducerBase):
         return images
 
     def _resample_on_cpu(self, images, inner, flips, target) -> None:
-        from chute.fallbacks._resample import (
+        from chute.fallbacks import (
             KIND_FLOAT16,
             KIND_FLOAT32,
             KIND_UINT8,

@@ -25,7 +25,7 @@ import numpy as np
 from chute._device import require_cuda, usable_cpu_count
 from chute._fork import ProcessLock
 from chute.errors import BackendUnavailableError, DecodeError
-from chute.fallbacks._video import _fill_and_crop
+from chute.fallbacks import fill_and_crop
 from chute.pipelines.producers._contract import (
     EpochReader,
     Output,
@@ -97,7 +97,7 @@ class DaliVideoProducer(VideoProducer):
                 # stored sizes are at display orientation; the decoder gives coded frames
                 stored = (int(self._heights[i]), int(self._widths[i]))
                 coded = stored[::-1] if rotation in (90, 270) else stored
-                fill, top, left = _fill_and_crop(*coded, rotation, (h, w), crops[k])
+                fill, top, left = fill_and_crop(*coded, rotation, (h, w), crops[k])
                 sample.update(fill=np.array(fill, np.float32), shape=np.array((h, w), np.int32),
                               anchor=np.array((top, left), np.int32))
             samples.append(sample)
