@@ -21,8 +21,8 @@ from chute._output_types import (
 def test_layouts():
     assert [check_layout(layout) for layout in LAYOUTS] == ["NCHW", "NHWC"]
     for bad in ("CHW", "nchw", None, 3):
-        with pytest.raises(ValueError, match=r"Pipeline\(layout=\.\.\.\) must be 'NCHW'"):
-            check_layout(bad, "Pipeline(layout=...)")
+        with pytest.raises(ValueError, match=r"ImageOptions\(layout=\.\.\.\) must be 'NCHW'"):
+            check_layout(bad, "ImageOptions(layout=...)")
 
 
 def test_every_form_of_a_dtype_has_one_name():

@@ -51,7 +51,7 @@ def test_json_on_this_machine_picks_cpu_and_lists_gpu_unavailable(jpeg_dataset, 
                and c["status"] == "unavailable" and c["img_per_s"] is None for c in gpu)
     winner = [c for c in measured if c["params"] == result["backend_options"]]
     assert len(winner) == 1 and winner[0]["name"] in result["reason"]
-    # stored for Pipeline(backend="auto"), with what was measured
+    # stored for ImageOptions(backend="auto"), with what was measured
     record = load_record(result["key"])
     assert record["choice"] == "cpu" and record["candidates"] == cands
     assert record["params"]["batch_size"] == 8 and record["params"]["device"] == "cpu"

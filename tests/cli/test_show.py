@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from chute.cli import main
-from chute.pipelines import Pipeline
+from chute.pipelines import ImageOptions, Pipeline
 from tests.pipelines._pipeline_data import write_dataset
 
 pytest.importorskip("chute.fallbacks._decode")
@@ -21,9 +21,9 @@ def test_show_tiles_equal_the_pipeline(tmp_path, capsys):
     grid = np.asarray(Image.open(out).convert("RGB"))
     from chute._cli.show import CAPTION_HEIGHT
 
-    with Pipeline(dataset, 6, image_size=(20, 24), augment="train", backend="cpu",
-                  device="cpu", dtype="uint8", layout="NHWC", seed=5, rank=0, world_size=1,
-                  fields=("image",)) as pipe:
+    image = ImageOptions(size=(20, 24), backend="cpu", dtype="uint8", layout="NHWC")
+    with Pipeline(dataset, 6, fields={"image": image}, augment="train", device="cpu", seed=5,
+                  rank=0, world_size=1) as pipe:
         pipe.set_epoch(2)
         images = next(iter(pipe))["image"].numpy()
     cols = 3

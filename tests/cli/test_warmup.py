@@ -10,14 +10,15 @@ pytest.importorskip("chute.fallbacks._decode")
 
 def test_first_use_says_it_compiles_once_then_warmup_marks_it(tmp_path, monkeypatch, capsys):
     import chute.pipelines._warmup as warmup
-    from chute.pipelines import Pipeline
+    from chute.pipelines import ImageOptions, Pipeline
 
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(warmup, "_noted", set())
     dataset = write_dataset(tmp_path / "ds.chute", n=8)
     for _ in range(2):  # said once per process, not per Pipeline
-        with Pipeline(dataset, 4, image_size=8, backend="cpu", device="cpu", dtype="uint8",
-                      rank=0, world_size=1, backend_options={"threads": 1}) as pipe:
+        image = ImageOptions(size=8, backend="cpu", dtype="uint8", backend_options={"threads": 1})
+        with Pipeline(dataset, 4, fields={"image": image, "label": None}, device="cpu", rank=0,
+                      world_size=1) as pipe:
             next(iter(pipe))
     assert capsys.readouterr().err.count("compiling the CPU decoder") == 1
     assert main(["warmup"]) == 0

@@ -30,11 +30,12 @@ def dataset(tmp_path_factory):
     return open_dataset(write_jpeg_dataset(path, n=40, sizes=(64, 400)))
 
 
-def collect(dataset, backend, device, **kwargs):
-    from chute import Pipeline
+def collect(dataset, backend, device, augment="train", **image):
+    """`image`: more of the image field's options (size 64 unless given)."""
+    from chute import ImageOptions, Pipeline
 
-    kwargs.setdefault("image_size", 64)
-    with Pipeline(dataset, 8, backend=backend, device=device, seed=5, **kwargs) as pipe:
+    fields = {"image": ImageOptions(**{"size": 64, **image, "backend": backend}), "label": None}
+    with Pipeline(dataset, 8, fields=fields, augment=augment, device=device, seed=5) as pipe:
         batches = []
         for batch in pipe:
             batches.append({k: (v.cpu().numpy() if hasattr(v, "cpu") else v)
@@ -56,7 +57,7 @@ def assert_close_to_cpu(dataset, backend, **kwargs):
 
 
 @pytest.mark.parametrize("kwargs", [dict(dtype="float16", layout="NCHW"),
-                                    dict(dtype="uint8", layout="NHWC", image_size=(48, 80)),
+                                    dict(dtype="uint8", layout="NHWC", size=(48, 80)),
                                     dict(dtype="float32", layout="NCHW", augment="eval")])
 @pytest.mark.parametrize("backend", ["dali", "dali-native"])
 def test_gpu_output_matches_the_cpu_backend(dataset, backend, kwargs):
@@ -66,9 +67,10 @@ def test_gpu_output_matches_the_cpu_backend(dataset, backend, kwargs):
 def test_output_is_on_the_gpu_and_a_torch_tensor(dataset):
     import torch
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
 
-    with Pipeline(dataset, 8, image_size=32, backend="dali", device="cuda") as pipe:
+    fields = {"image": ImageOptions(size=32, backend="dali"), "label": None}
+    with Pipeline(dataset, 8, fields=fields, device="cuda") as pipe:
         batch = next(iter(pipe))
     assert isinstance(batch["image"], torch.Tensor) and batch["image"].is_cuda
     assert batch["image"].shape == (8, 3, 32, 32) and batch["image"].dtype == torch.float16
@@ -92,13 +94,14 @@ def test_stream_ordering_results_equal_a_synchronised_run(dataset):
     decode, and the Pipeline's event after the kernel."""
     import torch
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
 
     eager, synced = [], []
-    with Pipeline(dataset, 8, image_size=64, backend="dali", device="cuda", seed=9) as pipe:
+    fields = {"image": ImageOptions(size=64, backend="dali"), "label": None}
+    with Pipeline(dataset, 8, fields=fields, device="cuda", seed=9) as pipe:
         for batch in pipe:
             eager.append(batch["image"].float().sum(dim=(1, 2, 3)).cpu())
-    with Pipeline(dataset, 8, image_size=64, backend="dali", device="cuda", seed=9) as pipe:
+    with Pipeline(dataset, 8, fields=fields, device="cuda", seed=9) as pipe:
         for batch in pipe:
             torch.cuda.synchronize()
             time.sleep(0.01)
@@ -111,9 +114,10 @@ def test_throughput_smoke(dataset):
     """Runs several epochs end to end (epoch reuse of the DALI pipeline) and reports img/s."""
     import torch
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
 
-    with Pipeline(dataset, 8, image_size=224, backend="dali", device="cuda") as pipe:
+    fields = {"image": ImageOptions(size=224, backend="dali"), "label": None}
+    with Pipeline(dataset, 8, fields=fields, device="cuda") as pipe:
         start, images = time.perf_counter(), 0
         for epoch in range(3):
             pipe.set_epoch(epoch)

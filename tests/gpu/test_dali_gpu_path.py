@@ -73,7 +73,7 @@ def differences(dataset, backend, device="cuda", **kwargs):
 
 @pytest.mark.parametrize("backend", ["dali", "dali-native", "nvimgcodec"])
 def test_every_jpeg_kind_matches_the_cpu_backend(mixed, backend):
-    for diff in differences(mixed, backend, image_size=(40, 56)):
+    for diff in differences(mixed, backend, size=(40, 56)):
         assert diff.mean() <= TOLERANCE
 
 
@@ -81,13 +81,13 @@ def test_every_jpeg_kind_matches_the_cpu_backend(mixed, backend):
 def test_border_pixels_match_the_cpu_backend(mixed, backend):
     """The ROI window carries the resample's margin: border rows/columns are no worse than the
     interior (decoder rounding only)."""
-    for diff in differences(mixed, backend, image_size=(32, 32)):
+    for diff in differences(mixed, backend, size=(32, 32)):
         border = max(diff[:, [0, -1]].mean(), diff[:, :, [0, -1]].mean())
         assert border <= TOLERANCE
 
 
 def test_short_last_batch(mixed):
-    batches = collect(mixed, "dali", "cuda", image_size=24, augment="eval")
+    batches = collect(mixed, "dali", "cuda", size=24, augment="eval")
     ids = np.concatenate([b["index"] for b in batches])
     assert sorted(ids.tolist()) == list(range(len(mixed)))
     assert batches[-1]["image"].shape[0] == len(mixed) % 8
@@ -98,21 +98,22 @@ def test_second_device(mixed):
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA devices")
-    for diff in differences(mixed, "dali", device="cuda:1", image_size=24):
+    for diff in differences(mixed, "dali", device="cuda:1", size=24):
         assert diff.mean() <= TOLERANCE
 
 
 def test_early_break_then_close_leaves_no_pending_work(mixed):
     import torch
 
-    from chute import Pipeline
+    from chute import ImageOptions, Pipeline
 
-    with Pipeline(mixed, 8, image_size=64, backend="dali", device="cuda", seed=2) as pipe:
+    fields = {"image": ImageOptions(size=64, backend="dali"), "label": None}
+    with Pipeline(mixed, 8, fields=fields, device="cuda", seed=2) as pipe:
         for first in pipe:
             first = first["image"].clone()
             break
     torch.cuda.synchronize()  # raises on an illegal access left behind by the closed run
-    with Pipeline(mixed, 8, image_size=64, backend="dali", device="cuda", seed=2) as pipe:
+    with Pipeline(mixed, 8, fields=fields, device="cuda", seed=2) as pipe:
         again = next(iter(pipe))["image"]
     torch.testing.assert_close(first, again, rtol=0, atol=0)
 
@@ -131,7 +132,7 @@ def test_ring_of_one_is_detected(mixed, monkeypatch):
         return source
 
     monkeypatch.setattr(_backend_dali.DaliBackend, "make_source", ring_of_one)
-    worst = max(float(diff.mean()) for diff in differences(mixed, "dali", image_size=32))
+    worst = max(float(diff.mean()) for diff in differences(mixed, "dali", size=32))
     if worst <= TOLERANCE:
         pytest.skip("the staging race did not show on this GPU this time")
     assert worst > TOLERANCE

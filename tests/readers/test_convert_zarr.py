@@ -1,12 +1,12 @@
 """`chute convert zarr` (chute/readers/_convert_zarr.py): the converted dataset holds the same
-values, tables stored once, and the same Pipeline call with lookups works on it unchanged."""
+values, tables stored once, and the same Pipeline call with a Lookup works on it unchanged."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from chute.pipelines import Pipeline
+from chute.pipelines import Lookup, Pipeline
 from chute.readers import convert_zarr, dataset_info, open_dataset, verify_dataset
 from tests.readers._zarr_stores import latents_values, write_store
 
@@ -28,8 +28,9 @@ def test_converted_dataset_same_values_and_pipeline(tmp_path, compression):
     np.testing.assert_array_equal(ds.read("base_frames", np.arange(S)), VALUES["base_frames"])
     np.testing.assert_array_equal(ds.column("segment_to_video"), VALUES["segment_to_video"])
     for path in (store, tmp_path / "c.chute"):
-        with Pipeline(path, 16, fields=("base_frames", "clip_emb"), device="cpu",
-                      lookups={"clip_emb": "segment_to_video"}, augment="eval") as pipe:
+        with Pipeline(path, 16, fields={"base_frames": None,
+                                        "clip_emb": Lookup("segment_to_video")},
+                      device="cpu", augment="eval") as pipe:
             for batch in pipe:
                 ids = batch["index"].numpy()
                 np.testing.assert_array_equal(batch["base_frames"].numpy(),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from chute import AudioOptions, ImageOptions, Lookup, VideoOptions
 from chute._sample_images import synthetic_jpeg
 from chute.readers import ShardWriter
 
@@ -66,14 +67,14 @@ def _videos(root: Path) -> Path:
 
 # kind -> (builder, Pipeline keyword arguments)
 DATASETS = {
-    "image": (_images, {"image_size": 16, "augment": "eval", "backend": "cpu",
-                        "dtype": "uint8", "fields": ("image", "label", "meta")}),
-    "ndarray": (_ndarrays, {"augment": "eval", "backend": "cpu",
-                            "fields": ("latent", "rag", "label", "meta", "emb"),
-                            "lookups": {"emb": "label"}}),
-    "audio": (_audio, {"augment": "eval", "unit": "segment", "fields": ("audio",),
-                       "field_options": {"audio": {"sample_rate": 16000}}}),
-    "video": (_videos, {"augment": "eval", "fields": ("video", "num_frames"),
-                        "field_options": {"video": {"num_frames": 4, "frame_interval": 2,
-                                                    "size": (16, 16)}}}),
+    "image": (_images, {"augment": "eval", "fields": {
+        "image": ImageOptions(size=16, backend="cpu", dtype="uint8"), "label": None,
+        "meta": None}}),
+    "ndarray": (_ndarrays, {"augment": "eval", "fields": {
+        "latent": None, "rag": None, "label": None, "meta": None, "emb": Lookup("label")}}),
+    "audio": (_audio, {"augment": "eval", "fields": {
+        "audio": AudioOptions(unit="segment", sample_rate=16000)}}),
+    "video": (_videos, {"augment": "eval", "fields": {
+        "video": VideoOptions(num_frames=4, frame_interval=2, size=(16, 16)),
+        "num_frames": None}}),
 }

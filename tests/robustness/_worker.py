@@ -98,10 +98,7 @@ def _present(root: Path, clean_specs: dict, kw: dict) -> dict:
                                   for k in ("kind", "media"))
 
     kw = dict(kw)
-    kw["fields"] = tuple(f for f in kw["fields"] if same(f))
-    kw["field_options"] = {f: o for f, o in kw.get("field_options", {}).items() if same(f)}
-    if "lookups" in kw:
-        kw["lookups"] = {f: i for f, i in kw["lookups"].items() if f in kw["fields"]}
+    kw["fields"] = {f: options for f, options in kw["fields"].items() if same(f)}
     return kw
 
 
