@@ -1,13 +1,12 @@
-"""Kind `table` (chute/readers/_kind_table.py): written once by ShardWriter(tables=...),
-memory-mapped, range-checked, and a missing or mismatched table file is named."""
+"""Kind `table` (chute/readers/_kind_table.py): only ShardWriter(tables=...) writes one. Its
+round trip, range checks and damaged files are in the kind contract (test_kind_contract.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from chute.errors import FormatError
-from chute.readers import SampleIndexError, ShardWriter, open_dataset
+from chute.readers import ShardWriter
 
 
 def _write(path, table):
@@ -15,27 +14,6 @@ def _write(path, table):
         for i in range(10):
             w.write({"x": i % len(table)})
     return path
-
-
-def test_round_trip(tmp_path):
-    table = np.arange(12, dtype=np.float32).reshape(4, 3)
-    ds = open_dataset(_write(tmp_path / "d", table))
-    assert ds.fields["emb"] == "table"
-    reader = ds.reader("emb")
-    assert reader.num_rows == 4 and reader.sample_shape == (3,)
-    np.testing.assert_array_equal(reader.read(np.array([3, 0, 3])), table[[3, 0, 3]])
-    with pytest.raises(SampleIndexError, match="'emb'"):
-        reader.read(np.array([4]))
-
-
-def test_missing_or_replaced_table_named(tmp_path):
-    path = _write(tmp_path / "d", np.zeros((4, 3), np.float16))
-    np.save(path / "emb.table.npy", np.zeros((5, 3), np.float16))
-    with pytest.raises(FormatError, match=r"emb.table.npy.*manifest says"):
-        open_dataset(path)
-    (path / "emb.table.npy").unlink()
-    with pytest.raises(FormatError, match=r"emb.table.npy: missing"):
-        open_dataset(path)
 
 
 def test_table_is_not_a_per_sample_field(tmp_path):

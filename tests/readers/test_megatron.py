@@ -78,13 +78,6 @@ def test_megatron_trailing_sequence_modes_tolerated(tmp_path, tokens):
     assert len(open_dataset(tmp_path / "mm")) == len(tokens)
 
 
-def test_megatron_fingerprint_changes_with_data(tmp_path, tokens):
-    write_megatron_pair(tmp_path / "a", tokens)
-    before = open_dataset(tmp_path / "a").fingerprint
-    write_megatron_pair(tmp_path / "a", tokens[:-1])
-    assert open_dataset(tmp_path / "a").fingerprint != before
-
-
 def test_megatron_truncated_bin(tmp_path, tokens):
     write_megatron_pair(tmp_path / "t", tokens)
     bin_path = tmp_path / "t.bin"
@@ -98,15 +91,3 @@ def test_megatron_missing_half(tmp_path, tokens):
     (tmp_path / "m.idx").unlink()
     with pytest.raises(FormatError, match=r"m\.idx: missing"):
         open_dataset(tmp_path / "m.bin")
-
-
-def test_a_dataset_ref_reopens_a_pair_with_its_field_name(tmp_path):
-    import pickle
-
-    from chute.readers import DatasetRef
-
-    prefix = tmp_path / "pair"
-    write_megatron_pair(prefix, [np.arange(3), np.arange(5)])
-    ds = open_dataset(prefix, bytes_field="image")
-    ref = pickle.loads(pickle.dumps(DatasetRef.of(ds)))
-    assert ref.open().fields == {"image": "bytes"}

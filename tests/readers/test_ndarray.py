@@ -18,28 +18,6 @@ def _write(path, arrays, declaration="ndarray", shard_size="2KB"):
     return open_dataset(path)
 
 
-@pytest.mark.parametrize("compression", [None, "zstd"])
-def test_fixed_shape_round_trip_over_shards(tmp_path, compression):
-    arrays = _latents(40)
-    ds = _write(tmp_path / "d", arrays, {"kind": "ndarray", "compression": compression})
-    assert len(ds.manifest["shards"]) > 3
-    spec = ds.specs["latent"]
-    assert spec["dtype"] == "<f2" and spec["shape"] == [4, 8, 8]
-    for i, a in enumerate(arrays):
-        np.testing.assert_array_equal(ds[i]["latent"], a)
-    ids = np.array([39, 0, 17, 17, 5, 23])
-    out = np.full((len(ids), 4, 8, 8), 7, np.float16)
-    got = ds.read("latent", ids, out)
-    assert got is out
-    np.testing.assert_array_equal(out, np.stack([arrays[i] for i in ids]))
-
-
-def test_uncompressed_samples_are_zero_copy_views(tmp_path):
-    ds = _write(tmp_path / "d", _latents(5))
-    view = ds[3]["latent"]
-    assert not view.flags.owndata and not view.flags.writeable
-
-
 def test_later_mismatch_is_rejected_and_leaves_no_partial_sample(tmp_path):
     with ShardWriter(tmp_path / "d", {"latent": "ndarray", "label": "int64"}) as w:
         w.write({"latent": np.zeros((4, 8, 8), np.float16), "label": 0})
@@ -52,27 +30,6 @@ def test_later_mismatch_is_rejected_and_leaves_no_partial_sample(tmp_path):
     assert len(ds) == 2
     np.testing.assert_array_equal(ds.column("label"), [0, 1])
     np.testing.assert_array_equal(ds[1]["latent"], np.ones((4, 8, 8), np.float16))
-
-
-@pytest.mark.parametrize("compression", [None, "zstd"])
-def test_ragged_leading_dimension_pads_batches(tmp_path, compression):
-    rng = np.random.default_rng(3)
-    arrays = [rng.standard_normal((int(rng.integers(1, 9)), 5)).astype(np.float32)
-              for _ in range(30)]
-    ds = _write(tmp_path / "d", arrays,
-                {"kind": "ndarray", "ragged": True, "compression": compression})
-    assert ds.specs["latent"]["shape"] == [None, 5]
-    for i, a in enumerate(arrays):
-        np.testing.assert_array_equal(ds[i]["latent"], a)
-    ids = np.array([4, 0, 29, 11])
-    batch = ds.read("latent", ids)
-    longest = max(len(arrays[i]) for i in ids)
-    assert batch.shape == (4, longest, 5)
-    for row, i in enumerate(ids):
-        n = len(arrays[i])
-        np.testing.assert_array_equal(batch[row, :n], arrays[i])
-        assert not batch[row, n:].any()
-    np.testing.assert_array_equal(ds.reader("latent").lengths(ids), [len(arrays[i]) for i in ids])
 
 
 def test_float_arrays_are_inferred_as_ndarray(tmp_path):
