@@ -449,7 +449,10 @@ class Pipeline:
             run.close()
             if self._run is run:
                 self._run = self._run_thread = None
-                self._abandoned = self._position < self._n and not self._closed
+                # a pass the parent started is not abandoned by a forked child: the child's
+                # next pass continues where the parent's stood (as state_dict() says)
+                self._abandoned = (self._position < self._n and not self._closed
+                                   and self._pid == os.getpid())
 
     def _finish(self, batch: dict) -> dict:
         """Output options applied on the device: each field's finish (dtype cast, memory
