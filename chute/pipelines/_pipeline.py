@@ -336,7 +336,8 @@ class Pipeline:
             raise ValueError(f"{where}: expected the dict of Pipeline.state_dict() (seed, "
                              f"epoch, position), got {state!r:.200}")
         fingerprint = state.get("fingerprint")  # states saved before it was stored lack it
-        if fingerprint is not None and fingerprint != self.dataset.fingerprint:
+        known = (self.dataset.fingerprint, *getattr(self.dataset, "earlier_fingerprints", ()))
+        if fingerprint is not None and fingerprint not in known:
             raise ValueError(f"{where}: the state was saved for another dataset (fingerprint "
                              f"{fingerprint}, this one is {self.dataset.fingerprint}); load the "
                              "state of a Pipeline over this dataset")

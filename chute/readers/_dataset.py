@@ -16,6 +16,7 @@ from chute.readers._errors import SampleIndexError
 from chute.readers._kind import FieldReader, OpenArgs
 from chute.readers._kinds import get_kind
 from chute.readers._layout import Layout, resolve_layout
+from chute.readers._manifest import manifest_fingerprint
 
 if TYPE_CHECKING:
     from chute.readers._zarr import ZarrDataset
@@ -82,6 +83,9 @@ class Dataset:
         self.path: Path = layout.root
         self.manifest: dict = layout.manifest
         self.fingerprint: str = layout.fingerprint
+        # what round 2 called this dataset (files only): resume states saved then still load
+        self.earlier_fingerprints: tuple[str, ...] = (
+            manifest_fingerprint(layout.manifest, specs=False),)
         self.class_names: list[str] | None = layout.manifest.get("class_names")
         self.specs: dict[str, dict] = layout.manifest["fields"]
         self.fields: dict[str, str] = {name: spec["kind"] for name, spec in self.specs.items()}
@@ -169,18 +173,25 @@ class Dataset:
 
     def read(self, field: str, ids, out: Any = None) -> Any:
         """Values of `field` for the samples `ids`: an array `[B, *shape]` for fields of fixed
-        shape (filling `out` when given), else a list."""
+        shape (filling `out` when given), else a list. For a table field, `ids` are rows of the
+        table (which its reader range-checks against the table's rows)."""
+        if self.fields.get(field) == "table":
+            return self.reader(field).read(self._check_ids(ids, bounded=False), out)
         return self.reader(field).read(self._check_ids(ids), out)
 
     def column(self, name: str) -> np.ndarray:
         """A scalar field over all samples in global order (read-only)."""
         return self._capable(name, "column", "scalar")()
 
-    def _check_ids(self, ids) -> np.ndarray:
+    def _check_ids(self, ids, bounded: bool = True) -> np.ndarray:
         ids = np.asarray(ids)
         if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
             raise TypeError(f"ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
         ids = ids.astype(np.int64, copy=False)
+        if not bounded:  # the caller's reader checks the upper bound
+            if ids.size and ids.min() < 0:
+                raise SampleIndexError(f"row {int(ids.min())} of {self.path} is negative")
+            return ids
         if ids.size and (ids.min() < 0 or ids.max() >= self._len):
             bad = int(ids[(ids < 0) | (ids >= self._len)][0])
             raise SampleIndexError(f"sample id {bad} is out of range for {self.path} "

@@ -125,7 +125,10 @@ class _ScalarKind:
             raise ValueError(f"sample {sample} field {field!r}: a scalar column needs one "
                              f"number, got shape {given.shape}")
         try:
-            cast = given.astype(dtype, casting="same_kind")
+            # integers into an unsigned column: int64 -> uint16 is no "same kind" cast for
+            # NumPy; the check below refuses negative and too large values instead
+            integral = given.dtype.kind in "iu" and np.dtype(dtype).kind == "u"
+            cast = given.astype(dtype, casting="unsafe" if integral else "same_kind")
         except TypeError:
             raise ValueError(f"sample {sample} field {field!r}: {value!r} does not fit the "
                              f"column type {np.dtype(dtype).name}") from None

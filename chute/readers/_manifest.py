@@ -55,12 +55,22 @@ def write_manifest(root: Path, manifest: dict) -> None:
     fsync_dir(Path(root))
 
 
-def manifest_fingerprint(manifest: dict) -> str:
-    """Stable hash of what the data is: sample counts and every file's checksum."""
+def manifest_fingerprint(manifest: dict, *, specs: bool = True) -> str:
+    """Stable hash of what the data is: sample counts, every file's checksum and every field's
+    spec (its kind, dtype, shape, media; a table's checksum), so a manifest edited to read the
+    same bytes as another dtype or shape, or a replaced table, is another dataset.
+
+    Args:
+        manifest: the parsed manifest.
+        specs: False gives the round-2 fingerprint (files only), which resume states saved
+            before round 3 hold.
+    """
     algo = manifest.get("checksum", CHECKSUM)
     parts = [algo, str(manifest["num_samples"])]
     for shard in manifest["shards"]:
         parts.append(f"{shard['name']}:{shard['num_samples']}")
         for fname in sorted(shard["files"]):
             parts.append(f"{fname}={shard['files'][fname].get(algo)}")
+    if specs:
+        parts.append(json.dumps(manifest.get("fields", {}), sort_keys=True, default=str))
     return xxhash.xxh3_64_hexdigest("\n".join(parts).encode())
