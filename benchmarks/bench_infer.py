@@ -41,7 +41,7 @@ from chute.infer import (
 )
 from chute.infer._search import format_trials, search
 from chute.readers import open_dataset
-from chute.readers._convert_video import convert_video_csv
+from chute.readers.convert._convert_video import convert_video_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VIDEOS = ROOT.parent / "shared/data/videos"

@@ -32,7 +32,7 @@ from chute.readers import (
     dataset_info,
     open_dataset,
 )
-from chute.readers._sources import IMAGE_EXTENSIONS
+from chute.readers.convert._sources import IMAGE_EXTENSIONS
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample" / "images"
 

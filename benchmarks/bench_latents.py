@@ -32,7 +32,7 @@ from make_latents import make_latents  # noqa: E402
 
 from chute.pipelines import Lookup, Pipeline  # noqa: E402
 from chute.readers import convert_zarr  # noqa: E402
-from chute.readers._zarr_chunks import read_threads  # noqa: E402
+from chute.readers.zarr._zarr_chunks import read_threads  # noqa: E402
 
 # the segment's frames, and its video's embedding through the segment_to_video index
 FIELDS = {"base_frames": None, "clip_emb": Lookup("segment_to_video")}
@@ -107,8 +107,8 @@ def run_decompress(path: Path, batch: int, samples: int) -> float:
     thread, by the C shim when it builds, else per chunk from Python), every batch
     decompressed straight into one [batch, ...] buffer."""
     from chute.readers import open_dataset
-    from chute.readers._chunk_native import chunk_reader_status, read_chunks
-    from chute.readers._zarr_chunks import _pool, _zstd_decode
+    from chute.readers.zarr._chunk_native import chunk_reader_status, read_chunks
+    from chute.readers.zarr._zarr_chunks import _pool, _zstd_decode
 
     chunks = [path / "base_frames" / "c" / str(i) / "0" / "0" / "0" / "0" for i in range(256)]
     raw = [p.read_bytes() for p in chunks if p.is_file()]

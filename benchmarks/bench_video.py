@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from chute.pipelines import Pipeline, VideoOptions
 from chute.pipelines.sampling._clips import ClipParams, clip_indices
 from chute.readers import open_dataset
-from chute.readers._convert_video import convert_video_csv
+from chute.readers.convert._convert_video import convert_video_csv
 
 DEFAULT_VIDEOS = Path(__file__).resolve().parents[2] / "shared/data/videos"
 EXTENSIONS = {".mp4", ".mkv", ".webm", ".avi", ".mov"}

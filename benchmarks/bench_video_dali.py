@@ -24,7 +24,7 @@ from pathlib import Path
 import av
 
 from chute.pipelines import Pipeline, VideoOptions
-from chute.readers._convert_video import convert_video_csv
+from chute.readers.convert._convert_video import convert_video_csv
 
 DEFAULT_VIDEOS = Path(__file__).resolve().parents[2] / "shared/data/videos"
 EXTENSIONS = {".mp4", ".mkv", ".webm", ".avi", ".mov"}

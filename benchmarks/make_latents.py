@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chute.readers._zarr_codecs import CODECS, compressors
+from chute.readers.zarr._zarr_codecs import CODECS, compressors
 
 
 def make_latents(out: Path, segments: int, videos: int, chunk: int, codec: str,

@@ -1,4 +1,4 @@
-"""Build a C shim of chute's (`chute/fallbacks/_native/*.c`, `chute/readers/_native/*.c`) once
+"""Build a C shim of chute's (`chute/fallbacks/_native/*.c`, `chute/readers/zarr/_native/*.c`) once
 per machine.
 
 The library goes to the `native/` folder of chute's cache directory, under a name keyed by

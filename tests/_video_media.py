@@ -117,7 +117,7 @@ def convert_videos(folder, videos, corrupt=(), shard_size: str = "20KB"):
     import csv
 
     from chute.readers import open_dataset
-    from chute.readers._convert_video import convert_video_csv
+    from chute.readers.convert._convert_video import convert_video_csv
 
     for name, data in videos:
         (folder / name).write_bytes(data)

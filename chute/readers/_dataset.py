@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers._column_checks import check_columns
 from chute.readers._errors import SampleIndexError
-from chute.readers._kind import FieldReader, OpenArgs
-from chute.readers._kinds import get_kind
-from chute.readers._layout import Layout, resolve_layout
-from chute.readers._manifest import manifest_fingerprint
+from chute.readers.format._column_checks import check_columns
+from chute.readers.format._layout import Layout, resolve_layout
+from chute.readers.format._manifest import manifest_fingerprint
+from chute.readers.kinds._kind import FieldReader, OpenArgs
+from chute.readers.kinds._kinds import get_kind
 
 if TYPE_CHECKING:
-    from chute.readers._zarr import ZarrDataset
+    from chute.readers.zarr._zarr import ZarrDataset
 
 __all__ = ["Dataset", "open_dataset"]
 
@@ -30,7 +30,7 @@ def open_dataset(path: str | os.PathLike[str], *,
 
     Args:
         path: a chute dataset folder (or its chute.json), a zarr group folder (`x.zarr`,
-            read directly: see `chute.readers._zarr`), a `file://` URL, or a Megatron pair
+            read directly: see `chute.readers.zarr._zarr`), a `file://` URL, or a Megatron pair
             given as PREFIX, PREFIX.bin or PREFIX.idx.
         bytes_field: the name of a Megatron pair's one bytes field ("data" unless told
             otherwise, e.g. "image" for a pair of encoded images).
@@ -38,8 +38,8 @@ def open_dataset(path: str | os.PathLike[str], *,
     Returns:
         The open Dataset, a ZarrDataset for a zarr group (memory-mapped; cheap to pickle).
     """
-    from chute.readers._storage import local_path
-    from chute.readers._zarr import ZarrDataset, is_zarr_group
+    from chute.readers.storage._storage import local_path
+    from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
     local = local_path(path)
     if is_zarr_group(Path(local)):

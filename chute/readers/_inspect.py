@@ -11,12 +11,12 @@ from tqdm import tqdm
 
 from chute.errors import FormatError
 from chute.readers._dataset import open_dataset
-from chute.readers._files import CHECKSUM, file_checksum
-from chute.readers._inspect_zarr import verify_zarr, zarr_info
-from chute.readers._kinds import KINDS, field_files
-from chute.readers._layout import listed_files
-from chute.readers._manifest import MANIFEST, load_manifest
-from chute.readers._zarr import ZarrDataset, is_zarr_group
+from chute.readers.format._layout import listed_files
+from chute.readers.format._manifest import MANIFEST, load_manifest
+from chute.readers.kinds._kinds import KINDS, field_files
+from chute.readers.storage._files import CHECKSUM, file_checksum
+from chute.readers.zarr._inspect_zarr import verify_zarr, zarr_info
+from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
 __all__ = ["dataset_info", "verify_dataset"]
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from chute.errors import ChuteError, FormatError
 from chute.readers._dataset import Dataset, open_dataset
-from chute.readers._dest_lock import DestinationLock
-from chute.readers._kinds import field_files, field_stem, get_kind
-from chute.readers._manifest import MANIFEST, write_manifest
-from chute.readers._storage import local_path
+from chute.readers.format._manifest import MANIFEST, write_manifest
+from chute.readers.kinds._kinds import field_files, field_stem, get_kind
+from chute.readers.storage._dest_lock import DestinationLock
+from chute.readers.storage._storage import local_path
 
 __all__ = ["MetaUpdate", "update_metadata"]
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from chute.readers._kind import FieldReader
+from chute.readers.kinds._kind import FieldReader
 
 __all__ = ["DatasetProtocol"]
 

@@ -1,4 +1,5 @@
-"""`chute info` and `chute verify` on zarr groups read directly (chute/readers/_inspect_zarr.py)."""
+"""`chute info` and `chute verify` on zarr groups read directly
+(chute/readers/zarr/_inspect_zarr.py)."""
 
 from __future__ import annotations
 

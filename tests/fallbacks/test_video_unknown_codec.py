@@ -8,7 +8,7 @@ pytest.importorskip("av")
 
 from chute.errors import DecodeError  # noqa: E402
 from chute.fallbacks import decode_frames  # noqa: E402
-from chute.readers._video_probe import probe_video  # noqa: E402
+from chute.readers.convert._video_probe import probe_video  # noqa: E402
 from tests._video_media import make_video  # noqa: E402
 
 

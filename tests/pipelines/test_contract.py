@@ -77,7 +77,7 @@ def _audio_dataset(path):
     """N short WAV recordings of different lengths."""
     import soundfile as sf
 
-    from chute.readers._convert_audio import AUDIO_FIELDS
+    from chute.readers.convert._convert_audio import AUDIO_FIELDS
 
     with ShardWriter(path, AUDIO_FIELDS, shard_size="4KiB") as w:
         for i in range(N):

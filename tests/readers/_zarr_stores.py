@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chute.readers._zarr_codecs import compressors
+from chute.readers.zarr._zarr_codecs import compressors
 
 FRAMES = (3, 2, 4)
 EMB = 8

@@ -1,4 +1,4 @@
-"""Listing recordings (JSONL, CSV) and probing them: chute/readers/_audio_sources.py."""
+"""Listing recordings (JSONL, CSV) and probing them: chute/readers/convert/_audio_sources.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from chute.errors import FormatError
-from chute.readers._audio_sources import (
+from chute.readers.convert._audio_sources import (
     AudioSource,
     check_segments,
     list_audio_csv,

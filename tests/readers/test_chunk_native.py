@@ -1,5 +1,5 @@
-"""The C chunk reader (chute/readers/_chunk_native.py, _native/zarr_chunks.c) and the libzstd
-decoder it takes its functions from (chute/readers/_zstd_native.py)."""
+"""The C chunk reader (chute/readers/zarr/_chunk_native.py, _native/zarr_chunks.c) and the libzstd
+decoder it takes its functions from (chute/readers/zarr/_zstd_native.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import zstandard
 
-from chute.readers import _chunk_native
-from chute.readers._chunk_native import (
+from chute.readers.storage._paths import Confined
+from chute.readers.zarr import _chunk_native
+from chute.readers.zarr._chunk_native import (
     CHUNK_ERRORS,
     MISSING,
     OUTSIDE,
     chunk_reader_status,
     read_chunks,
 )
-from chute.readers._paths import Confined
-from chute.readers._zstd_native import decoder
+from chute.readers.zarr._zstd_native import decoder
 
 NBYTES = 3000
 ROWS = [np.random.default_rng(k).integers(0, 4, NBYTES, dtype=np.uint8) for k in range(6)]

@@ -133,7 +133,7 @@ def test_destination_under_a_file_is_a_chute_error(tmp_path):
 
 def test_overwrite_without_an_atomic_exchange(tmp_path, monkeypatch):
     """Where the kernel has no RENAME_EXCHANGE: two renames, and nothing left behind."""
-    import chute.readers._publish as publish
+    import chute.readers.storage._publish as publish
 
     monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
     dst = tmp_path / "d.chute"

@@ -1,4 +1,4 @@
-"""`convert_audio`: chute/readers/_convert_audio.py."""
+"""`convert_audio`: chute/readers/convert/_convert_audio.py."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ pytest.importorskip("av")
 
 from chute.errors import ChuteError  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
-from chute.readers._convert_video import convert_video_csv  # noqa: E402
+from chute.readers.convert._convert_video import convert_video_csv  # noqa: E402
 from tests._video_media import audio_only, full_decode, make_video  # noqa: E402
 
 CASES = {
@@ -83,7 +83,7 @@ def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
     # AVI gives packets their decode order as timestamps: with H.264 B-frames the k-th smallest
     # is not the k-th frame shown, and a clip took other frames than the ones it named.
     from chute.fallbacks import decode_frames
-    from chute.readers._video_probe import probe_video
+    from chute.readers.convert._video_probe import probe_video
 
     data = make_video(n=20, height=32, width=48, container="avi", gop=10, bframes=2)
     info = probe_video(data)
@@ -98,7 +98,7 @@ def test_avi_timestamps_in_decode_order_map_to_the_frames_shown():
 def test_a_variable_frame_rate_is_measured_from_the_timestamps(container):
     # The header declares 25 fps; the frames are 40 to 120 ms apart (about 13 fps).
     from chute.fallbacks import decode_frames
-    from chute.readers._video_probe import probe_video
+    from chute.readers.convert._video_probe import probe_video
 
     pts_ms = np.cumsum([0] + [40, 120, 80, 40, 120, 80, 40, 120, 80, 40, 120]).tolist()
     data = make_video(n=12, height=32, width=48, container=container, pts_ms=pts_ms, gop=4)
@@ -116,7 +116,7 @@ def test_frames_an_edit_list_hides_are_not_frames():
     # A stream cut after its keyframe keeps the frames before the cut for decoding and hides
     # them with an edit list: they were counted, and frame k was the frame shown at k - 5.
     from chute.fallbacks import decode_frames
-    from chute.readers._video_probe import probe_video
+    from chute.readers.convert._video_probe import probe_video
     from tests._video_media import cut_start
 
     data = cut_start(make_video(n=24, height=32, width=48, gop=12, bframes=2), 5)

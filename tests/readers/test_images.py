@@ -1,7 +1,7 @@
 import pytest
 
 from chute.readers import jpeg_is_complete
-from chute.readers._images import UnreadableImage, prepare_image
+from chute.readers.convert._images import UnreadableImage, prepare_image
 
 from ._images import jpeg_bytes, lossless_jpeg_bytes, png_bytes
 

@@ -7,7 +7,7 @@ import pytest
 
 from chute.errors import FormatError
 from chute.readers import open_dataset
-from chute.readers._mmidx import read_index
+from chute.readers.format._mmidx import read_index
 from tests.readers.test_errors import shard_file
 
 

@@ -1,5 +1,5 @@
 """The contract of every field kind (issue 28, item 5): one set of assertions, parametrized over
-the kind registry itself (`chute/readers/_kinds.py`), so that a new kind is covered as soon as
+the kind registry itself (`chute/readers/kinds/_kinds.py`), so that a new kind is covered as soon as
 it is registered -- and fails here, by name, until CASES below gives it a sample generator.
 
 For every case of every kind: samples written by ShardWriter (a table through `tables=`) read
@@ -30,9 +30,9 @@ import pytest
 from chute.cli import main
 from chute.errors import FormatError
 from chute.readers import SampleIndexError, ShardWriter, open_dataset, verify_dataset
-from chute.readers._kinds import KINDS, field_files
-from chute.readers._layout import listed_files
-from chute.readers._mmidx import MAGIC
+from chute.readers.format._layout import listed_files
+from chute.readers.format._mmidx import MAGIC
+from chute.readers.kinds._kinds import KINDS, field_files
 
 N = 9  # samples per dataset
 PAD = bytes(range(48))  # a bytes field beside the one under test: every dataset has 3+ shards
@@ -194,8 +194,9 @@ def built_datasets(tmp_path_factory):
 
     def build(kind: str, case: Case | None) -> Built:
         if case is None:
-            pytest.fail(f"kind {kind!r} is in the registry (chute/readers/_kinds.py) but has no "
-                        "sample generator: add it to CASES in tests/readers/test_kind_contract.py")
+            pytest.fail(f"kind {kind!r} is in the registry (chute/readers/kinds/_kinds.py) "
+                        "but has no sample generator: add it to CASES in "
+                        "tests/readers/test_kind_contract.py")
         if case.id not in cache:
             values = case.values(np.random.default_rng(7))
             path = tmp_path_factory.mktemp(case.id) / "d"

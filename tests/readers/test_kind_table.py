@@ -1,4 +1,4 @@
-"""Kind `table` (chute/readers/_kind_table.py): only ShardWriter(tables=...) writes one. Its
+"""Kind `table` (chute/readers/kinds/_kind_table.py): only ShardWriter(tables=...) writes one. Its
 round trip, range checks and damaged files are in the kind contract (test_kind_contract.py)."""
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def test_corrupt_compressed_record_is_reported_not_returned(tmp_path):
 @pytest.fixture(params=["shim", "python"])
 def batch_path(request, monkeypatch):
     """Batches of fixed-shape zstd records: decompressed by the C shim, or record by record."""
-    from chute.readers import _chunk_native
+    from chute.readers.zarr import _chunk_native
 
     if request.param == "shim" and not _chunk_native.chunk_reader_status().available:
         pytest.skip("chunk reader shim unavailable")

@@ -25,7 +25,7 @@ import chute
 from chute.cli import main
 from chute.errors import FormatError
 from chute.readers import DatasetProtocol, DatasetRef, SampleIndexError, ShardWriter, open_dataset
-from chute.readers._kinds import KINDS
+from chute.readers.kinds._kinds import KINDS
 from tests.readers.test_megatron import write_megatron_pair
 
 N = 10  # rows; batches of 4 leave a short last one

@@ -9,7 +9,7 @@ import pytest
 from chute.cli import main
 from chute.errors import FormatError
 from chute.readers import open_dataset
-from chute.readers._webdataset import iter_webdataset
+from chute.readers.convert._webdataset import iter_webdataset
 from tests.readers._images import jpeg_bytes
 
 

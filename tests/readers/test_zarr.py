@@ -1,4 +1,4 @@
-"""Zarr groups read directly (chute/readers/_zarr.py): exact values for v2 and v3 stores, every
+"""Zarr groups read directly (chute/readers/zarr/_zarr.py): exact values for v2 and v3 stores, every
 chunking and codec, fork safety, and named errors for corrupt chunks."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ LAYOUTS = [  # (zarr_format, chunk, codec, shard)
 def read_path(request, monkeypatch):
     """Each way chunks are read: the C shim (a batch of one-row chunks in one call per
     thread), libzstd per chunk from Python, python-zstandard (no libzstd found)."""
-    from chute.readers import _zarr_chunks
-    from chute.readers._chunk_native import chunk_reader_status
+    from chute.readers.zarr import _zarr_chunks
+    from chute.readers.zarr._chunk_native import chunk_reader_status
 
     if request.param == "shim" and not chunk_reader_status().available:
         pytest.skip(f"chunk reader shim unavailable: {chunk_reader_status().reason}")
@@ -168,7 +168,7 @@ def test_a_valid_zstd_frame_of_the_wrong_size_is_named(tmp_path, fmt, delta, rea
 def test_opening_does_not_walk_chunk_folders(tmp_path, monkeypatch):
     import os
 
-    from chute.readers import _zarr
+    from chute.readers.zarr import _zarr
 
     path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
     before = open_dataset(path).fingerprint

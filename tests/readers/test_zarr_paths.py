@@ -122,7 +122,8 @@ def test_links_that_stay_inside_read_as_usual(tmp_path, read_path):  # noqa: F81
 
 def test_without_openat2_each_chunk_path_is_resolved(tmp_path, monkeypatch, read_path):  # noqa: F811
     """Older kernels and other systems: the same refusal, by each chunk's resolved path."""
-    from chute.readers import _chunk_native, _paths
+    from chute.readers.storage import _paths
+    from chute.readers.zarr import _chunk_native
 
     monkeypatch.setattr(_paths._open_beneath, "available", lambda: False)
     monkeypatch.setattr(_chunk_native, "available", lambda: False)

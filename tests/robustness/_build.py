@@ -50,7 +50,7 @@ def _audio(root: Path) -> Path:
 def _videos(root: Path) -> Path:
     import csv
 
-    from chute.readers._convert_video import convert_video_csv
+    from chute.readers.convert._convert_video import convert_video_csv
     from tests._video_media import make_video
 
     source = root.parent / "video-source"

@@ -316,7 +316,7 @@ def _f_jpeg(rng: random.Random, files: list[str]):
     seed = rng.randrange(1 << 30)
 
     def apply(root: Path):
-        from chute.readers._mmidx import read_index
+        from chute.readers.format._mmidx import read_index
 
         index = read_index((root / rel).with_suffix(".idx"))
         k = random.Random(seed).randrange(len(index.lengths))

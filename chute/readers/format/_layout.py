@@ -9,11 +9,11 @@ from pathlib import Path
 import xxhash
 
 from chute.errors import FormatError
-from chute.readers._files import CHECKSUM
-from chute.readers._kinds import field_files, field_stem
-from chute.readers._manifest import MANIFEST, load_manifest, manifest_fingerprint
-from chute.readers._mmidx import read_index
-from chute.readers._paths import Confined
+from chute.readers.format._manifest import MANIFEST, load_manifest, manifest_fingerprint
+from chute.readers.format._mmidx import read_index
+from chute.readers.kinds._kinds import field_files, field_stem
+from chute.readers.storage._files import CHECKSUM
+from chute.readers.storage._paths import Confined
 
 __all__ = ["Layout", "resolve_layout", "listed_files"]
 
@@ -46,7 +46,7 @@ def resolve_layout(path, bytes_field: str) -> Layout:
 def listed_files(root: Path, manifest: dict) -> list[tuple[Path, dict]]:
     """(path, manifest entry with size and checksum) of every file the manifest lists: the
     files of every shard, then the files stored once per dataset (tables). Each path is checked
-    to stay inside `root` (`_paths.py`)."""
+    to stay inside `root` (`readers/storage/_paths.py`)."""
     folder = Confined(root)  # resolved once, not once per file
     files = []
     for shard in manifest["shards"]:

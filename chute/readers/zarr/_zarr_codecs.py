@@ -1,4 +1,5 @@
-"""The zarr compressors chute reads directly (`_zarr_chunks.py`), by name, for whoever writes
+"""The zarr compressors chute reads directly (`readers/zarr/_zarr_chunks.py`), by name, for whoever
+writes
 stores: `chute convert` tests and `benchmarks/make_latents.py`."""
 
 from __future__ import annotations

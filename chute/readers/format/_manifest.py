@@ -9,7 +9,8 @@
               "files": {"image.bin": {"size": S, "xxh3_64": "..."}, ...}}],
   "class_names": [...] | null
 }
-Which files a field has in every shard folder is its kind's business (`_kinds.py`); their stem
+Which files a field has in every shard folder is its kind's business (`readers/kinds/_kinds.py`);
+their stem
 is `file`, which defaults to the field name (metadata updates write a new generation).
 """
 
@@ -21,8 +22,8 @@ from pathlib import Path
 import xxhash
 
 from chute.errors import FormatError
-from chute.readers._files import CHECKSUM, atomic_write_bytes, fsync_dir
-from chute.readers._manifest_check import FORMAT, VERSION, check_manifest
+from chute.readers.format._manifest_check import FORMAT, VERSION, check_manifest
+from chute.readers.storage._files import CHECKSUM, atomic_write_bytes, fsync_dir
 
 __all__ = ["MANIFEST", "FORMAT", "VERSION", "load_manifest", "write_manifest",
            "manifest_fingerprint"]

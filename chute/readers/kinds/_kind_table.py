@@ -15,9 +15,9 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import check_rows
-from chute.readers._kind import OpenArgs
-from chute.readers._kind_scalar import save_column
-from chute.readers._paths import inside
+from chute.readers.kinds._kind import OpenArgs
+from chute.readers.kinds._kind_scalar import save_column
+from chute.readers.storage._paths import inside
 
 __all__ = ["TABLE", "TableReader", "table_array", "write_table"]
 

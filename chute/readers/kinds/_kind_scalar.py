@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers._files import atomic_write_bytes
-from chute.readers._kind import Encoded, OpenArgs
+from chute.readers.kinds._kind import Encoded, OpenArgs
+from chute.readers.storage._files import atomic_write_bytes
 
 __all__ = ["SCALAR", "load_column", "save_column"]
 

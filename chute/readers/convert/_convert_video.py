@@ -12,9 +12,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chute.errors import ChuteError, FormatError
-from chute.readers._files import read_regular_file, write_skipped
-from chute.readers._video_probe import UnreadableVideo, probe_video
-from chute.readers._writer import ShardWriter
+from chute.readers.convert._video_probe import UnreadableVideo, probe_video
+from chute.readers.format._writer import ShardWriter
+from chute.readers.storage._files import read_regular_file, write_skipped
 
 __all__ = ["VideoConvertReport", "convert_video_csv", "VIDEO_FIELDS"]
 

@@ -8,14 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from chute.errors import ChuteError
-from chute.readers._dest_lock import DestinationLock
-from chute.readers._files import CHECKSUM, fsync_dir
-from chute.readers._kind import Encoded
-from chute.readers._kind_table import table_array, write_table
-from chute.readers._kinds import declare, field_files, field_stem, get_kind, infer_declaration
-from chute.readers._manifest import FORMAT, MANIFEST, VERSION, write_manifest
-from chute.readers._publish import clean_leftovers, publish, staging_folder
 from chute.readers._sizes import parse_size
+from chute.readers.format._manifest import FORMAT, MANIFEST, VERSION, write_manifest
+from chute.readers.kinds._kind import Encoded
+from chute.readers.kinds._kind_table import table_array, write_table
+from chute.readers.kinds._kinds import declare, field_files, field_stem, get_kind, infer_declaration
+from chute.readers.storage._dest_lock import DestinationLock
+from chute.readers.storage._files import CHECKSUM, fsync_dir
+from chute.readers.storage._publish import clean_leftovers, publish, staging_folder
 
 __all__ = ["ShardWriter", "infer_fields"]
 

@@ -16,8 +16,8 @@ import numpy as np
 from chute._lazy import require
 from chute._sndfile_read import UNKNOWN_FRAMES, read_frames
 from chute.errors import FormatError
-from chute.readers._files import read_regular_file
-from chute.readers._sources import list_csv
+from chute.readers.convert._sources import list_csv
+from chute.readers.storage._files import read_regular_file
 
 __all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
            "check_segments", "segment_frames", "END_SLACK"]

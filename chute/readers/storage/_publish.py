@@ -5,7 +5,7 @@ new one in one step (renameat2 RENAME_EXCHANGE where the kernel has it).
 
 Names beside destination NAME: `.NAME.tmp-*` (a write in progress; the old dataset after a
 swap) and `.NAME.old-*` (the old dataset moved aside where no exchange exists). Both belong to
-whoever holds the destination's lock (`_dest_lock.py`), which cleans them up."""
+whoever holds the destination's lock (`readers/storage/_dest_lock.py`), which cleans them up."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 
 from chute.errors import ChuteError
-from chute.readers._files import fsync_dir
-from chute.readers._manifest import MANIFEST
+from chute.readers.format._manifest import MANIFEST
+from chute.readers.storage._files import fsync_dir
 
 __all__ = ["staging_folder", "clean_leftovers", "publish"]
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers._kind import Encoded, OpenArgs
-from chute.readers._kind_scalar import load_column, save_column
-from chute.readers._records import Records, RecordWriter, as_bytes, load_records
+from chute.readers.format._records import Records, RecordWriter, as_bytes, load_records
+from chute.readers.kinds._kind import Encoded, OpenArgs
+from chute.readers.kinds._kind_scalar import load_column, save_column
 
 __all__ = ["NDARRAY", "NdarrayReader"]
 
@@ -150,9 +150,10 @@ class NdarrayReader:
                      status: np.ndarray | None) -> bool:
         """Fixed-shape zstd records decompressed straight into their rows of `out` by libzstd
         (content checksums checked), on every chunk-reading thread at once without the GIL
-        (`_chunk_native.py`); False when the shim is unavailable (then record by record)."""
-        from chute.readers._chunk_native import chunk_reader_status, read_chunks
-        from chute.readers._zarr_chunks import _pool, read_threads
+        (`readers/zarr/_chunk_native.py`); False when the shim is unavailable (then record by
+        record)."""
+        from chute.readers.zarr._chunk_native import chunk_reader_status, read_chunks
+        from chute.readers.zarr._zarr_chunks import _pool, read_threads
 
         if not chunk_reader_status().available:
             return False

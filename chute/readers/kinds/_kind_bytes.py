@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from chute.readers._kind import Encoded, OpenArgs
-from chute.readers._records import Records, RecordWriter, as_bytes, load_records
+from chute.readers.format._records import Records, RecordWriter, as_bytes, load_records
+from chute.readers.kinds._kind import Encoded, OpenArgs
 
 __all__ = ["BYTES", "BytesReader"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers._kind import Encoded, OpenArgs
-from chute.readers._kind_bytes import _RecordColumn
-from chute.readers._records import Records, RecordWriter, load_records
+from chute.readers.format._records import Records, RecordWriter, load_records
+from chute.readers.kinds._kind import Encoded, OpenArgs
+from chute.readers.kinds._kind_bytes import _RecordColumn
 
 __all__ = ["JSON", "encode_json"]
 

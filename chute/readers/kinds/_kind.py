@@ -1,5 +1,6 @@
 """What a field kind is: the contract every module under `chute/readers/_kind_*.py` fulfils
-(docs/design.md, "Field kinds"). The registry that maps kind names to them is `_kinds.py`."""
+(docs/design.md, "Field kinds"). The registry that maps kind names to them is
+`readers/kinds/_kinds.py`."""
 
 from __future__ import annotations
 

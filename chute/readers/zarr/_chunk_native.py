@@ -3,9 +3,11 @@
 (docs/design.md, "Zarr groups").
 
 The shim is built once per machine (`chute/_native_build.py`) and called through ctypes, which
-releases the GIL for the call; libzstd's functions are those `_zstd_native.py` found. Where the
+releases the GIL for the call; libzstd's functions are those `readers/zarr/_zstd_native.py` found.
+Where the
 shim cannot be built or no libzstd is found, `chunk_reader_status()` says why and
-`_zarr_chunks.py` reads chunk by chunk in Python instead (same bytes, more time per chunk).
+`readers/zarr/_zarr_chunks.py` reads chunk by chunk in Python instead (same bytes, more time per
+chunk).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import numpy as np
 from chute._fork import ProcessPool
 from chute._native_build import NativeShim, ShimStatus, load_function
 from chute.errors import BackendUnavailableError
-from chute.readers._open_beneath import available
-from chute.readers._paths import Confined
-from chute.readers._zstd_native import decoder
+from chute.readers.storage._open_beneath import available
+from chute.readers.storage._paths import Confined
+from chute.readers.zarr._zstd_native import decoder
 
 __all__ = ["ChunkReaderStatus", "chunk_reader_status", "read_chunks", "CHUNK_ERRORS", "MISSING",
            "NOT_DECODABLE", "OUTSIDE"]

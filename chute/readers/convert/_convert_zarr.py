@@ -1,4 +1,5 @@
-"""`chute convert zarr SRC DST`: a zarr group (see `_zarr.py`) to a chute dataset: per-sample
+"""`chute convert zarr SRC DST`: a zarr group (see `readers/zarr/_zarr.py`) to a chute dataset:
+per-sample
 arrays become `ndarray` fields (optionally zstd), 1-D ones scalar columns, and tables are stored
 once (kind `table`), so the same `Pipeline(..., fields={table: Lookup(index)})` call works on
 both."""
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers._writer import ShardWriter
+from chute.readers.format._writer import ShardWriter
 
 __all__ = ["convert_zarr"]
 
@@ -31,7 +32,7 @@ def convert_zarr(src: str | Path, dst: str | Path, *, shard_size: str | int = "1
     Returns:
         The number of samples written.
     """
-    from chute.readers._zarr import ZarrDataset
+    from chute.readers.zarr._zarr import ZarrDataset
 
     ds = ZarrDataset(src)
     if ds.unreadable:  # converting without them would drop data silently

@@ -1,6 +1,7 @@
 """The shape of a `chute.json`, checked before anything uses it: every key a reader touches is
 there with the right type and a sane range, and every name it holds is a plain path component
-(`_paths.py`). A malformed manifest is a FormatError naming the file and the key, never a raw
+(`readers/storage/_paths.py`). A malformed manifest is a FormatError naming the file and the key,
+never a raw
 KeyError or TypeError later on."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from chute.errors import FormatError
-from chute.readers._files import CHECKSUM
-from chute.readers._kinds import KINDS
-from chute.readers._paths import plain_name
+from chute.readers.kinds._kinds import KINDS
+from chute.readers.storage._files import CHECKSUM
+from chute.readers.storage._paths import plain_name
 
 __all__ = ["check_manifest", "MAX_COUNT"]
 

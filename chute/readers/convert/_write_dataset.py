@@ -8,9 +8,9 @@ from pathlib import Path
 
 from chute.errors import FormatError
 from chute.readers._dataset import Dataset, open_dataset
-from chute.readers._kinds import infer_declaration
-from chute.readers._transcode import TRANSCODE_QUALITY
-from chute.readers._writer import ShardWriter
+from chute.readers.convert._transcode import TRANSCODE_QUALITY
+from chute.readers.format._writer import ShardWriter
+from chute.readers.kinds._kinds import infer_declaration
 
 __all__ = ["write_dataset"]
 
@@ -67,7 +67,7 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
 def _with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:
     from PIL import Image
 
-    from chute.readers._images import UnreadableImage, encode_jpeg, prepare_image
+    from chute.readers.convert._images import UnreadableImage, encode_jpeg, prepare_image
 
     value = sample[image_field]
     if isinstance(value, Image.Image):

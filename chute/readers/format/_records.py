@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers._files import HashingWriter, atomic_write_bytes
-from chute.readers._mmidx import MAX_LENGTH, check_extents, encode_index, read_index
+from chute.readers.format._mmidx import MAX_LENGTH, check_extents, encode_index, read_index
+from chute.readers.storage._files import HashingWriter, atomic_write_bytes
 
 __all__ = ["RecordWriter", "Records", "load_records", "map_file", "write_index", "as_bytes"]
 

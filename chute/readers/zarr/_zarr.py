@@ -7,7 +7,8 @@ are per-sample fields: `ndarray`, or `scalar` when 1-D of integers or floats; th
 
 zarr runs a background event loop, so the group is opened lazily in each process (a forked
 child or a DDP rank reopens it, never inherits it). A batch reads each touched chunk once:
-directly from its file, decompressed on a thread pool, for simple arrays (`_zarr_chunks.py`),
+directly from its file, decompressed on a thread pool, for simple arrays
+(`readers/zarr/_zarr_chunks.py`),
 else as one zarr orthogonal selection of the batch's distinct ids (sharded arrays) -- never a
 zarr call per sample (~3 ms each).
 """
@@ -24,7 +25,7 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import SampleIndexError, check_rows
-from chute.readers._paths import Confined, LeadsOutside, plain_name
+from chute.readers.storage._paths import Confined, LeadsOutside, plain_name
 
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group"]
 
@@ -109,7 +110,7 @@ class ZarrArrayReader:
     def _chunk_plan(self):
         """The direct chunk reader's plan (None: read through zarr), made once per process."""
         if self._plan is None or self._plan[0] != os.getpid():
-            from chute.readers._zarr_chunks import plan
+            from chute.readers.zarr._zarr_chunks import plan
 
             self._plan = (os.getpid(), plan(self._array(), self.dataset.confined(), self.field))
         return self._plan[1]
@@ -157,7 +158,7 @@ class ZarrArrayReader:
                      status: np.ndarray | None) -> np.ndarray:
         chunk_plan = self._chunk_plan()
         if chunk_plan is not None:
-            from chute.readers._zarr_chunks import read_rows
+            from chute.readers.zarr._zarr_chunks import read_rows
 
             read_rows(chunk_plan, ids, out, self._where(), status)
             return out
@@ -266,9 +267,9 @@ class ZarrDataset:
                 "zarr_format": int(array.metadata.zarr_format)}
 
     def _store(self):
-        """zarr's view of the folder, every read confined to it (`_zarr_store.py`)."""
+        """zarr's view of the folder, every read confined to it (`readers/zarr/_zarr_store.py`)."""
         _zarr()
-        from chute.readers._zarr_store import ConfinedStore
+        from chute.readers.zarr._zarr_store import ConfinedStore
 
         return ConfinedStore(self.path)
 

@@ -13,15 +13,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chute.errors import ChuteError
-from chute.readers._audio_sources import (
+from chute.readers.convert._audio_sources import (
     AudioSource,
     Probed,
     list_audio_csv,
     list_audio_jsonl,
     probe_audio,
 )
-from chute.readers._files import write_skipped
-from chute.readers._writer import ShardWriter
+from chute.readers.format._writer import ShardWriter
+from chute.readers.storage._files import write_skipped
 
 __all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "AUDIO_FIELDS"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
-from chute.readers._transcode import TRANSCODE_QUALITY
+from chute.readers.convert._transcode import TRANSCODE_QUALITY
 
 __all__ = ["PreparedImage", "UnreadableImage", "prepare_image", "jpeg_is_complete", "encode_jpeg"]
 
@@ -115,7 +115,7 @@ def _rgb_or_grey(img: Image.Image) -> Image.Image:
 def encode_jpeg(img: Image.Image, quality: int = TRANSCODE_QUALITY) -> bytes:
     """A PIL image as a JPEG of RGB (or grey) pixels, without chroma subsampling: colour edges
     keep their resolution, so eval on a transcoded image stays within the fidelity bar of
-    torchvision's transform on the original (chute/readers/_transcode.py)."""
+    torchvision's transform on the original (chute/readers/convert/_transcode.py)."""
     img = _rgb_or_grey(img)
     out = io.BytesIO()
     img.save(out, format="JPEG", quality=quality, subsampling=0)

@@ -11,11 +11,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chute.errors import ChuteError
-from chute.readers._files import read_regular_file, write_skipped
-from chute.readers._images import UnreadableImage, prepare_image
-from chute.readers._sources import Source, list_csv, list_imagefolder
-from chute.readers._transcode import TRANSCODE_QUALITY
-from chute.readers._writer import ShardWriter
+from chute.readers.convert._images import UnreadableImage, prepare_image
+from chute.readers.convert._sources import Source, list_csv, list_imagefolder
+from chute.readers.convert._transcode import TRANSCODE_QUALITY
+from chute.readers.format._writer import ShardWriter
+from chute.readers.storage._files import read_regular_file, write_skipped
 
 __all__ = ["ConvertOptions", "ConvertReport", "convert_sources", "convert_imagefolder",
            "convert_csv", "REPORT_NAME"]

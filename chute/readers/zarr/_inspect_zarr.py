@@ -9,7 +9,7 @@ import os
 import numpy as np
 from tqdm import tqdm
 
-from chute.readers._zarr import ZarrDataset
+from chute.readers.zarr._zarr import ZarrDataset
 
 __all__ = ["zarr_info", "verify_zarr"]
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from chute._fork import ProcessPool
 from chute.errors import FormatError
-from chute.readers._paths import Confined, LeadsOutside
-from chute.readers._zstd_native import decoder
+from chute.readers.storage._paths import Confined, LeadsOutside
+from chute.readers.zarr._zstd_native import decoder
 
 __all__ = ["ChunkPlan", "plan", "read_rows", "read_threads"]
 
@@ -132,7 +132,7 @@ def _whole(codec):
 
 def _zstd_decode(raw, out=None):
     """A zstd frame decoded into `out` (or a new buffer): by libzstd's one-shot call into
-    `out` with this thread's context, GIL released (`_zstd_native.py`), else by python-
+    `out` with this thread's context, GIL released (`readers/zarr/_zstd_native.py`), else by python-
     zstandard -- a stream reader writing into `out` (its one-shot `decompress` did not scale
     past one thread here, and numcodecs' Zstd, a new context per call, ran ~1.8x slower on
     160 KB chunks). Returns the bytes written; the caller checks the size."""
@@ -282,10 +282,10 @@ def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
 
 
 def _native_batch(p: ChunkPlan) -> bool:
-    """Whether the C shim reads this array's one-row chunks (`_chunk_native.py`)."""
+    """Whether the C shim reads this array's one-row chunks (`readers/zarr/_chunk_native.py`)."""
     if p.key_parts is None or p.decode not in (None, _zstd_decode):
         return False
-    from chute.readers._chunk_native import chunk_reader_status
+    from chute.readers.zarr._chunk_native import chunk_reader_status
 
     return chunk_reader_status().available
 
@@ -295,7 +295,7 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
     """One-row chunks `chunk_of` decompressed by the C shim into `out` (each distinct chunk
     once, into its first row), on every reading thread at once; repeats copied, missing chunks
     filled, failures named."""
-    from chute.readers._chunk_native import (
+    from chute.readers.zarr._chunk_native import (
         CHUNK_ERRORS,
         MISSING,
         NOT_DECODABLE,

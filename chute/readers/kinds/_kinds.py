@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from chute.readers._kind import FieldKind
-from chute.readers._kind_bytes import BYTES
-from chute.readers._kind_json import JSON
-from chute.readers._kind_ndarray import NDARRAY
-from chute.readers._kind_scalar import SCALAR
-from chute.readers._kind_table import TABLE
+from chute.readers.kinds._kind import FieldKind
+from chute.readers.kinds._kind_bytes import BYTES
+from chute.readers.kinds._kind_json import JSON
+from chute.readers.kinds._kind_ndarray import NDARRAY
+from chute.readers.kinds._kind_scalar import SCALAR
+from chute.readers.kinds._kind_table import TABLE
 
 __all__ = ["KINDS", "get_kind", "declare", "infer_declaration", "field_stem", "field_files"]
 

@@ -17,7 +17,7 @@ from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.storage import LocalStore
 
 from chute.errors import FormatError
-from chute.readers._paths import Confined
+from chute.readers.storage._paths import Confined
 
 __all__ = ["ConfinedStore", "STORE"]
 

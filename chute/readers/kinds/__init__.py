@@ -1,0 +1,1 @@
+"""chute.readers.kinds: field kinds: the registry and one module per kind."""

@@ -1,0 +1,1 @@
+"""chute.readers.zarr: zarr groups read as datasets: store, chunks, codecs, native readers."""
