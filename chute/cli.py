@@ -31,6 +31,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the arguments that name files or folders, in any command
+_PATH_ARGS = ("src", "dst", "dataset", "out", "workdir", "config")
+
+
+def _refuse_urls(args) -> None:
+    """Until object storage lands, a URL other than file:// names no place chute can read or
+    write: refuse it before anything is created (a destination s3://b/x became a folder
+    "s3:")."""
+    from chute.readers import local_path
+
+    for name in _PATH_ARGS:
+        values = getattr(args, name, None)
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, str) and "://" in value:
+                written = name in ("out", "workdir") or (name, args.command) == ("dst", "convert")
+                local_path(value, writing=written)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -38,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _refuse_urls(args)
         return int(args.func(args) or 0)
     except ChuteError as exc:
         # one line, whatever the message holds: scripts grep it, and no traceback

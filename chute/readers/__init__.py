@@ -13,7 +13,7 @@ from chute.readers._errors import SampleIndexError
 from chute.readers._protocol import DatasetProtocol
 from chute.readers._sizes import format_size, parse_size
 from chute.readers.format._writer import ShardWriter
-from chute.readers.storage._storage import DatasetRef, open_url
+from chute.readers.storage._storage import DatasetRef, local_path, open_url
 
 # public name -> module that defines it (loaded on first access)
 _LAZY = {
@@ -44,6 +44,7 @@ __all__ = [
     "open_dataset",
     "open_url",
     "DatasetRef",
+    "local_path",
     "ShardWriter",
     "SampleIndexError",
     "parse_size",

@@ -16,6 +16,7 @@ from chute.readers.convert._sources import Source, list_csv, list_imagefolder
 from chute.readers.convert._transcode import TRANSCODE_QUALITY
 from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import read_regular_file, write_skipped
+from chute.readers.storage._storage import local_path
 
 __all__ = ["ConvertOptions", "ConvertReport", "convert_sources", "convert_imagefolder",
            "convert_csv", "REPORT_NAME"]
@@ -87,7 +88,7 @@ def _write_all(writer: ShardWriter, sources: list[Source], results, with_label: 
 def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None,
                     source_info: dict, options: ConvertOptions) -> ConvertReport:
     """Write `sources` as a dataset with fields image, height, width, meta (+ label)."""
-    dst = Path(dst)
+    dst = local_path(dst, writing=True)  # s3://... must not become a folder "s3:"
     fields: dict[str, str | dict] = {"image": {"kind": "bytes", "media": "image"},
                                      "height": "int32", "width": "int32", "meta": "json"}
     with_label = any(s.label is not None for s in sources)

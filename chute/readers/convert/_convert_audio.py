@@ -22,6 +22,7 @@ from chute.readers.convert._audio_sources import (
 )
 from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import write_skipped
+from chute.readers.storage._storage import local_path
 
 __all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "AUDIO_FIELDS"]
 
@@ -81,7 +82,7 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
         dst: the new dataset folder.
         options: shard size, workers, strictness, report location, path root.
     """
-    src, dst = Path(src), Path(dst)
+    src, dst = Path(src), local_path(dst, writing=True)
     listing = list_audio_csv if src.suffix.lower() == ".csv" else list_audio_jsonl
     sources = listing(src, options.root)
     report = AudioConvertReport()

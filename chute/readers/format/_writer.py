@@ -16,6 +16,7 @@ from chute.readers.kinds._kinds import declare, field_files, field_stem, get_kin
 from chute.readers.storage._dest_lock import DestinationLock
 from chute.readers.storage._files import CHECKSUM, fsync_dir
 from chute.readers.storage._publish import clean_leftovers, publish, staging_folder
+from chute.readers.storage._storage import local_path
 
 __all__ = ["ShardWriter", "infer_fields"]
 
@@ -114,7 +115,7 @@ class ShardWriter:
                  shard_size: str | int = "1GiB", class_names: list[str] | None = None,
                  manifest_extra: dict | None = None, overwrite: bool = False,
                  tables: dict | None = None):
-        self.path = Path(path)
+        self.path = local_path(path, writing=True)  # s3://... must not become a folder "s3:"
         self.shard_size = parse_size(shard_size)
         self._declared = None if fields is None else \
             _checked({n: declare(n, d) for n, d in fields.items()})

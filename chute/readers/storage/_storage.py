@@ -25,13 +25,21 @@ def _file(url: str) -> Path:
 SCHEMES = {"file": _file}
 
 
-def local_path(path_or_url: str | os.PathLike[str]) -> Path:
-    """A local path for a plain path or a URL of a known scheme."""
+def local_path(path_or_url: str | os.PathLike[str], *, writing: bool = False) -> Path:
+    """A local path for a plain path or a URL of a known scheme.
+
+    Args:
+        path_or_url: a path, or a URL such as file:///data/x.chute.
+        writing: the path is a destination (the error says so).
+    """
     text = str(path_or_url)
     scheme = urlparse(text).scheme if "://" in text else ""
     if not scheme:
         return Path(path_or_url)
     if scheme not in SCHEMES:
+        if writing:
+            raise FormatError(f"{text}: cannot write to storage scheme {scheme!r} (chute writes "
+                              "datasets to local folders); write to a local folder and copy it")
         raise FormatError(f"{text}: storage scheme {scheme!r} is not supported (chute reads "
                           f"{sorted(SCHEMES)}); copy the dataset to a local folder")
     return SCHEMES[scheme](text)
