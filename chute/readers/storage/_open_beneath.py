@@ -30,7 +30,10 @@ class _How(ctypes.Structure):  # struct open_how
                 ("resolve", ctypes.c_uint64)]
 
 
-_HOW = _How(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0), 0, RESOLVE_BENEATH)
+# O_NONBLOCK: opening a FIFO must not wait for a writer (the caller fstat()s and refuses it);
+# reads of a regular file ignore the flag
+_HOW = _How(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0), 0,
+            RESOLVE_BENEATH)
 _HOW_REF = ctypes.byref(_HOW)
 _HOW_SIZE = ctypes.sizeof(_HOW)
 

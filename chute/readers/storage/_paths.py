@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import weakref
 from pathlib import Path
 
 from chute.errors import FormatError
 from chute.readers.storage import _open_beneath
 
-__all__ = ["plain_name", "inside", "Confined", "LeadsOutside"]
+__all__ = ["plain_name", "inside", "Confined", "LeadsOutside", "NotRegular", "check_regular",
+           "kind_of"]
 
 _CORRUPT = "the manifest is corrupt or was edited by hand"
 
@@ -85,8 +87,13 @@ class Confined:
         return self._fd
 
     def open(self, relative: str, what: str) -> int:
-        """A read-only descriptor of the file `relative` (to the folder); FileNotFoundError
-        when absent, FormatError when it resolves outside."""
+        """A read-only descriptor of the regular file `relative` (to the folder);
+        FileNotFoundError when absent, FormatError when it resolves outside or is not a
+        regular file (a FIFO would block its reader forever, a folder or a device is no
+        chunk: opened without blocking, then checked)."""
+        return _regular(self._open(relative, what), self.root / relative, what)
+
+    def _open(self, relative: str, what: str) -> int:
         if self._open_under is None and _open_beneath.available():
             self._open_under = _open_beneath.opener(self.dir_fd())
         if self._open_under is not None:
@@ -100,7 +107,47 @@ class Confined:
                 # out, or through an absolute symlink that may lead back in: decide below
         path = self.root / relative
         self.check(path, what)
-        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) |
+                       getattr(os, "O_NONBLOCK", 0))
+
+
+class NotRegular(FormatError):
+    """A path that must be a regular file (a chunk, a metadata document) is a FIFO, a folder,
+    a device or a socket."""
+
+
+def _regular(fd: int, path: Path, what: str) -> int:
+    """`fd` when it is a regular file; else closed, and NotRegular naming `path`."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegular(f"{path}: {what} is {kind_of(mode)}, not a regular file; replace it "
+                         "with the file it stands for")
+    return fd
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or
+            stat.S_ISBLK(mode) else "not a file")
+
+
+def check_regular(path: str | Path, what: str) -> Path:
+    """`path` when it is absent or a regular file (symlinks followed), without opening it;
+    else NotRegular naming it. For files read by others (zarr's store)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return Path(path)
+    if not stat.S_ISREG(mode):
+        raise NotRegular(f"{path}: {what} is {kind_of(mode)}, not a regular file; replace it "
+                         "with the file it stands for")
+    return Path(path)
 
 
 def inside(root: Path, *parts: str, what: str) -> Path:

@@ -40,6 +40,7 @@ CHUNK_ERRORS = {
     2: "cannot be read (I/O error)",
     NOT_DECODABLE: "does not decompress (corrupt, or larger than a chunk)",
     4: "does not hold exactly one chunk's bytes",
+    6: "is not a regular file (a FIFO, a folder or a device)",
 }
 
 

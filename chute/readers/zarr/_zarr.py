@@ -25,7 +25,7 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import SampleIndexError, check_rows
-from chute.readers.storage._paths import Confined, LeadsOutside, plain_name
+from chute.readers.storage._paths import Confined, LeadsOutside, check_regular, plain_name
 
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group"]
 
@@ -65,11 +65,13 @@ def _fingerprint(confined: Confined) -> str:
         dirs.sort()
     for path in sorted(found):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(confined.check(path, "metadata document").read_bytes())
+        digest.update(check_regular(confined.check(path, "metadata document"),
+                                    "metadata document").read_bytes())
     return digest.hexdigest()[:16]
 
 
 def _is_array(document: Path) -> bool:
+    check_regular(document, "metadata document")  # a FIFO would block the read forever
     try:
         return json.loads(document.read_bytes()).get("node_type") == "array"
     except (ValueError, AttributeError):

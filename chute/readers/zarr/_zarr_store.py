@@ -17,7 +17,7 @@ from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.storage import LocalStore
 
 from chute.errors import FormatError
-from chute.readers.storage._paths import Confined
+from chute.readers.storage._paths import Confined, check_regular
 
 __all__ = ["ConfinedStore", "STORE"]
 
@@ -32,7 +32,10 @@ class ConfinedStore(LocalStore):
         self.confined = Confined(root, STORE)
 
     def _checked(self, key: str) -> str:
-        self.confined.check(self.root / key, f"entry {key!r}")
+        # a FIFO would block zarr's read forever, a folder raises deep inside zarr: both are
+        # refused here, naming the file (absent stays absent: zarr's fill value)
+        check_regular(self.confined.check(self.root / key, f"entry {key!r}"),
+                      f"entry {key!r} of zarr store {self.root}")
         return key
 
     def _whole(self, key: str, byte_range, value):

@@ -14,7 +14,8 @@
  * relative to the store, opened as root_fd, and opened with openat2(RESOLVE_BENEATH), where the
  * kernel refuses any way out at no extra cost; where that call is missing (old kernels), the
  * path's realpath must start with real_root. A file refused either way is status OUTSIDE, and
- * the caller decides (an absolute symlink back inside is fine).
+ * the caller decides (an absolute symlink back inside is fine). Files are opened with
+ * O_NONBLOCK (a FIFO opens at once) and anything but a regular file is NOT_REGULAR.
  *
  * libzstd is not linked: its functions come in as pointers taken from the library chute
  * found loaded (struct zstd_api), so the shim needs no headers. The declarations are zstd's
@@ -38,7 +39,8 @@ struct zstd_api {
     unsigned (*is_error)(size_t code);
 };
 
-enum { OK = 0, MISSING = 1, IO_ERROR = 2, NOT_DECODABLE = 3, WRONG_SIZE = 4, OUTSIDE = 5 };
+enum { OK = 0, MISSING = 1, IO_ERROR = 2, NOT_DECODABLE = 3, WRONG_SIZE = 4, OUTSIDE = 5,
+       NOT_REGULAR = 6 };
 
 struct store {
     int root_fd;           /* the store's folder */
@@ -56,7 +58,7 @@ static int open_inside(const struct store *store, const char *relative, int *cod
     int fd;
 #ifdef SYS_openat2
     if (store->beneath) {
-        struct open_how_ how = {O_RDONLY | O_CLOEXEC, 0, 0x08 /* RESOLVE_BENEATH */};
+        struct open_how_ how = {O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, 0x08 /* RESOLVE_BENEATH */};
         fd = (int)syscall(SYS_openat2, store->root_fd, relative, &how, sizeof how);
         if (fd < 0)
             *code = errno == ENOENT ? MISSING : errno == EXDEV ? OUTSIDE : IO_ERROR;
@@ -76,7 +78,7 @@ static int open_inside(const struct store *store, const char *relative, int *cod
         *code = OUTSIDE;
         return -1;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         *code = errno == ENOENT ? MISSING : IO_ERROR;
     return fd;
@@ -96,6 +98,10 @@ static int read_file(const struct store *store, const char *path, char *into, si
     if (fstat(fd, &st) != 0) {
         close(fd);
         return IO_ERROR;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO would block the read forever; a folder is no chunk */
+        close(fd);
+        return NOT_REGULAR;
     }
     size_t want = (size_t)st.st_size;
     if (into == NULL) { /* into the thread's buffer, grown as needed */
