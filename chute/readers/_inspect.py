@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import warnings
 from pathlib import Path
 from stat import S_ISREG
 
@@ -12,7 +13,12 @@ from tqdm import tqdm
 from chute.errors import FormatError
 from chute.readers._dataset import open_dataset
 from chute.readers.format._layout import listed_files
-from chute.readers.format._manifest import MANIFEST, load_manifest
+from chute.readers.format._manifest import (
+    MANIFEST,
+    MANIFEST_CHECKSUM,
+    load_manifest,
+    manifest_checksum,
+)
 from chute.readers.kinds._kinds import KINDS, field_files
 from chute.readers.storage._files import CHECKSUM, file_checksum
 from chute.readers.zarr._inspect_zarr import verify_zarr, zarr_info
@@ -84,6 +90,15 @@ def verify_dataset(path, *, progress: bool = False) -> list[str]:
         raise FormatError(f"{root / MANIFEST}: checksum {algo!r} is not supported ({CHECKSUM})")
     files = listed_files(root, manifest)
     problems = []
+    own = manifest.get(MANIFEST_CHECKSUM)
+    if own is None:
+        warnings.warn(f"{root / MANIFEST}: the manifest has no checksum of its own (written "
+                      "before chute added one), so edits to it cannot be detected; any chute "
+                      "write or `chute meta update` adds it", stacklevel=2)
+    elif own != manifest_checksum(manifest):
+        problems.append(f"{root / MANIFEST}: the manifest's own checksum does not match its "
+                        "content (it was edited by hand or corrupted: a dtype, shape or shard "
+                        "may read other data); restore it")
     bar = tqdm(total=sum(e["size"] for _, e in files), unit="B", unit_scale=True,
                disable=not progress, desc="verify")
     for file, entry in files:

@@ -7,7 +7,8 @@
              "meta": {"kind": "json", "file": "meta"}},
   "shards": [{"name": "00000", "num_samples": n,
               "files": {"image.bin": {"size": S, "xxh3_64": "..."}, ...}}],
-  "class_names": [...] | null
+  "class_names": [...] | null,
+  "manifest_xxh3_64": "..."   (of everything else; absent in manifests written before it)
 }
 Which files a field has in every shard folder is its kind's business (`readers/kinds/_kinds.py`);
 their stem
@@ -25,10 +26,12 @@ from chute.errors import FormatError
 from chute.readers.format._manifest_check import FORMAT, VERSION, check_manifest
 from chute.readers.storage._files import CHECKSUM, atomic_write_bytes, fsync_dir
 
-__all__ = ["MANIFEST", "FORMAT", "VERSION", "load_manifest", "write_manifest",
-           "manifest_fingerprint"]
+__all__ = ["MANIFEST", "MANIFEST_CHECKSUM", "FORMAT", "VERSION", "load_manifest",
+           "write_manifest", "manifest_checksum", "manifest_fingerprint"]
 
 MANIFEST = "chute.json"
+# the manifest's checksum of itself (`manifest_checksum`); manifests written before it have none
+MANIFEST_CHECKSUM = "manifest_xxh3_64"
 
 
 def load_manifest(root: Path) -> dict:
@@ -49,8 +52,20 @@ def load_manifest(root: Path) -> dict:
     return manifest
 
 
+def manifest_checksum(manifest: dict) -> str:
+    """xxh3-64 of the manifest's content without its own checksum (MANIFEST_CHECKSUM), in a
+    canonical form (sorted keys, no spaces), so that `chute verify` notices a manifest edited
+    by hand (a dtype, a shape, the shard order) the way it notices an edited data file."""
+    content = {k: v for k, v in manifest.items() if k != MANIFEST_CHECKSUM}
+    return xxhash.xxh3_64_hexdigest(json.dumps(content, sort_keys=True, separators=(",", ":"),
+                                               default=str).encode())
+
+
 def write_manifest(root: Path, manifest: dict) -> None:
-    """Atomically replace the manifest (this is what makes a write or update visible)."""
+    """Atomically replace the manifest (this is what makes a write or update visible), with
+    its own checksum (MANIFEST_CHECKSUM) added."""
+    manifest = {**{k: v for k, v in manifest.items() if k != MANIFEST_CHECKSUM},
+                MANIFEST_CHECKSUM: manifest_checksum(manifest)}
     data = json.dumps(manifest, indent=1, sort_keys=False).encode() + b"\n"
     atomic_write_bytes(Path(root) / MANIFEST, data)
     fsync_dir(Path(root))

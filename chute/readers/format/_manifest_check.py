@@ -40,6 +40,9 @@ def check_manifest(path: Path, m) -> None:
             bad(f"missing {key!r}")
     if m.get("checksum", CHECKSUM) != CHECKSUM:
         bad(f"'checksum' is {m['checksum']!r}; this chute checks {CHECKSUM!r}")
+    own = m.get("manifest_xxh3_64")
+    if own is not None and not (isinstance(own, str) and len(own) == 16):
+        bad(f"'manifest_xxh3_64' is {own!r}, not a 16-digit checksum")
     if not _count(m["num_samples"]):
         bad(f"'num_samples' is {m['num_samples']!r}, not a sample count")
     names = m.get("class_names")
