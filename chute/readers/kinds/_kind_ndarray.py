@@ -27,6 +27,8 @@ __all__ = ["NDARRAY", "NdarrayReader"]
 _COMPRESSIONS = (None, "zstd")
 _OPTIONS = {"dtype", "shape", "ragged", "compression", "level"}
 _MAX_SAMPLE_BYTES = 1 << 40  # a row size no real sample reaches; keeps offsets in int64
+_MAX_ZSTD_RATIO = 1 << 16  # decompressed / compressed bytes of a zstd frame, with slack
+_ZSTD_BLOCK = 1 << 17  # a zstd block's largest content
 
 
 def _zstd():
@@ -193,8 +195,13 @@ def _check_rows(reader: NdarrayReader, args: OpenArgs) -> None:
     elif not reader.compressed:
         wrong = np.flatnonzero(rows * row_bytes != records.lengths)
     else:
+        # a zstd frame inflates by at most ~2^15 (a 4-byte RLE block per 128 KiB): a length
+        # beyond that is claimed, not stored (a frame without a declared size told nothing)
+        claimed = np.flatnonzero(rows * row_bytes > records.lengths.astype(np.int64) *
+                                 _MAX_ZSTD_RATIO + _ZSTD_BLOCK)
         size = _content_size(records, longest)
-        wrong = [] if size in (-1, int(rows[longest]) * row_bytes) else [longest]
+        wrong = claimed[:1] if len(claimed) else \
+            [] if size in (-1, int(rows[longest]) * row_bytes) else [longest]
     if len(wrong):
         i = int(wrong[0])
         shard = int(records.shard_of(np.array([i]))[0])

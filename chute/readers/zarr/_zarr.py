@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,45 @@ def _is_array(document: Path) -> bool:
         return json.loads(document.read_bytes()).get("node_type") == "array"
     except (ValueError, AttributeError):
         return False  # not ours to judge here: zarr names a broken document when it opens it
+
+
+MAX_CHUNK_BYTES = 1 << 31  # a decoded chunk chute reads (blosc's own limit is about this)
+UNBACKED_CHUNKS = 1 << 20  # chunks (or shards) along the first dimension beyond the files
+
+
+def _document(store: Path, name: str, array) -> Path:
+    """The metadata document that claims `array`'s shape, for messages."""
+    return store / name / (".zarray" if array.metadata.zarr_format == 2 else "zarr.json")
+
+
+def _check_sizes(store: Path, name: str, array) -> None:
+    """Sizes claimed by `array`'s metadata, bounded by what can exist (issue 26 item 12): a
+    decoded chunk of at most MAX_CHUNK_BYTES (2^20 x 2^20 inner dimensions were a raw
+    MemoryError), and a first dimension the files back: absent chunks are fill values, but
+    more than UNBACKED_CHUNKS of them beyond the files in the array's folder (counted only
+    then) is a claim no store backs (300 bytes claiming 2^62 rows kept `verify` running
+    forever). A FormatError naming the document."""
+    shape, chunks = [int(d) for d in array.shape], [int(c) for c in array.chunks]
+    itemsize = np.dtype(array.dtype).itemsize
+    document = _document(store, name, array)
+    chunk_bytes = math.prod(chunks) * itemsize
+    if chunk_bytes > MAX_CHUNK_BYTES:
+        raise FormatError(f"{document}: array {name!r} claims chunks {tuple(chunks)} of "
+                          f"{chunk_bytes} bytes decoded, more than chute reads "
+                          f"({MAX_CHUNK_BYTES}); the metadata is corrupt, or rechunk the array")
+    unit = int(array.shards[0]) if array.shards is not None else max(chunks[0], 1)
+    claimed = -(-shape[0] // unit)
+    if claimed > UNBACKED_CHUNKS:
+        need = claimed - UNBACKED_CHUNKS
+        found = 0
+        for _, _, files in os.walk(store / name):
+            found += len(files)
+            if found >= need:
+                return
+        raise FormatError(f"{document}: array {name!r} claims {shape[0]} rows ({claimed} "
+                          f"chunks along the first dimension) but its folder holds {found} "
+                          "files; the metadata is corrupt or was edited by hand: restore the "
+                          "store")
 
 
 @contextmanager
@@ -184,7 +224,7 @@ class ZarrArrayReader:
             return None
         if self._whole is None or self._whole[0] != os.getpid():
             whole = None
-            if self.num_rows * self.dtype.itemsize * int(np.prod(self.sample_shape)) <= \
+            if self.num_rows * self.dtype.itemsize * math.prod(self.sample_shape) <= \
                     TABLE_CACHE_BYTES:
                 rows = np.arange(self.num_rows, dtype=np.int64)
                 try:
@@ -245,6 +285,8 @@ class ZarrDataset:
         if scalar_shaped:
             raise FormatError(f"{self.path}: array {scalar_shaped[0].basename!r} is 0-d; every "
                               "array needs a first dimension (samples or table rows)")
+        for name, array in arrays.items():
+            _check_sizes(self.path, name, array)
         self._len = max(int(a.shape[0]) for a in arrays.values())
         self.fingerprint = _fingerprint(store.confined)
         self.specs: dict[str, dict] = {name: self._spec(a) for name, a in arrays.items()}

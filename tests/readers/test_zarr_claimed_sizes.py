@@ -1,0 +1,67 @@
+"""Sizes a zarr store's metadata claims are bounded by what can exist (issue 26 item 12): a
+300-byte `.zarray` claiming 2^62 rows kept `chute verify` running forever and made `chute info`
+print "0 B"; 2^20 x 2^20 inner dimensions were a raw MemoryError. Each is a FormatError naming
+the document; a store with fill-value chunks never written still opens."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from chute.cli import main
+from chute.errors import FormatError
+from chute.readers import open_dataset, verify_dataset
+from tests.readers._zarr_stores import latents_values, write_store
+
+pytest.importorskip("zarr")
+
+S, V = 6, 2
+VALUES = latents_values(S, V)
+
+
+def _claim(store, fmt: int, shape=None, chunks=None):
+    document = store / "base_frames" / (".zarray" if fmt == 2 else "zarr.json")
+    meta = json.loads(document.read_text())
+    if shape is not None:
+        meta["shape"] = shape
+    if chunks is not None:
+        if fmt == 2:
+            meta["chunks"] = chunks
+        else:
+            meta["chunk_grid"]["configuration"]["chunk_shape"] = chunks
+    document.write_text(json.dumps(meta))
+    return document
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_first_dimension_no_file_backs_is_a_format_error(tmp_path, fmt, capsys):
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt)
+    document = _claim(store, fmt, shape=[1 << 62, 3, 2, 4])
+    with pytest.raises(FormatError, match="claims") as caught:
+        open_dataset(store)
+    assert str(document) in str(caught.value)
+    with pytest.raises(FormatError):
+        verify_dataset(store)
+    capsys.readouterr()
+    assert main(["info", str(store)]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_huge_inner_dimensions_are_a_format_error(tmp_path, fmt):
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt)
+    document = _claim(store, fmt, shape=[S, 1 << 20, 1 << 20], chunks=[1, 1 << 20, 1 << 20])
+    with pytest.raises(FormatError, match="bytes decoded") as caught:
+        open_dataset(store)
+    assert str(document) in str(caught.value)
+
+
+def test_unwritten_fill_chunks_still_open_and_verify(tmp_path):
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3)
+    _claim(store, 3, shape=[5000, 3, 2, 4])  # chunks 6.. never written: fill values
+    ds = open_dataset(store)
+    assert len(ds) == 5000
+    np.testing.assert_array_equal(ds.read("base_frames", [4999])[0], 0)
+    assert verify_dataset(store) == []
