@@ -1,4 +1,4 @@
-"""`chute convert webdataset|hf`: sources that are iterables of samples, written with
+"""`chute convert hf`: a Hugging Face `datasets` dataset, written with
 `chute.readers.write_dataset`."""
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ __all__ = ["convert_iterable"]
 def convert_iterable(args) -> int:
     from chute.readers import write_dataset
 
-    if args.source_kind == "webdataset":
-        from chute.readers import iter_webdataset
-
-        samples, class_names = iter_webdataset(args.src), None
-    else:
-        samples, class_names = _hf_samples(args)
+    samples, class_names = _hf_samples(args)
     ds = write_dataset(samples, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
                        class_names=class_names, quality=args.quality)
     if args.json:

@@ -11,6 +11,7 @@ from chute._cli._args import positive
 from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
 from chute.readers import TRANSCODE_QUALITY, parse_size
+from chute.readers.convert._webdataset import MAX_MEMBER_SIZE
 
 
 def _size(text: str) -> int:
@@ -83,9 +84,14 @@ def add_parser(subparsers) -> None:
         "webdataset", help="WebDataset .tar shards (KEY.jpg, KEY.cls, KEY.json, KEY.txt)",
         description="Read WebDataset tar shards with the standard library: each sample's image "
         "member (jpg/png/webp), optional integer label (.cls) and metadata (.json entries, .txt "
-        "as 'text'; meta['key'] is the sample key). An unreadable image stops the convert "
-        "naming the sample (--workers, --max-side, --strict and --report do not apply).")
+        "as 'text'; meta['key'] is the sample key). JPEG bytes are stored unchanged, other "
+        "formats transcoded (--max-side downscales); a sample that cannot be stored "
+        "(unreadable or truncated image, no image, a member over --max-member) is skipped and "
+        "listed as TAR:KEY in the report (--workers does not apply).")
     web.add_argument("src", metavar="TAR", nargs="+", help="shard files, in order")
+    web.add_argument("--max-member", type=_size, default=MAX_MEMBER_SIZE, metavar="SIZE",
+                     help="largest tar member read (a member is read whole into memory); the "
+                          f"sample of a larger one is skipped (default {MAX_MEMBER_SIZE})")
     _common(web)
     hf = kinds.add_parser(
         "hf", help="a Hugging Face `datasets` dataset (needs `pip install datasets`)",
@@ -172,19 +178,24 @@ def run(args) -> int:
         shard_size=args.shard_size, workers=args.workers, max_side=args.max_side,
         quality=args.quality, strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress and not args.json, report=args.report)
-    if args.source_kind in ("webdataset", "hf"):
+    if args.source_kind == "hf":
         from chute._cli._convert_iterable import convert_iterable
 
         return convert_iterable(args)
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options)
+    elif args.source_kind == "webdataset":
+        from chute.readers.convert._webdataset import convert_webdataset
+
+        report = convert_webdataset(args.src, args.dst, options, max_member=args.max_member)
     else:
         report = convert_csv(args.src, args.dst, options, root=args.root)
     total = report.written + len(report.skipped)
+    src = " ".join(args.src) if isinstance(args.src, list) else args.src
     if report.written == 0:
         first = report.skipped[0] if report.skipped else ("", "no images found")
         raise ChuteError(
-            f"{args.src}: no sample was stored ({len(report.skipped)} skipped, listed in "
+            f"{src}: no sample was stored ({len(report.skipped)} skipped, listed in "
             f"{report.report_path}; first: {first[0]}: {first[1]}); {args.dst} is empty and "
             "unusable. Check the source"
             + (" (relative CSV paths are resolved against the CSV's folder or --root)"

@@ -5,6 +5,7 @@ import json
 import tarfile
 
 import pytest
+from PIL import Image
 
 from chute.cli import main
 from chute.errors import FormatError
@@ -63,3 +64,96 @@ def test_convert_hf_without_datasets_says_what_to_install(tmp_path, capsys, monk
     monkeypatch.setitem(sys.modules, "datasets", None)
     assert main(["convert", "hf", "some/name", str(tmp_path / "x.chute")]) == 1
     assert "pip install datasets" in capsys.readouterr().err
+
+
+def test_convert_webdataset_skips_lists_and_counts_a_truncated_jpeg(tmp_path, capsys):
+    """Issue 26 item 5: one truncated JPEG aborted the whole convert ("sample 2", no tar, no
+    key); it is skipped, listed with its tar and key, and counted, as imagefolder does."""
+    from tests._media import jpeg, truncated
+
+    tar = write_tar(tmp_path / "a.tar", [
+        ("s/0.jpg", jpeg(12, 16, seed=0)), ("s/0.cls", b"0"),
+        ("s/1.jpg", jpeg(12, 16, seed=1)), ("s/1.cls", b"1"),
+        ("s/2.jpg", truncated(jpeg(12, 16, seed=2))), ("s/2.cls", b"0"),
+        ("s/3.jpg", jpeg(12, 16, seed=3)), ("s/3.cls", b"1")])
+    dst = tmp_path / "web.chute"
+    assert main(["convert", "webdataset", str(tar), str(dst), "--no-progress", "--json",
+                 "--max-skipped", "0.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["written"], out["skipped"]) == (3, 1)
+    ds = open_dataset(dst)
+    assert [ds[i]["meta"]["key"] for i in range(3)] == ["s/0", "s/1", "s/3"]
+    assert [int(ds[i]["label"]) for i in range(3)] == [0, 1, 1]
+    assert bytes(ds[0]["image"]) == jpeg(12, 16, seed=0)  # stored as it is
+    rows = (dst / "skipped.tsv").read_text().splitlines()
+    assert rows[1].startswith(f"{tar}:s/2\t") and "truncated" in rows[1].lower()
+    assert ds.manifest["source"]["skipped"] == 1
+    # --strict fails on it instead, naming the tar and the key
+    assert main(["convert", "webdataset", str(tar), str(tmp_path / "s.chute"), "--strict",
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert str(tar) in err and "'s/2'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_convert_webdataset_honours_max_side(tmp_path):
+    """Issue 26 item 4: --max-side was silently ignored by `convert webdataset`."""
+    from tests._media import jpeg
+
+    tar = write_tar(tmp_path / "a.tar", [("k/0.jpg", jpeg(100, 200, seed=0)),
+                                         ("k/1.jpg", jpeg(30, 40, seed=1))])
+    dst = tmp_path / "web.chute"
+    assert main(["convert", "webdataset", str(tar), str(dst), "--max-side", "64",
+                 "--no-progress"]) == 0
+    ds = open_dataset(dst)
+    assert (int(ds[0]["height"]), int(ds[0]["width"])) == (32, 64)
+    assert max(Image.open(io.BytesIO(bytes(ds[0]["image"]))).size) == 64
+    assert bytes(ds[1]["image"]) == jpeg(30, 40, seed=1)  # small enough: unchanged
+    assert ds.manifest["source"]["resized"] == 1
+
+
+def test_a_tar_member_over_the_limit_is_skipped_unread(tmp_path, capsys):
+    """Issue 26 item 11: a 2 MB .tar.gz holding a 2 GiB member took the convert to 4.25 GB
+    RSS. A member over --max-member is never read: its sample is skipped and listed."""
+    import resource
+
+    from tests._media import jpeg
+
+    big = 64 << 20  # 64 MiB of zeros: ~64 KB gzipped
+    path = tmp_path / "a.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in [("k/0.jpg", jpeg(8, 8)), ("k/2.jpg", jpeg(8, 8, seed=2))]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            if name == "k/0.jpg":
+                info = tarfile.TarInfo("k/1.jpg")
+                info.size = big
+                tar.addfile(info, _Zeros(big))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    dst = tmp_path / "web.chute"
+    assert main(["convert", "webdataset", str(path), str(dst), "--max-member", "1MiB",
+                 "--no-progress", "--max-skipped", "0.5"]) == 0
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 32 << 10  # the 64 MiB member was never held
+    ds = open_dataset(dst)
+    assert [ds[i]["meta"]["key"] for i in range(len(ds))] == ["k/0", "k/2"]
+    rows = (dst / "skipped.tsv").read_text().splitlines()
+    assert rows[1].startswith(f"{path}:k/1\t") and "--max-member" in rows[1]
+    with pytest.raises(FormatError, match="over the limit"):
+        list(iter_webdataset([path], max_member="1MiB"))
+
+
+class _Zeros(io.RawIOBase):
+    """A readable stream of `n` zero bytes, produced block by block."""
+
+    def __init__(self, n):
+        self.left = n
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n

@@ -6,20 +6,30 @@ from __future__ import annotations
 
 import json
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
-from chute.errors import FormatError
+from chute.errors import ChuteError, FormatError
+from chute.readers._sizes import format_size, parse_size
 
-__all__ = ["iter_webdataset", "IMAGE_EXTENSIONS"]
+__all__ = ["iter_webdataset", "convert_webdataset", "IMAGE_EXTENSIONS", "MAX_MEMBER_SIZE"]
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp")
 _LABEL_EXTENSIONS = ("cls", "cls.txt", "label")
 _TEXT_EXTENSIONS = ("txt", "caption", "text")
+# The largest tar member read (`--max-member`): a member is read whole into memory, and a small
+# compressed tar can hold a huge one (2 MB of .tar.gz inflating to a 2 GiB member). Larger
+# members are not read; their sample is skipped and listed.
+MAX_MEMBER_SIZE = "256MiB"
 
 
-def iter_webdataset(tars: list[str | Path]) -> Iterator[dict]:
+class _SkippedSample(Exception):
+    """A sample that cannot be stored (the message says why)."""
+
+
+def iter_webdataset(tars: list[str | Path], *,
+                    max_member: str | int = MAX_MEMBER_SIZE) -> Iterator[dict]:
     """Samples as {"image": bytes, "label": int (when the tars have one), "meta": {...}}.
 
     meta holds "key" (the sample's key, for `chute meta update`), the decoded `.json` member's
@@ -27,47 +37,69 @@ def iter_webdataset(tars: list[str | Path]) -> Iterator[dict]:
 
     Args:
         tars: WebDataset shard files, read in the order given.
+        max_member: the largest member read (bytes, or "256MiB"); a larger one is an error.
 
     Raises:
-        FormatError: a file that is not a tar, or a sample without an image.
+        FormatError: a file that is not a tar, or a sample without an image, a member over
+            `max_member`, a label that is not an integer, a `.json` that is not JSON.
     """
+    for tar_path, key, sample in _samples(tars, parse_size(max_member)):
+        if isinstance(sample, _SkippedSample):
+            raise FormatError(f"{tar_path}: sample {key!r}: {sample}")
+        yield sample
+
+
+def _samples(tars, max_member: int) -> Generator[tuple[Any, str, dict | _SkippedSample]]:
+    """(tar, key, sample or why it cannot be stored) for every sample of `tars`."""
     for tar_path in tars:
         try:
             archive = tarfile.open(tar_path, mode="r|*")
-        except (tarfile.TarError, OSError) as exc:
+        except (tarfile.TarError, OSError, EOFError) as exc:
             raise FormatError(f"{tar_path}: not a readable tar file ({exc})") from None
         with archive:
             # `key` is the prefix of the sample in `members`; set before its first member.
             key = ""
             members: dict[str, bytes] = {}
-            for member in archive:
-                if not member.isfile():
-                    continue
-                base = member.name.rsplit("/", 1)[-1]
-                stem, _, ext = base.partition(".")
-                prefix = member.name[: len(member.name) - len(base)] + stem
-                if prefix != key and members:
-                    yield _sample(tar_path, key, members)
-                    members = {}
-                key = prefix
-                data = archive.extractfile(member)
-                assert data is not None  # a regular file's member always has one
-                members[ext.lower()] = data.read()
-            if members:
-                yield _sample(tar_path, key, members)
+            too_big: list[str] = []
+            try:
+                for member in archive:
+                    if not member.isfile():
+                        continue
+                    base = member.name.rsplit("/", 1)[-1]
+                    stem, _, ext = base.partition(".")
+                    prefix = member.name[: len(member.name) - len(base)] + stem
+                    if prefix != key and (members or too_big):
+                        yield tar_path, key, _sample(key, members, too_big)
+                        members, too_big = {}, []
+                    key = prefix
+                    if member.size > max_member:
+                        # not read: the stream skips it in blocks, never holding it whole
+                        too_big.append(f"member {base} is {format_size(member.size)}, over the "
+                                       f"limit of {format_size(max_member)} (--max-member)")
+                        continue
+                    data = archive.extractfile(member)
+                    assert data is not None  # a regular file's member always has one
+                    members[ext.lower()] = data.read()
+            except (tarfile.TarError, OSError, EOFError) as exc:
+                raise FormatError(f"{tar_path}: the tar is truncated or corrupt after sample "
+                                  f"{key!r} ({type(exc).__name__}: {exc})") from None
+            if members or too_big:
+                yield tar_path, key, _sample(key, members, too_big)
 
 
-def _sample(tar_path, key: str, members: dict[str, bytes]) -> dict:
+def _sample(key: str, members: dict[str, bytes], too_big: list[str]) -> dict | _SkippedSample:
+    if too_big:
+        return _SkippedSample("; ".join(too_big))
     image = next((members[e] for e in IMAGE_EXTENSIONS if e in members), None)
     if image is None:
-        raise FormatError(f"{tar_path}: sample {key!r} has no image member (one of "
-                          f"{', '.join(IMAGE_EXTENSIONS)}); it has {sorted(members)}")
+        return _SkippedSample(f"no image member (one of {', '.join(IMAGE_EXTENSIONS)}); it has "
+                              f"{sorted(members)}")
     meta: dict = {"key": key}
     if "json" in members:
         try:
             extra = json.loads(members["json"])
         except ValueError as exc:
-            raise FormatError(f"{tar_path}: {key}.json is not JSON ({exc})") from None
+            return _SkippedSample(f"{key}.json is not JSON ({exc})")
         meta.update(extra if isinstance(extra, dict) else {"json": extra})
     text = next((members[e] for e in _TEXT_EXTENSIONS if e in members), None)
     if text is not None:
@@ -78,7 +110,87 @@ def _sample(tar_path, key: str, members: dict[str, bytes]) -> dict:
         try:
             sample["label"] = int(label.decode().strip())
         except ValueError:
-            raise FormatError(f"{tar_path}: {key}'s label {label[:20]!r} is not an "
-                              "integer") from None
+            return _SkippedSample(f"label {label[:20]!r} is not an integer")
     sample["meta"] = meta
     return sample
+
+
+def convert_webdataset(tars: list[str | Path], dst, options=None, *,
+                       max_member: str | int = MAX_MEMBER_SIZE):
+    """WebDataset shards -> a dataset with fields image, height, width, meta (+ label), as
+    `convert_imagefolder` writes: JPEG bytes stored as they are, other formats transcoded,
+    `options.max_side` downscales. A sample that cannot be stored (unreadable or truncated
+    image, no image, a member over `max_member`, a bad label or .json) is skipped and listed
+    as "TAR:KEY" in the report (`options.strict`: an error instead).
+
+    Returns:
+        A ConvertReport (written, actions, skipped, report_path).
+    """
+    from tqdm import tqdm
+
+    from chute.readers.convert._convert import REPORT_NAME, ConvertOptions, ConvertReport
+    from chute.readers.convert._images import UnreadableImage, prepare_image
+    from chute.readers.format._writer import ShardWriter
+    from chute.readers.storage._files import write_skipped
+    from chute.readers.storage._storage import local_path
+
+    options = options or ConvertOptions()
+    dst = local_path(dst, writing=True)
+    report = ConvertReport()
+    writer: ShardWriter | None = None
+    with_label = False
+    bar = tqdm(unit="sample", disable=not options.progress, desc=f"convert -> {dst.name}")
+    samples = _samples(tars, parse_size(max_member))
+    try:
+        for tar_path, key, sample in samples:
+            bar.update()
+            try:
+                if isinstance(sample, _SkippedSample):
+                    raise sample
+                try:
+                    image = prepare_image(sample["image"], max_side=options.max_side,
+                                          quality=options.quality)
+                except UnreadableImage as exc:
+                    raise _SkippedSample(str(exc)) from None
+                if writer is not None and ("label" in sample) != with_label:
+                    raise _SkippedSample("no label member (.cls) where the first sample has one"
+                                         if with_label else "a label where the first sample "
+                                         "has none")
+            except _SkippedSample as exc:
+                if options.strict:
+                    raise ChuteError(f"{tar_path}: sample {key!r}: {exc}; fix or remove it, or "
+                                     "convert without --strict to skip it") from None
+                report.skipped.append((f"{tar_path}:{key}", str(exc)))
+                continue
+            if writer is None:
+                with_label = "label" in sample
+                writer = _writer(ShardWriter, dst, with_label, options)
+            writer.write({**sample, "image": image.data, "height": image.height,
+                          "width": image.width})
+            report.actions[image.action] += 1
+        if writer is None:  # nothing stored: an empty dataset, as the other converts leave
+            writer = _writer(ShardWriter, dst, False, options)
+        report.written = len(writer)
+        writer.manifest_extra["source"] = {"kind": "webdataset",
+                                           "tars": [str(Path(t).resolve()) for t in tars],
+                                           **report.actions, "skipped": len(report.skipped)}
+        writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        samples.close()  # closes the tar being read
+        bar.close()
+    if report.skipped:
+        report.report_path = Path(options.report or dst / REPORT_NAME)
+        write_skipped(report.report_path, report.skipped)
+    return report
+
+
+def _writer(shard_writer, dst, with_label: bool, options):
+    fields: dict[str, str | dict] = {"image": {"kind": "bytes", "media": "image"},
+                                     "height": "int32", "width": "int32", "meta": "json"}
+    if with_label:
+        fields["label"] = "int64"
+    return shard_writer(dst, fields, shard_size=options.shard_size, overwrite=options.overwrite)
