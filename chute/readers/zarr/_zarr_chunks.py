@@ -24,6 +24,9 @@ from chute.errors import FormatError
 from chute.readers.storage._paths import Confined, LeadsOutside
 from chute.readers.zarr._zstd_native import decoder
 
+MAX_CHUNK_BYTES = 1 << 31  # as `_zarr.MAX_CHUNK_BYTES` (a decoded chunk chute reads)
+_LZMA_MEMORY = 128 << 20
+
 __all__ = ["ChunkPlan", "plan", "read_rows", "read_threads"]
 
 _LOCAL = threading.local()  # per-thread read buffer: a fresh large allocation per chunk costs
@@ -77,7 +80,7 @@ def _key_function(encode, zeros: tuple) -> tuple[Callable[[int], str], tuple | N
 
 
 def _v3_decoder(codecs):
-    from zarr.codecs import BloscCodec, BytesCodec, ZstdCodec
+    from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ZstdCodec
 
     if not codecs or not isinstance(codecs[0], BytesCodec) or \
             getattr(codecs[0].endian, "value", "little") != "little":
@@ -89,6 +92,8 @@ def _v3_decoder(codecs):
         return _zstd_decode
     if len(rest) == 1 and isinstance(rest[0], BloscCodec):
         return _blosc_decode
+    if len(rest) == 1 and isinstance(rest[0], GzipCodec):
+        return _bounded(_stream_decompressor("gzip"), "gzip")
     return False
 
 
@@ -126,6 +131,52 @@ def _whole(codec):
             return data  # a wrong size is named by the caller
         flat = out.reshape(-1).view(np.uint8)
         flat[:] = data
+        return flat
+    return decode
+
+
+def _stream_decompressor(codec_id: str, codec=None):
+    """A new streaming decompressor of `codec_id` ("gzip", "zlib", "bz2", "lzma"), or None
+    for a codec without one here."""
+    if codec_id in ("gzip", "zlib"):
+        import zlib
+
+        wbits = 16 + zlib.MAX_WBITS if codec_id == "gzip" else zlib.MAX_WBITS
+        return lambda: zlib.decompressobj(wbits=wbits)
+    if codec_id == "bz2":
+        import bz2
+
+        return bz2.BZ2Decompressor
+    if codec_id == "lzma":
+        import lzma
+
+        form = getattr(codec, "format", lzma.FORMAT_AUTO)
+        filters = getattr(codec, "filters", None) if form == lzma.FORMAT_RAW else None
+        if form == lzma.FORMAT_RAW:
+            return lambda: lzma.LZMADecompressor(format=form, filters=filters)
+        # a header may ask for a dictionary of gigabytes: bounded (preset 9 needs 65 MiB)
+        return lambda: lzma.LZMADecompressor(format=form, memlimit=_LZMA_MEMORY)
+    return None
+
+
+def _bounded(make, codec_id: str):
+    """Decode by streaming into at most one chunk's bytes (`out`'s size) plus one: a chunk
+    that inflates beyond is refused before its output exists (issue 26 item 11: a 1 MiB gzip
+    chunk inflating to 1 GiB cost gigabytes before the size check)."""
+    def decode(raw, out=None):
+        limit = out.nbytes if out is not None else MAX_CHUNK_BYTES
+        d = make()
+        data = d.decompress(memoryview(raw).cast("B"), limit + 1)
+        if len(data) > limit:
+            raise ValueError(f"{codec_id}: inflates beyond the chunk's {limit} bytes")
+        if not d.eof:
+            raise ValueError(f"{codec_id}: the stream is truncated")
+        if d.unused_data:
+            raise ValueError(f"{codec_id}: {len(d.unused_data)} bytes after the stream")
+        if out is None or len(data) != out.nbytes:
+            return np.frombuffer(data, np.uint8)  # a wrong size is named by the caller
+        flat = out.reshape(-1).view(np.uint8)
+        flat[:] = np.frombuffer(data, np.uint8)
         return flat
     return decode
 
@@ -171,8 +222,10 @@ def plan(array, store: Confined, field: str) -> ChunkPlan | None:
         if meta.filters or meta.order != "C":
             return None
         codec = meta.compressor
+        stream = None if codec is None else _stream_decompressor(codec.codec_id, codec)
         decode = None if codec is None else _zstd_decode if codec.codec_id == "zstd" else \
-            _blosc_decode if codec.codec_id == "blosc" else _whole(codec)
+            _blosc_decode if codec.codec_id == "blosc" else \
+            _bounded(stream, codec.codec_id) if stream is not None else _whole(codec)
     else:
         decode = _v3_decoder(tuple(meta.codecs))
         if decode is False:
