@@ -263,3 +263,16 @@ def test_ndarray_shape_not_a_list(tmp_path, shape):
     _rewrite(root, _set(["fields", "x", "shape"], shape))
     with pytest.raises(FormatError, match="chute.json: field 'x' needs a valid dtype and shape"):
         open_dataset(root)
+
+
+def test_an_integer_of_more_than_4300_digits_is_a_format_error(tmp_path):
+    """issue 26 item 14: int's conversion limit raised a raw ValueError from json."""
+    path = tmp_path / "d.chute"
+    with ShardWriter(path, fields={"label": "int64"}) as w:
+        w.write({"label": 1})
+    text = (path / "chute.json").read_text()
+    manifest = json.loads(text)
+    (path / "chute.json").write_text(text.replace(f'"num_samples": {manifest["num_samples"]}',
+                                                  '"num_samples": ' + "9" * 5000, 1))
+    with pytest.raises(FormatError, match="chute.json: manifest holds a value"):
+        open_dataset(path)

@@ -126,3 +126,14 @@ def test_inspect_verify_names_the_fifo_rows(tmp_path):
     assert "error" not in done, done
     assert any("base_frames" in p and "(0, 1)" in p for p in done["value"]), done
     shutil.rmtree(store)
+
+
+def test_a_folder_whose_name_is_not_utf8_is_no_raw_error(tmp_path):
+    """issue 26 item 14: a non-UTF-8 folder name in the store raised UnicodeEncodeError."""
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=2)
+    odd = os.path.join(os.fsencode(store), b"\xff\xfe")
+    os.mkdir(odd)
+    with open(os.path.join(odd, b".zattrs"), "w") as f:
+        f.write("{}")
+    ds = open_dataset(store)
+    np.testing.assert_array_equal(ds.read("base_frames", [0])[0], VALUES["base_frames"][0])

@@ -43,6 +43,9 @@ def load_manifest(root: Path) -> dict:
                           "`chute convert`, or the conversion was interrupted") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"{path}: manifest is not valid JSON ({exc}); restore it") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (int's conversion limit)
+        raise FormatError(f"{path}: manifest holds a value chute cannot read ({exc}); restore "
+                          "it") from None
     except RecursionError:
         raise FormatError(f"{path}: manifest is nested too deeply to be a chute manifest; "
                           "restore it") from None

@@ -65,7 +65,7 @@ def _fingerprint(confined: Confined) -> str:
             dirs[:] = []
         dirs.sort()
     for path in sorted(found):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(os.fsencode(path.relative_to(root).as_posix()) + b"\0")  # any bytes
         digest.update(check_regular(confined.check(path, "metadata document"),
                                     "metadata document").read_bytes())
     return digest.hexdigest()[:16]
