@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chute._cli._output import print_json
 from chute.errors import ChuteError
 
 __all__ = ["convert_iterable"]
+
+_HUB_TIMEOUT_S = 10  # seconds to reach the Hub before `convert hf NAME` gives up
 
 
 def convert_iterable(args) -> int:
@@ -30,26 +35,24 @@ def _hf_samples(args):
     except ImportError:
         raise ChuteError("`chute convert hf` needs the Hugging Face `datasets` package: "
                          "pip install datasets") from None
-    if Path(args.src).is_dir():
-        table = datasets.load_from_disk(args.src)
-        table = table[args.split] if isinstance(table, datasets.DatasetDict) else table
-    else:
-        table = datasets.load_dataset(args.src, split=args.split)
+    from chute.readers.convert._hf import (
+        check_label_column,
+        hf_class_names,
+        hf_rows,
+        undecoded_images,
+    )
+
+    table = _load(datasets, args.src, args.split)
     if args.image_column not in table.column_names:
         raise ChuteError(f"{args.src}: no column {args.image_column!r} (it has "
                          f"{table.column_names}); pass --image-column")
-    label_feature = table.features.get(args.label_column)
-    class_names = list(getattr(label_feature, "names", None) or []) or None
-    encoded = isinstance(table.features[args.image_column], datasets.Image)
-    if encoded:
-        # The files' bytes, not decoded PIL images: JPEGs are then stored as they are instead
-        # of being re-encoded (a second lossy generation).
-        table = table.cast_column(args.image_column, datasets.Image(decode=False))
+    check_label_column(table, args.label_column, args.src)
+    class_names = hf_class_names(table, args.label_column)
+    table, encoded = undecoded_images(table, args.image_column)
 
     def samples():
-        for i, row in enumerate(table):
-            image = row.pop(args.image_column)
-            sample = {"image": _image_bytes(image, args.src, i) if encoded else image}
+        for i, row in enumerate(hf_rows(table, args.image_column, encoded, args.src)):
+            sample = {"image": row.pop(args.image_column)}
             if args.label_column in row:
                 sample["label"] = int(row.pop(args.label_column))
             sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
@@ -59,11 +62,59 @@ def _hf_samples(args):
     return samples(), class_names
 
 
-def _image_bytes(value: dict, src, row: int) -> bytes:
-    """The encoded image of an undecoded `datasets.Image` value ({"bytes", "path"})."""
-    if value.get("bytes") is not None:
-        return value["bytes"]
-    if value.get("path"):
-        return Path(value["path"]).read_bytes()
-    raise ChuteError(f"{src}: row {row} has an empty image (no bytes and no path); fix or drop "
-                     "the row")
+def _load(datasets, src: str, split: str | None):
+    """The table of `src`: a folder saved by save_to_disk, else a Hub dataset. A name that
+    looks like a path but is no folder is refused without asking the Hub, and an unreachable
+    Hub fails at once (datasets retries for half a minute, then prints a long ConnectionError)."""
+    if Path(src).is_dir():
+        try:
+            table = datasets.load_from_disk(src)
+        except (OSError, ValueError) as exc:  # FileNotFoundError: not a save_to_disk folder
+            raise ChuteError(f"{src}: not a folder written by save_to_disk "
+                             f"({' '.join(str(exc).split())})") from None
+        if not isinstance(table, datasets.DatasetDict):
+            if split is not None:
+                raise ChuteError(f"{src}: a dataset without splits (saved from a Dataset, not "
+                                 f"a DatasetDict) has no split {split!r}; drop --split")
+            return table
+        split = split or "train"
+        if split not in table:
+            raise ChuteError(f"{src}: no split {split!r} (it has {sorted(table)}); pass "
+                             "--split")
+        return table[split]
+    if _looks_like_a_path(src):
+        raise ChuteError(f"{src}: no such folder (a folder written by save_to_disk, or a Hub "
+                         "name such as 'owner/name'); check the path")
+    _check_hub(src)
+    try:
+        return datasets.load_dataset(src, split=split or "train")
+    except Exception as exc:  # datasets raises many kinds: one line naming the dataset
+        raise ChuteError(f"{src}: datasets.load_dataset failed ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())})") from None
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """A name the Hub cannot hold ("owner/name" or "name"): absolute, relative with ./ or ../,
+    ~, backslashes, more than one '/', or a parent folder that exists here."""
+    if name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or \
+            os.path.isabs(name):
+        return True
+    parent = os.path.dirname(name)
+    return bool(parent) and os.path.isdir(parent)
+
+
+def _check_hub(name: str) -> None:
+    """ChuteError at once when the Hub cannot be reached (unless HF_HUB_OFFLINE or
+    HF_DATASETS_OFFLINE asks datasets for its cache)."""
+    if any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
+           for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=_HUB_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ChuteError(f"{name}: not a local folder, and the Hugging Face Hub ({host}) "
+                         f"cannot be reached ({exc.strerror or exc}); pass a folder written by "
+                         "save_to_disk, or set HF_HUB_OFFLINE=1 to use a cached copy") from None

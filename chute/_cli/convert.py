@@ -99,7 +99,8 @@ def add_parser(subparsers) -> None:
         "for a saved folder) and store its image column, its label column and every other "
         "column as metadata (--workers, --max-side, --strict and --report do not apply).")
     hf.add_argument("src", metavar="NAME", help="hub name or a folder saved by save_to_disk")
-    hf.add_argument("--split", default="train", help="(default: train)")
+    hf.add_argument("--split", default=None,
+                    help="(default: train; a saved dataset without splits takes none)")
     hf.add_argument("--image-column", default="image", help="(default: image)")
     hf.add_argument("--label-column", default="label", help="(default: label)")
     _common(hf)

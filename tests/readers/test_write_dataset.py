@@ -51,3 +51,21 @@ def test_convert_a_flat_folder_has_no_labels(tmp_path):
     assert len(ds) == 3 and "label" not in ds.fields and not ds.class_names
     assert sorted(ds[i]["meta"]["key"] for i in range(3)) == ["0.jpg", "1.jpg", "2.jpg"]
     assert np.asarray(ds[0]["height"]) == 10
+
+
+def test_write_dataset_of_a_hf_dataset_keeps_jpegs_and_class_names(tmp_path):
+    """Issue 26 item 4: write_dataset(hf_dataset) decoded and re-encoded every JPEG (2.4x
+    larger, a second lossy generation) and dropped the ClassLabel names `convert hf` keeps."""
+    datasets = pytest.importorskip("datasets")
+    jpegs = [jpeg_bytes(20, 12, seed=i) for i in range(3)]
+    features = datasets.Features({"image": datasets.Image(),
+                                  "label": datasets.ClassLabel(names=["cat", "dog"]),
+                                  "caption": datasets.Value("string")})
+    table = datasets.Dataset.from_dict(
+        {"image": [{"bytes": j, "path": None} for j in jpegs], "label": [0, 1, 1],
+         "caption": ["a", "b", "c"]}, features=features)
+    ds = write_dataset(table, tmp_path / "hf.chute")
+    assert list(ds.class_names) == ["cat", "dog"]
+    assert [bytes(ds[i]["image"]) for i in range(3)] == jpegs
+    assert [int(ds[i]["label"]) for i in range(3)] == [0, 1, 1]
+    assert ds[2]["caption"] == "c" and (int(ds[0]["height"]), int(ds[0]["width"])) == (12, 20)

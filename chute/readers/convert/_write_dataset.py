@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chute.errors import FormatError
 from chute.readers._dataset import Dataset, open_dataset
+from chute.readers.convert._hf import hf_class_names, hf_rows, is_hf_dataset, undecoded_images
 from chute.readers.convert._transcode import TRANSCODE_QUALITY
 from chute.readers.format._writer import ShardWriter
 from chute.readers.kinds._kinds import infer_declaration
@@ -25,7 +26,9 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
     objects; kinds are inferred from the first sample unless `fields` declares them). The
     `image_field` value may be encoded image bytes of any format Pillow reads, or a
     `PIL.Image.Image`: it is stored as JPEG (JPEG bytes unchanged) with the "height" and
-    "width" columns the Pipeline computes crops from.
+    "width" columns the Pipeline computes crops from. A Hugging Face `datasets.Dataset` is
+    read as `chute convert hf` reads it: its `Image` column undecoded (JPEG files stored as
+    they are, not re-encoded) and the names of a `ClassLabel` column "label" as `class_names`.
 
     Args:
         samples: the samples, in order; sample i becomes global index i.
@@ -33,7 +36,8 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
         image_field: the field holding images (absent from the samples: no image handling).
         fields: field -> kind declarations (default: inferred from the first sample).
         shard_size: payload bytes per shard, e.g. "1GiB" or "256MiB".
-        class_names: label names stored in the manifest (`label` values index them).
+        class_names: label names stored in the manifest (`label` values index them; default
+            for a `datasets.Dataset`: its ClassLabel names).
         overwrite: replace a dataset already at `path`.
         quality: JPEG quality for images that are not JPEG already (stored without
             chroma subsampling).
@@ -41,6 +45,13 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
     Raises:
         FormatError: an image that cannot be read (naming the sample) or no samples at all.
     """
+    if is_hf_dataset(samples):
+        # as `chute convert hf` reads it: the Image column's files as they are (JPEGs are not
+        # decoded and re-encoded), the ClassLabel names of `label` as class names
+        if class_names is None:
+            class_names = hf_class_names(samples, "label")
+        table, encoded = undecoded_images(samples, image_field)
+        samples = hf_rows(table, image_field, encoded, f"write_dataset({path})")
     iterator = iter(samples)
     first = next(iterator, None)
     if first is None:

@@ -1,0 +1,69 @@
+"""Hugging Face `datasets` tables as chute samples, shared by `chute convert hf` and
+`write_dataset(hf_dataset)`: an `Image` column read undecoded (the files' bytes, so JPEGs are
+stored as they are instead of decoded and re-encoded) and a `ClassLabel` column's names kept as
+the dataset's class names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from chute.errors import FormatError
+
+__all__ = ["is_hf_dataset", "undecoded_images", "hf_class_names", "check_label_column",
+           "hf_rows"]
+
+
+def is_hf_dataset(obj: Any) -> bool:
+    """True for a `datasets.Dataset` (without importing `datasets`)."""
+    return type(obj).__module__.split(".")[0] == "datasets" and hasattr(obj, "features") \
+        and hasattr(obj, "cast_column")
+
+
+def undecoded_images(table, image_column: str):
+    """(table, encoded): `table` with its `Image` column `image_column` cast to undecoded
+    values ({"bytes", "path"}), and whether it was one (False: the column is left alone)."""
+    import datasets
+
+    if not isinstance(table.features.get(image_column), datasets.Image):
+        return table, False
+    return table.cast_column(image_column, datasets.Image(decode=False)), True
+
+
+def hf_class_names(table, label_column: str) -> list[str] | None:
+    """The names of a `ClassLabel` column (None: not one, or no such column)."""
+    feature = table.features.get(label_column)
+    return list(getattr(feature, "names", None) or []) or None
+
+
+def check_label_column(table, label_column: str, src) -> None:
+    """FormatError unless `label_column` (when the table has it) holds integers: a ClassLabel
+    or an integer/bool Value."""
+    feature = table.features.get(label_column)
+    if feature is None or hf_class_names(table, label_column) is not None:
+        return
+    dtype = getattr(feature, "dtype", None)
+    if dtype == "bool" or (isinstance(dtype, str) and dtype.lstrip("u").startswith("int")):
+        return
+    raise FormatError(f"{src}: label column {label_column!r} holds {dtype or feature}, not "
+                      "integers or a ClassLabel; pass --label-column naming an integer column "
+                      "(or --label-column '' to store no label)")
+
+
+def hf_rows(table, image_column: str, encoded: bool, src) -> Iterator[dict[str, Any]]:
+    """The rows of `table` as dicts, the undecoded image column (`encoded`) as its bytes."""
+    for i, row in enumerate(table):
+        if encoded:
+            row[image_column] = _image_bytes(row[image_column], src, i)
+        yield row
+
+
+def _image_bytes(value: dict | None, src, row: int) -> bytes:
+    """The encoded image of an undecoded `datasets.Image` value ({"bytes", "path"})."""
+    if value and value.get("bytes") is not None:
+        return value["bytes"]
+    if value and value.get("path"):
+        return Path(value["path"]).read_bytes()
+    raise FormatError(f"{src}: row {row} has an empty image (no bytes and no path); fix or "
+                      "drop the row")
