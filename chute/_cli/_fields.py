@@ -7,7 +7,9 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["opened", "pipeline_fields"]
+from chute.errors import ChuteError
+
+__all__ = ["opened", "pipeline_fields", "image_fields", "build_pipeline"]
 
 
 @contextlib.contextmanager
@@ -48,3 +50,28 @@ def pipeline_fields(dataset, names: Sequence[str] | None, image: Any,
         else:
             out[name] = None  # the Pipeline names a field missing from the dataset
     return out
+
+
+def image_fields(dataset) -> list[str]:
+    """The fields of `dataset` that the Pipeline decodes as images."""
+    from chute.pipelines import family_of
+
+    found = []
+    for name, spec in dataset.specs.items():
+        try:
+            if family_of(name, spec).name == "image":
+                found.append(name)
+        except ValueError:  # a field no producer family reads
+            continue
+    return found
+
+
+def build_pipeline(*args: Any, **kwargs: Any) -> Any:
+    """`Pipeline(*args, **kwargs)`, its argument errors (a batch larger than the dataset, a
+    field the dataset lacks, ...) raised as ChuteError: one line on stderr, no traceback."""
+    from chute import Pipeline
+
+    try:
+        return Pipeline(*args, **kwargs)
+    except ValueError as exc:
+        raise ChuteError(str(exc)) from None

@@ -58,8 +58,8 @@ def _lookup(text: str) -> tuple[str, str]:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from chute import ImageOptions, Pipeline  # with the autotuner registered for --backend auto
-    from chute._cli._fields import opened, pipeline_fields
+    from chute import ImageOptions  # with the autotuner registered for --backend auto
+    from chute._cli._fields import build_pipeline, opened, pipeline_fields
     from chute.pipelines import image_size_of
 
     options = {"threads": args.threads} if args.threads else None
@@ -67,7 +67,7 @@ def run(args) -> int:
                          dtype=args.dtype, eval_crop=args.eval_crop)
     # with --json, the human-readable lines go to stderr and stdout holds one JSON object
     out = sys.stderr if args.json else sys.stdout
-    with opened(args.dataset) as dataset, Pipeline(
+    with opened(args.dataset) as dataset, build_pipeline(
             dataset, args.batch_size, augment=args.augment, device=args.device, rank=0,
             world_size=1, fields=pipeline_fields(dataset, args.fields, image,
                                                  dict(args.lookup))) as pipe:

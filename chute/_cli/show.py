@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 
 from chute._cli._args import EVAL_CROPS, image_size, positive
+from chute.errors import ChuteError
 
 __all__ = ["add_parser", "run", "CAPTION_HEIGHT"]
 
@@ -37,16 +39,29 @@ def run(args) -> int:
     import numpy as np
     from PIL import Image, ImageDraw
 
-    from chute import ImageOptions, Pipeline
+    from chute import ImageOptions
+    from chute._cli._fields import build_pipeline, image_fields
     from chute.readers import Dataset, open_dataset
 
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder) or os.path.isdir(args.out):
+        raise ChuteError(f"--out {args.out}: " + ("is a folder; name the PNG file to write"
+                                                  if os.path.isdir(args.out) else
+                                                  f"its folder {folder} does not exist"))
     ds = open_dataset(args.dataset)
+    images_in = image_fields(ds)
+    if args.field not in images_in:
+        raise ChuteError(
+            f"{args.dataset} has no image field, so there is nothing to draw (fields: "
+            f"{sorted(ds.specs)}); chute show draws image datasets" if not images_in else
+            f"--field {args.field}: not an image field of {args.dataset} (its image fields: "
+            f"{images_in})")
     count = min(args.count, len(ds))
     fields = {args.field: ImageOptions(size=args.image_size, backend="cpu", dtype="uint8",
                                        layout="NHWC", eval_crop=args.eval_crop)}
     if "label" in ds.fields:
         fields["label"] = None
-    with Pipeline(ds, count, fields=fields, augment=args.augment, device="cpu",
+    with build_pipeline(ds, count, fields=fields, augment=args.augment, device="cpu",
                   seed=args.seed, rank=0, world_size=1, drop_last=False) as pipe:
         pipe.set_epoch(args.epoch)
         batch = next(iter(pipe))
@@ -66,7 +81,10 @@ def run(args) -> int:
         label = labels[k]
         text = f"{ids[k]}" if label is None else f"{ids[k]}: {_label_name(label, names)}"
         draw.text((left + 2, top + h + 1), text, fill=(0, 0, 0))
-    grid.save(args.out)
+    try:
+        grid.save(args.out)
+    except (OSError, ValueError) as exc:  # unwritable, or an extension Pillow does not know
+        raise ChuteError(f"--out {args.out}: cannot write it ({exc})") from None
     print(f"wrote {n} samples of {args.dataset} ({args.augment}, epoch {args.epoch}) to "
           f"{args.out}: {cols} x {rows} tiles of {h}x{w} px; indices {ids}")
     return 0

@@ -1,0 +1,50 @@
+"""Issue 26 item 6: CLI mistakes of `chute show` and `chute bench` are one line on stderr and
+exit 1, never a traceback."""
+
+import pytest
+
+from chute.cli import main
+from chute.readers import ShardWriter
+from tests.pipelines._pipeline_data import write_dataset
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    return write_dataset(tmp_path / "ds.chute", n=6, meta=False)
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--out", "nodir/x.png"], "folder"),  # FileNotFoundError after all the work
+    (["--out", "x.png", "--field", "label"], "--field label: not an image field"),
+    (["--out", "x.png", "--field", "nope"], "--field nope: not an image field"),
+    (["--out", "x.png", "--count", "2", "--image-size", "8", "--augment", "train",
+      "--field", "image", "--epoch", "0"], None),
+])
+def test_show_mistakes_are_one_line(dataset, tmp_path, capsys, monkeypatch, argv, expected):
+    monkeypatch.chdir(tmp_path)
+    code = main(["show", str(dataset), *argv])
+    if expected is None:
+        assert code == 0 and (tmp_path / "x.png").exists()
+        return
+    assert code == 1 and expected in _one_line_error(capsys)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_show_on_a_video_dataset_says_it_draws_images(tmp_path, capsys):
+    with ShardWriter(tmp_path / "v.chute", {"video": {"kind": "bytes", "media": "video"},
+                                             "label": "int64"}) as writer:
+        writer.write({"video": b"not really a video", "label": 1})
+    assert main(["show", str(tmp_path / "v.chute"), "--out", str(tmp_path / "x.png")]) == 1
+    assert "has no image field" in _one_line_error(capsys)
+
+
+def test_bench_batch_larger_than_the_dataset_is_one_line(dataset, capsys):
+    assert main(["bench", str(dataset), "--batch-size", "1000", "--epochs", "1",
+                 "--backend", "cpu", "--device", "cpu", "--no-progress"]) == 1
+    assert "batch_size=1000" in _one_line_error(capsys)
