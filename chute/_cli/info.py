@@ -30,7 +30,7 @@ def run(args) -> int:
         f"samples     {info['samples']}",
         f"fields      {fields}",
         f"shards      {info['shards']}",
-        f"classes     {_classes(info['class_names'])}",
+        f"classes     {_classes(info['class_names'], 'label' in info['field_types'])}",
         f"payload     {format_size(sizes['payload'])}",
         f"index       {format_size(sizes['index'])}",
         f"columns     {format_size(sizes['columns'])}",
@@ -45,6 +45,8 @@ def run(args) -> int:
     return 0
 
 
-def _classes(names: list[str]) -> str:
+def _classes(names: list[str], labelled: bool) -> str:
+    if not names:  # integer labels without names are not "0 classes"
+        return "no names (integer labels)" if labelled else "none (no label field)"
     shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-    return f"{len(names)} ({shown})" if names else "0"
+    return f"{len(names)} ({shown})"

@@ -153,3 +153,30 @@ def test_real_jpegs_stored_byte_for_byte(tmp_path, shared_images):
     raw[12345] ^= 0xFF
     bin_path.write_bytes(bytes(raw))
     assert main(["verify", str(dst), "--no-progress"]) == 1
+
+
+def test_csv_mixing_integer_and_name_labels_is_refused(tmp_path, capsys):
+    """Issue 26 item 8: labels 0, 1 and "cat" quietly became class names ["0", "1", "cat"]."""
+    for k in range(3):
+        (tmp_path / f"{k}.jpg").write_bytes(jpeg_bytes(10, 10, seed=k))
+    (tmp_path / "list.csv").write_text("path,label\n0.jpg,0\n1.jpg,1\n2.jpg,cat\n")
+    dst = tmp_path / "out.chute"
+    assert main(["convert", "csv", str(tmp_path / "list.csv"), str(dst), "--workers", "1",
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "mixes integers and names" in err and "'cat'" in err and "'0'" in err
+    assert not dst.exists()
+
+
+def test_info_of_integer_labels_does_not_say_0_classes(tmp_path, capsys):
+    """Issue 26 item 8: `chute info` printed "classes 0" for a dataset with integer labels."""
+    for k in range(2):
+        (tmp_path / f"{k}.jpg").write_bytes(jpeg_bytes(10, 10, seed=k))
+    (tmp_path / "list.csv").write_text("path,label\n0.jpg,3\n1.jpg,7\n")
+    dst = tmp_path / "out.chute"
+    assert main(["convert", "csv", str(tmp_path / "list.csv"), str(dst), "--workers", "1",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(dst)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("classes"))
+    assert line.split(None, 1)[1] == "no names (integer labels)"

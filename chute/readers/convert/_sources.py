@@ -81,15 +81,30 @@ def _flat_folder(root: Path) -> list[Source]:
     return sources
 
 
-def _labels(values: list[str], csv_path: Path) -> tuple[list[int], list[str] | None]:
-    """Integer labels as they are; any other labels become indices into sorted class names."""
+def _integer(text: str) -> int | None:
     try:
-        return [int(v) for v in values], None
+        return int(text)
     except ValueError:
-        pass
+        return None
+
+
+def _labels(values: list[str], csv_path: Path) -> tuple[list[int], list[str] | None]:
+    """Integer labels as they are; names become indices into the sorted names of every row
+    (skipped rows included, so indices do not depend on which files are readable). A mix of
+    integers and names is refused: "3" would otherwise be a class name beside "cat"."""
+    integers = [_integer(v) for v in values]
+    if all(i is not None for i in integers):
+        return [int(i) for i in integers if i is not None], None
     if any(v == "" for v in values):
         raise FormatError(f"{csv_path}: some rows have an empty label; fill them or drop the "
                           "label column")
+    number = next((k for k, i in enumerate(integers) if i is not None), None)
+    if number is not None:
+        name = next(k for k, i in enumerate(integers) if i is None)
+        raise FormatError(
+            f"{csv_path}: the label column mixes integers and names (data row {number + 1}: "
+            f"{values[number]!r}, row {name + 1}: {values[name]!r}); use integers for every "
+            "row or names for every row (e.g. 'class_3' instead of '3')")
     names = sorted(set(values))
     index = {name: i for i, name in enumerate(names)}
     return [index[v] for v in values], names
