@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -18,10 +19,11 @@ from chute.kernels._plan import (
     launch_grid,
     output_view,
     pack_args,
+    pending_streams,
     source_views,
 )
 
-__all__ = ["resize_normalize", "kernel_source", "stream_pointer"]
+__all__ = ["resize_normalize", "kernel_source", "stream_pointer", "external_stream"]
 
 _SOURCE_FILE = "resize_normalize.cu"
 _NVRTC_OPTIONS = ("-std=c++17",)
@@ -49,6 +51,41 @@ def stream_pointer(stream) -> int | None:
         f"stream must be None, an int cudaStream_t, a CuPy stream or a torch.cuda.Stream; "
         f"got {type(stream).__name__}"
     )
+
+
+class _StreamHandle:
+    """A raw cudaStream_t behind the CUDA stream protocol (`__cuda_stream__`)."""
+
+    def __init__(self, ptr: int):
+        self.ptr = int(ptr)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+@functools.cache
+def _borrowed_stream_type(stream_type: Any) -> Any:
+    """CuPy 13 (no `Stream.from_external`): a `stream_type` that wraps a stream it does not
+    own, neither creating nor destroying one."""
+
+    class BorrowedStream(stream_type):
+        def __init__(self, ptr: int, device_id: int):
+            # the base class's __init__ only records both; Stream's would create a stream
+            super(stream_type, self).__init__(ptr, device_id)
+
+        def __del__(self) -> None:
+            pass  # the owner destroys it
+
+    return BorrowedStream
+
+
+def external_stream(cupy, ptr: int, device_id: int):
+    """CuPy's view of a stream owned by someone else (torch, DALI, nvImageCodec) on the current
+    device `device_id`: `cupy.cuda.Stream.from_external` where CuPy has it (14 and later)."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamHandle(ptr))
+    return _borrowed_stream_type(cupy.cuda.Stream)(int(ptr), device_id)
 
 
 def _import_cupy():
@@ -108,6 +145,7 @@ def resize_normalize(
         mean, std: per-channel normalisation, fractions of 255.
         stream: where to launch (None = CuPy's current stream). The call only enqueues work:
             the sources must stay alive and unchanged until the stream reaches the kernel.
+            A source whose array interface names another stream ("stream" key) is waited for.
     """
     require_cuda("chute.kernels.resize_normalize")
     cupy = _import_cupy()
@@ -123,9 +161,14 @@ def resize_normalize(
         ptr = stream_pointer(stream)
         launch_stream = (
             cupy.cuda.get_current_stream() if ptr is None
-            else cupy.cuda.ExternalStream(ptr, device_id)
+            else external_stream(cupy, ptr, device_id)
         )
         kernel = _module(device_id).get_function(kernel_name(target.dtype, layout))
+        # sources written on another stream (their array interface says which): wait for it
+        for pending in pending_streams(views, int(launch_stream.ptr)):
+            written = cupy.cuda.Event(disable_timing=True)
+            cupy.cuda.runtime.eventRecord(written.ptr, pending)
+            launch_stream.wait_event(written)
         with launch_stream:  # allocation, copy and launch all go to this stream
             # CuPy's memory pool is stream-ordered per stream, so freeing `args` when this
             # function returns cannot hand its memory to other work before the kernel ran.

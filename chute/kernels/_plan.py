@@ -23,6 +23,7 @@ __all__ = [
     "OutputView",
     "PackedArgs",
     "source_views",
+    "pending_streams",
     "output_view",
     "kernel_name",
     "launch_grid",
@@ -41,12 +42,16 @@ _KERNEL_DTYPES = {"uint8": "u8", "float16": "f16", "float32": "f32"}
 
 @dataclass(frozen=True)
 class SourceView:
-    """One decoded HWC uint8 RGB image in device memory."""
+    """One decoded HWC uint8 RGB image in device memory. `stream`: the stream its producer
+    wrote it on, which the kernel's stream must wait for (the array interface's "stream" key:
+    None when nothing is pending, 1 the legacy default stream, 2 the per-thread one, else a
+    cudaStream_t)."""
 
     ptr: int
     height: int
     width: int
     pitch: int  # bytes between rows
+    stream: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,17 @@ def _interface(obj, what: str) -> dict:
     return iface
 
 
+def _stream_of(iface: dict, what: str) -> int | None:
+    """The "stream" key of a version-3 array interface (absent before version 3: None)."""
+    stream = iface.get("stream")
+    if stream is None:
+        return None
+    if int(stream) == 0:
+        raise ValueError(f"{what} reports stream 0 in its __cuda_array_interface__, which the "
+                         "interface forbids; report 1 for the legacy default stream or None")
+    return int(stream)
+
+
 def _source_view(iface: dict, ptr: int, shape: Sequence[int], strides, what: str) -> SourceView:
     # Compare dtypes, not strings: DALI reports uint8 as "=B", NumPy/CuPy/torch as "|u1".
     if np.dtype(iface["typestr"]) != np.uint8 or len(shape) != 3 or shape[2] != 3:
@@ -103,7 +119,8 @@ def _source_view(iface: dict, ptr: int, shape: Sequence[int], strides, what: str
         )
     if height < 1 or width < 1:
         raise ValueError(f"{what} is empty (shape {tuple(shape)}); every sample needs pixels")
-    return SourceView(ptr=ptr, height=height, width=width, pitch=pitch)
+    return SourceView(ptr=ptr, height=height, width=width, pitch=pitch,
+                      stream=_stream_of(iface, what))
 
 
 def source_views(sources) -> list[SourceView]:
@@ -129,6 +146,16 @@ def source_views(sources) -> list[SourceView]:
         views.append(_source_view(item, int(item["data"][0]), item["shape"],
                                   item.get("strides"), f"source sample {b}"))
     return views
+
+
+def pending_streams(views: list[SourceView], launch_stream: int) -> list[int]:
+    """The streams, other than `launch_stream`, that the sources were written on: the kernel's
+    stream waits for each before reading them."""
+    found: list[int] = []
+    for view in views:
+        if view.stream is not None and view.stream != launch_stream and view.stream not in found:
+            found.append(view.stream)
+    return found
 
 
 def output_view(out, layout: str) -> OutputView:

@@ -52,7 +52,8 @@ class Run:
             self._close_readers()
             raise
         self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
-                                       pipe.on_error, describe=pipe._describe)
+                                       pipe.on_error, describe=pipe._describe,
+                                       device=pipe.device)
         # fields whose failures carry a JPEG decoder's status (chute.fallbacks._status)
         self.images = frozenset(f for f, family in pipe._families.items() if family == "image")
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
@@ -89,7 +90,8 @@ class Run:
             shapes.update(producer.shapes(request))
         request = replace(request, shapes=shapes)
         host = host_views(slot, shapes)
-        device = device_views(slot, shapes) if self.stream else host
+        # on_device outputs: a tensor on the Pipeline's device (on the CPU, aliasing `host`)
+        device = device_views(slot, shapes)
         out = {k: [None] * n if o.dtype is None else (device[k] if o.on_device else host[k])
                for k, o in self.outputs.items()}
         return request, shapes, host, out

@@ -7,6 +7,8 @@ failure (the failed id itself is skipped; a candidate longer than a variable-sha
 is skipped too). The substitute carries its own parameters (the crop it gets anywhere in this
 epoch), its own values in every field and its own id in `index`, so a batch never mixes fields
 of two samples, and the replacement is identical on every rank, backend and resume.
+Each producer's `fill` gets scratch of the kind its batch has: a torch tensor on the Pipeline's
+device for outputs it writes there (`Output.on_device`), a host array otherwise.
 on_error="raise": a DecodeError names the sample, its shard and the dataset.
 """
 
@@ -53,8 +55,9 @@ class Substitutor:
     random-access `fill`."""
 
     def __init__(self, dataset, plan, producers: list, outputs: dict, on_error: str,
-                 describe=None):
+                 describe=None, device: torch.device | None = None):
         self.dataset = dataset
+        self.device = device or torch.device("cpu")  # where on_device outputs are written
         self.describe = describe  # sample id -> where it is, for errors
         self.plan = plan
         self.producers = producers
@@ -116,12 +119,21 @@ class Substitutor:
         for producer in self.producers:
             shapes = producer.shapes(request)
             for key, shape in shapes.items():
-                dtype = self.outputs[key].dtype
-                scratch[key] = [None] if dtype is None else np.zeros(shape, dtype)
+                scratch[key] = self._scratch(self.outputs[key], shape)
             status = producer.fill(request, {k: scratch[k] for k in shapes})
             if np.asarray(status).any():
                 return None
         return {k: v[0] for k, v in scratch.items()}
+
+    def _scratch(self, output, shape: tuple):
+        """A zeroed buffer of the kind the batch hands the producer for `output` (on the
+        current stream when it is a CUDA tensor)."""
+        if output.dtype is None:
+            return [None]
+        if output.on_device:
+            dtype = torch.from_numpy(np.empty(0, output.dtype)).dtype
+            return torch.zeros(shape, dtype=dtype, device=self.device)
+        return np.zeros(shape, output.dtype)
 
 
 def _fits(row_shape: tuple, batch_shape: tuple, exact: bool) -> bool:
@@ -137,7 +149,9 @@ def _put_row(dst, row: int, value) -> None:
     region: tuple[int | slice, ...] = (row, *(slice(0, d) for d in np.shape(value)))
     if isinstance(dst, torch.Tensor):
         dst[row].zero_()
-        dst[region].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+        if not isinstance(value, torch.Tensor):
+            value = torch.from_numpy(np.ascontiguousarray(value))
+        dst[region].copy_(value)
     else:
         dst[row] = 0
         dst[region] = value

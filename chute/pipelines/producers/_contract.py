@@ -17,8 +17,10 @@ there is nothing to choose).
 
 Rules:
 - `out` maps each output key to this batch's array (already shaped by `shapes`): a host NumPy
-  array (pinned under CUDA) or, for keys with `Output.on_device`, a torch tensor on the device;
-  a list of B items for keys whose `Output.dtype` is None. The producer writes every row.
+  array (pinned under CUDA) or, for keys with `Output.on_device`, a torch tensor on the
+  Pipeline's device (a CPU tensor on a CPU Pipeline); a list of B items for keys whose
+  `Output.dtype` is None. `read` and `fill` (substitutes) get the same kinds. The producer
+  writes every row.
 - `read` returns uint8 [B]: 0 = ok, non-zero = that sample failed (its rows are replaced by the
   Pipeline). Requests come strictly in order from `first_iteration`; any other iteration raises.
 - A device producer's writes must be complete or enqueued on the caller's current CUDA stream

@@ -3,6 +3,8 @@ decode, no DALI graph), then the shared resample (docs/design.md, "Resize defini
 
 - device cuda: nvImageCodec decodes on the GPU; chute's fused CUDA kernel
   (`chute.kernels.resize_normalize`) resizes, flips and normalizes into the Pipeline's tensor.
+  Both run on the caller's current stream: nvImageCodec allocates (and frees) its images on
+  the stream it decodes on, so the kernel reads them before their memory is reused.
 - device cpu (the CPU twin, which the tests run): nvImageCodec's CPU-only backend decodes, and
   the CPU fallback's resample (`chute.fallbacks._resample.resample_into`) does the rest.
 
@@ -84,17 +86,18 @@ class NvImgCodecBackend(ImageProducerBase):
         views = self.spec.dataset.views(ids, field=self.field)
         # headers first: a bomb or a size the columns do not state never reaches the decoder
         refused = refused_headers(views, self._sizes[ids], self._max_pixels)
-        images = self._decode(views, windows, refused)
+        target = out[self.field]
+        stream = None if self.device_id is None else _current_stream(target)
+        images = self._decode(views, windows, refused, 0 if stream is None else stream.cuda_stream)
         status = refused.copy()
         status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
-        target = out[self.field]
-        if self.device_id is None:
+        if stream is None:
             self._resample_on_cpu(images, inner, flips, target)
         else:
-            self._resample_on_gpu(images, inner, flips, target, status)
+            self._resample_on_gpu(images, inner, flips, target, status, stream)
         return status
 
-    def _decode(self, views, windows, refused) -> list:
+    def _decode(self, views, windows, refused, cuda_stream: int) -> list:
         codec = self._codec
         streams, kept = [], np.flatnonzero(refused == 0)
         for k in kept.tolist():
@@ -102,7 +105,8 @@ class NvImgCodecBackend(ImageProducerBase):
             stream = codec.CodeStream(np.asarray(views[k]))
             region = codec.Region(top, left, top + height, left + width)
             streams.append(stream.get_sub_code_stream(region=region))
-        decoded = self._decoder.decode(streams, params=self._params) if streams else []
+        decoded = (self._decoder.decode(streams, params=self._params, cuda_stream=cuda_stream)
+                   if streams else [])
         images: list = [None] * len(views)
         for k, img in zip(kept.tolist(), decoded, strict=True):
             if img is not None and img.shape[:2] == tuple(windows[k, 2:].tolist()):
@@ -135,7 +139,7 @@ class NvImgCodecBackend(ImageProducerBase):
             resample_into(pixels.reshape(-1), h, w, y0, x0, bh, bw, bool(flips[b]), dest, b,
                           kind, self.spec.layout == "NCHW", mean255, std255, row)
 
-    def _resample_on_gpu(self, images, inner, flips, target, status) -> None:
+    def _resample_on_gpu(self, images, inner, flips, target, status, stream) -> None:
         import torch
 
         from chute.kernels import resize_normalize
@@ -143,7 +147,6 @@ class NvImgCodecBackend(ImageProducerBase):
         good = np.flatnonzero(status == 0)
         if good.size == 0:
             return
-        stream = torch.cuda.current_stream(target.device)
         kwargs: dict[str, Any] = dict(layout=self.spec.layout, mean=self.spec.mean,
                                       std=self.spec.std, stream=stream)
         if good.size == len(images):
@@ -159,6 +162,16 @@ class NvImgCodecBackend(ImageProducerBase):
 
     def close(self) -> None:
         pass
+
+
+def _current_stream(target):
+    """The caller's current CUDA stream on the device of `target`, the output tensor."""
+    import torch
+
+    if not (isinstance(target, torch.Tensor) and target.is_cuda):
+        raise TypeError(f"backend 'nvimgcodec' on a GPU writes into a CUDA tensor, not a "
+                        f"{type(target).__name__}; pass the Pipeline's device buffer")
+    return torch.cuda.current_stream(target.device)
 
 
 def create(spec: ImageSpec) -> NvImgCodecBackend:

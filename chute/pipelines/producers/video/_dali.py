@@ -24,7 +24,7 @@ import numpy as np
 
 from chute._device import require_cuda, usable_cpu_count
 from chute._fork import ProcessLock
-from chute.errors import BackendUnavailableError, DecodeError
+from chute.errors import BackendUnavailableError, ChuteError, DecodeError
 from chute.fallbacks import fill_and_crop
 from chute.pipelines.producers._contract import (
     EpochReader,
@@ -103,8 +103,9 @@ class DaliVideoProducer(VideoProducer):
             samples.append(sample)
         return samples
 
-    def _run(self, samples, target):
-        """Decode `samples` through the graph into `target` (their rows of the output)."""
+    def _run(self, samples, stream):
+        """Decode `samples` through the graph: DALI's output batch, bound to `stream` (the
+        caller's CUDA stream; None in CPU mode). A RuntimeError from here is DALI's."""
         if self._pipe is not None and self._pipe_pid != os.getpid():
             # forked: DALI's threads stayed in the parent; keep the copy alive, never run it
             self._inherited.append(self._pipe)
@@ -114,14 +115,20 @@ class DaliVideoProducer(VideoProducer):
             self._pipe_pid = os.getpid()
         for name in self.config.inputs():
             self._pipe.feed_input(name, [s[name] for s in samples])
-        if self.device_id is None:
-            (clips,) = self._pipe.run()
-        else:
-            import torch
+        # outputs bound to the caller's stream: the copy enqueued on it runs after DALI
+        (clips,) = self._pipe.run() if stream is None else self._pipe.run(stream)
+        return clips
 
-            # outputs bound to the caller's stream: the copy enqueued on it runs after DALI
-            (clips,) = self._pipe.run(torch.cuda.current_stream(target.device))
-        write_native(clips, target)
+    def _stream(self, target):
+        """The caller's CUDA stream, which the clips are copied on (None in CPU mode)."""
+        if self.device_id is None:
+            return None
+        import torch
+
+        if not (isinstance(target, torch.Tensor) and target.is_cuda):
+            raise TypeError(f"video backend 'dali' on a GPU writes into a CUDA tensor, not a "
+                            f"{type(target).__name__}; pass the Pipeline's device buffer")
+        return torch.cuda.current_stream(target.device)
 
     def fill(self, request, out: dict) -> np.ndarray:
         ids = request.ids
@@ -131,24 +138,34 @@ class DaliVideoProducer(VideoProducer):
             return status
         samples = self._inputs(request)
         target = out[self.field]
+        stream = self._stream(target)
         with self._lock:
             try:
-                self._run(samples, target)
-            except RuntimeError:
+                clips = self._run(samples, stream)
+            except ChuteError:  # e.g. BackendUnavailableError: no sample's fault
+                raise
+            except RuntimeError:  # DALI's: the batch holds a sample it cannot decode
                 self._pipe = None  # DALI documents a pipeline that raised as unusable
                 for k in range(len(ids)):
-                    status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1])
+                    status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1], stream)
+            else:
+                # not under the except: a failed copy is no sample's fault
+                write_native(clips, target)
         return status
 
-    def _retry(self, i: int, sample: dict, target) -> int:
+    def _retry(self, i: int, sample: dict, target, stream) -> int:
         """One sample of a failed batch alone: 0 when it decodes, 1 when it is corrupt; raises
         when DALI cannot read what FFmpeg can."""
         try:
-            self._run([sample], target)
-            return 0
+            clips = self._run([sample], stream)
+        except ChuteError:
+            raise
         except RuntimeError as err:
             self._pipe = None
             reason = _dali_reason(err)
+        else:
+            write_native(clips, target)
+            return 0
         target[:] = 0
         codec = self._readable_codec(i, sample["encoded"], sample["frames"])
         if codec is None:
