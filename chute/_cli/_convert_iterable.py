@@ -35,31 +35,11 @@ def _hf_samples(args):
     except ImportError:
         raise ChuteError("`chute convert hf` needs the Hugging Face `datasets` package: "
                          "pip install datasets") from None
-    from chute.readers.convert._hf import (
-        check_label_column,
-        hf_class_names,
-        hf_rows,
-        undecoded_images,
-    )
+    from chute.readers import hf_samples
 
     table = _load(datasets, args.src, args.split)
-    if args.image_column not in table.column_names:
-        raise ChuteError(f"{args.src}: no column {args.image_column!r} (it has "
-                         f"{table.column_names}); pass --image-column")
-    check_label_column(table, args.label_column, args.src)
-    class_names = hf_class_names(table, args.label_column)
-    table, encoded = undecoded_images(table, args.image_column)
-
-    def samples():
-        for i, row in enumerate(hf_rows(table, args.image_column, encoded, args.src)):
-            sample = {"image": row.pop(args.image_column)}
-            if args.label_column in row:
-                sample["label"] = int(row.pop(args.label_column))
-            sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
-                                                if isinstance(v, (str, int, float, bool))}}
-            yield sample
-
-    return samples(), class_names
+    return hf_samples(table, args.src, image_column=args.image_column,
+                      label_column=args.label_column)
 
 
 def _load(datasets, src: str, split: str | None):

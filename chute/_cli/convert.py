@@ -10,8 +10,7 @@ from chute._cli import convert_audio
 from chute._cli._args import positive
 from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
-from chute.readers import TRANSCODE_QUALITY, parse_size
-from chute.readers.convert._webdataset import MAX_MEMBER_SIZE
+from chute.readers import TRANSCODE_QUALITY, WEBDATASET_MAX_MEMBER, parse_size
 
 
 def _size(text: str) -> int:
@@ -89,9 +88,9 @@ def add_parser(subparsers) -> None:
         "(unreadable or truncated image, no image, a member over --max-member) is skipped and "
         "listed as TAR:KEY in the report (--workers does not apply).")
     web.add_argument("src", metavar="TAR", nargs="+", help="shard files, in order")
-    web.add_argument("--max-member", type=_size, default=MAX_MEMBER_SIZE, metavar="SIZE",
+    web.add_argument("--max-member", type=_size, default=WEBDATASET_MAX_MEMBER, metavar="SIZE",
                      help="largest tar member read (a member is read whole into memory); the "
-                          f"sample of a larger one is skipped (default {MAX_MEMBER_SIZE})")
+                          f"sample of a larger one is skipped (default {WEBDATASET_MAX_MEMBER})")
     _common(web)
     hf = kinds.add_parser(
         "hf", help="a Hugging Face `datasets` dataset (needs `pip install datasets`)",
@@ -186,7 +185,7 @@ def run(args) -> int:
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options)
     elif args.source_kind == "webdataset":
-        from chute.readers.convert._webdataset import convert_webdataset
+        from chute.readers import convert_webdataset
 
         report = convert_webdataset(args.src, args.dst, options, max_member=args.max_member)
     else:

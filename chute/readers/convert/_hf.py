@@ -11,8 +11,8 @@ from typing import Any
 
 from chute.errors import FormatError
 
-__all__ = ["is_hf_dataset", "undecoded_images", "hf_class_names", "check_label_column",
-           "hf_rows"]
+__all__ = ["hf_samples", "is_hf_dataset", "undecoded_images", "hf_class_names",
+           "check_label_column", "hf_rows"]
 
 
 def is_hf_dataset(obj: Any) -> bool:
@@ -67,3 +67,40 @@ def _image_bytes(value: dict | None, src, row: int) -> bytes:
         return Path(value["path"]).read_bytes()
     raise FormatError(f"{src}: row {row} has an empty image (no bytes and no path); fix or "
                       "drop the row")
+
+
+def hf_samples(table, src, *, image_column: str = "image",
+               label_column: str = "label") -> tuple[Iterator[dict], list[str] | None]:
+    """The samples `chute convert hf` writes from a `datasets.Dataset`, and its class names.
+
+    Each sample is {"image": the encoded image (an `Image` column's file bytes, undecoded),
+    "label": int (when the table has `label_column`), "meta": {"key": row number, and every
+    other column holding a str, int, float or bool}}.
+
+    Args:
+        table: a `datasets.Dataset`.
+        src: what the table was loaded from, named in errors.
+        image_column: the column holding images.
+        label_column: the column holding integer labels (a ClassLabel's names become the
+            class names).
+
+    Raises:
+        FormatError: no `image_column`, or a `label_column` that holds no integers.
+    """
+    if image_column not in table.column_names:
+        raise FormatError(f"{src}: no column {image_column!r} (it has {table.column_names}); "
+                          "pass --image-column")
+    check_label_column(table, label_column, src)
+    class_names = hf_class_names(table, label_column)
+    table, encoded = undecoded_images(table, image_column)
+
+    def samples() -> Iterator[dict]:
+        for i, row in enumerate(hf_rows(table, image_column, encoded, src)):
+            sample = {"image": row.pop(image_column)}
+            if label_column in row:
+                sample["label"] = int(row.pop(label_column))
+            sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
+                                                if isinstance(v, (str, int, float, bool))}}
+            yield sample
+
+    return samples(), class_names

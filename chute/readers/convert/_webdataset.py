@@ -13,7 +13,7 @@ from typing import Any
 from chute.errors import ChuteError, FormatError
 from chute.readers._sizes import format_size, parse_size
 
-__all__ = ["iter_webdataset", "convert_webdataset", "IMAGE_EXTENSIONS", "MAX_MEMBER_SIZE"]
+__all__ = ["iter_webdataset", "convert_webdataset", "IMAGE_EXTENSIONS", "WEBDATASET_MAX_MEMBER"]
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp")
 _LABEL_EXTENSIONS = ("cls", "cls.txt", "label")
@@ -21,7 +21,7 @@ _TEXT_EXTENSIONS = ("txt", "caption", "text")
 # The largest tar member read (`--max-member`): a member is read whole into memory, and a small
 # compressed tar can hold a huge one (2 MB of .tar.gz inflating to a 2 GiB member). Larger
 # members are not read; their sample is skipped and listed.
-MAX_MEMBER_SIZE = "256MiB"
+WEBDATASET_MAX_MEMBER = "256MiB"
 
 
 class _SkippedSample(Exception):
@@ -29,7 +29,7 @@ class _SkippedSample(Exception):
 
 
 def iter_webdataset(tars: list[str | Path], *,
-                    max_member: str | int = MAX_MEMBER_SIZE) -> Iterator[dict]:
+                    max_member: str | int = WEBDATASET_MAX_MEMBER) -> Iterator[dict]:
     """Samples as {"image": bytes, "label": int (when the tars have one), "meta": {...}}.
 
     meta holds "key" (the sample's key, for `chute meta update`), the decoded `.json` member's
@@ -116,7 +116,7 @@ def _sample(key: str, members: dict[str, bytes], too_big: list[str]) -> dict | _
 
 
 def convert_webdataset(tars: list[str | Path], dst, options=None, *,
-                       max_member: str | int = MAX_MEMBER_SIZE):
+                       max_member: str | int = WEBDATASET_MAX_MEMBER):
     """WebDataset shards -> a dataset with fields image, height, width, meta (+ label), as
     `convert_imagefolder` writes: JPEG bytes stored as they are, other formats transcoded,
     `options.max_side` downscales. A sample that cannot be stored (unreadable or truncated
