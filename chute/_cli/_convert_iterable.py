@@ -19,6 +19,13 @@ _HUB_TIMEOUT_S = 10  # seconds to reach the Hub before `convert hf NAME` gives u
 def convert_iterable(args) -> int:
     from chute.readers import write_dataset
 
+    ignored = [flag for flag, value in (("--max-side", args.max_side), ("--strict", args.strict),
+                                        ("--report", args.report), ("--workers", args.workers))
+               if value]
+    if ignored:  # refused rather than silently ignored
+        verb = "does" if len(ignored) == 1 else "do"
+        raise ChuteError(f"{', '.join(ignored)} {verb} not apply to `convert hf` (an unreadable "
+                         "image stops it naming the row; images are stored as they are)")
     samples, class_names = _hf_samples(args)
     ds = write_dataset(samples, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
                        class_names=class_names, quality=args.quality)

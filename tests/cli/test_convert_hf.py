@@ -148,3 +148,12 @@ def test_an_unreachable_hub_fails_at_once(tmp_path, capsys, monkeypatch):
     assert main(["convert", "hf", "savd", str(tmp_path / "a.chute")]) == 1
     assert time.monotonic() - start < 5
     assert "savd: not a local folder, and the Hugging Face Hub" in _one_line_error(capsys)
+
+
+def test_options_that_do_not_apply_are_refused(tmp_path, capsys):
+    """Issue 26 item 4: options `convert hf` does not apply were silently ignored."""
+    saved = _saved(tmp_path)
+    capsys.readouterr()
+    assert main(["convert", "hf", saved, str(tmp_path / "a.chute"), "--max-side", "64"]) == 1
+    assert "--max-side does not apply" in _one_line_error(capsys)
+    assert not (tmp_path / "a.chute").exists()
