@@ -6,8 +6,12 @@
 # Both set up everything first on a fresh Linux machine: the system libjpeg-turbo, .venv,
 # torch 2.13 (before anything that depends on torch), then chute with its test extras.
 # On a machine with a working NVIDIA driver (nvidia-smi lists a GPU) that is torch's CUDA build
-# and chute[test,gpu]; elsewhere the CPU build and chute[test]. CHUTE_DEVICE=cpu|gpu overrides
-# the detection; `./dev.sh detect` prints what was chosen.
+# and chute[test,gpu-cu12] or chute[test-cu13,gpu-cu13]: the CUDA major version of the torch
+# already in .venv, else the newest the driver runs (CUDA 13 from driver 580 on); elsewhere the
+# CPU build and chute[test]. CHUTE_DEVICE=cpu|gpu and CHUTE_CUDA=12|13 override the detection;
+# `./dev.sh detect` prints what was chosen.
+#   ./dev.sh gpu-bundle [DIR]   what a GPU machine without network needs beyond its image
+#                   (default .gpu-bundle/, git-ignored): see gpu_bundle below
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -63,18 +67,101 @@ detect_device() {
   if [[ "$listed" == GPU\ * ]]; then echo gpu; else echo cpu; fi
 }
 
-# The pip arguments of torch and of chute for a device ("cpu" or "gpu").
+detect_cuda() {
+  # The CUDA major version (12 or 13) of a GPU machine's wheels: that of the torch in $VENV
+  # (everything must match its build), else the newest the driver runs (nvidia-smi's header
+  # says "CUDA Version: 13.0" from driver 580 on), else 12.
+  case "${CHUTE_CUDA:-}" in
+    12|13) echo "$CHUTE_CUDA"; return 0 ;;
+    "") ;;
+    *) echo "[chute] error: CHUTE_CUDA must be 12 or 13, not '$CHUTE_CUDA'" >&2; exit 2 ;;
+  esac
+  local built="" header
+  if [ -x "$VENV/bin/python" ]; then
+    built=$("$VENV/bin/python" -c "import torch; print(torch.version.cuda or '')" 2>/dev/null || true)
+  fi
+  case "$built" in
+    13.*) echo 13; return 0 ;;
+    12.*) echo 12; return 0 ;;
+  esac
+  header=$(nvidia-smi 2>/dev/null || true)
+  if [[ "$header" =~ CUDA\ Version:\ *([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge 13 ]; then
+    echo 13
+  else
+    echo 12
+  fi
+}
+
+# The pip arguments of torch and of chute for a device ("cpu" or "gpu") and CUDA version.
 torch_args() {
   if [ "$1" = gpu ]; then
-    # The default torch wheel for Linux is the CUDA build; CHUTE_TORCH_INDEX picks another index.
-    echo "torch==2.13.0${CHUTE_TORCH_INDEX:+ --index-url $CHUTE_TORCH_INDEX}"
+    # The default torch wheel for Linux is a CUDA 12 build; CUDA 13 builds come from PyTorch's
+    # cu130 index. CHUTE_TORCH_INDEX picks another index.
+    local index=${CHUTE_TORCH_INDEX:-}
+    if [ -z "$index" ] && [ "$2" = 13 ]; then index=https://download.pytorch.org/whl/cu130; fi
+    echo "torch==2.13.0${index:+ --index-url $index}"
   else
     echo "torch==2.13.0"
   fi
 }
 
 chute_extras() {
-  if [ "$1" = gpu ]; then echo ".[test,gpu]"; else echo ".[test]"; fi
+  if [ "$1" != gpu ]; then echo ".[test]"
+  elif [ "$2" = 13 ]; then echo ".[test-cu13,gpu-cu13]"
+  else echo ".[test,gpu-cu12]"
+  fi
+}
+
+gpu_bundle() {
+  # What benchmarks/gpu_first_run.sh needs on a lent GPU machine (no network, Python 3.12,
+  # torch for CUDA 13, CuPy) beyond its image: nvImageCodec for CUDA 13 and nvJPEG (their
+  # manylinux wheels, unpacked; nvImageCodec's Python bindings for 3.12 and for the Python
+  # building the bundle, which the dry run uses; its nvJPEG and libjpeg-turbo extensions
+  # only), tqdm (pure Python), libjpeg-turbo's TurboJPEG library (Debian's libturbojpeg0,
+  # `dpkg -x`) and a few real JPEGs. Under 64 MiB, so that it travels with the repository.
+  local dest=${1:-.gpu-bundle} py=${PYTHON:-$VENV/bin/python}
+  [ -x "$py" ] || py=python3
+  command -v apt-get >/dev/null && command -v dpkg >/dev/null || {
+    echo "[chute] error: gpu-bundle needs apt-get and dpkg (Debian or Ubuntu) to fetch libturbojpeg0" >&2
+    exit 1
+  }
+  local tmp
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064  # the folder of this call, expanded now
+  trap "rm -rf '$tmp'" EXIT
+  echo "[chute] downloading the wheels (Python 3.12, manylinux x86_64) into $tmp"
+  "$py" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/wheels" \
+    "nvidia-nvimgcodec-cu13==0.9.0.20" "nvidia-nvjpeg>=13.0,<13.1" "tqdm>=4.60"
+  (cd "$tmp" && apt-get download -q libturbojpeg0 >/dev/null 2>&1) || {
+    echo "[chute] error: apt-get download libturbojpeg0 failed; run apt-get update and try again" >&2
+    exit 1
+  }
+  rm -rf "$dest"
+  mkdir -p "$dest/site" "$dest/turbojpeg" "$dest/jpegs"
+  local wheel
+  for wheel in "$tmp"/wheels/*.whl; do "$py" -m zipfile -e "$wheel" "$dest/site"; done
+  dpkg -x "$tmp"/libturbojpeg0_*.deb "$dest/turbojpeg"
+  # what chute does not use: other Pythons' bindings, other codecs' extensions, headers, tools
+  local keep
+  keep=$("$py" -c "import sys; print(f'cpython-{sys.version_info[0]}{sys.version_info[1]}-')")
+  find "$dest/site/nvidia/nvimgcodec" -name 'nvimgcodec_impl.cpython-*.so' \
+    ! -name "*cpython-312-*" ! -name "*$keep*" -delete
+  find "$dest/site/nvidia/nvimgcodec/extensions" -name '*.so*' \
+    ! -name 'libnvjpeg_ext.*' ! -name 'libjpeg_turbo_ext.*' -delete
+  rm -rf "$dest/site/nvidia/nvimgcodec/include" "$dest/site/nvidia/nvimgcodec/tools" \
+    "$dest/site/nvidia/cu13/include" "$dest/turbojpeg/usr/share"
+  local images=(../shared/data/imagenet-sample/images/*.JPEG)  # real JPEGs, where present
+  if [ -f "${images[0]}" ]; then cp -t "$dest/jpegs" "${images[@]:0:48}"; fi
+  local bytes
+  bytes=$(du -sb "$dest" | cut -f1)
+  if [ "$bytes" -gt $((64 * 1024 * 1024)) ]; then
+    echo "[chute] error: $dest holds $bytes bytes, more than the 64 MiB that travel" >&2
+    exit 1
+  fi
+  echo "[chute] $dest: $((bytes / 1024 / 1024)) MiB ($(find "$dest/jpegs" -type f | wc -l) JPEGs)."
+  echo "        On the GPU machine: CHUTE_GPU_BUNDLE=$dest benchmarks/gpu_first_run.sh"
 }
 
 setup() {
@@ -86,15 +173,16 @@ setup() {
   fi
   local pip="$VENV/bin/python -m pip --disable-pip-version-check -q"
   # Skip the install when nothing changed since the last successful one.
-  local stamp="$VENV/.chute-installed" want device
+  local stamp="$VENV/.chute-installed" want device cuda=""
   device=$(detect_device)
-  want="$device-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+  [ "$device" = gpu ] && cuda=$(detect_cuda)
+  want="$device$cuda-$(cat pyproject.toml | sha256sum | cut -c1-16)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
-  echo "[chute] installing $(torch_args "$device") and chute$(chute_extras "$device" | cut -c2-) into $VENV ($device machine)"
+  echo "[chute] installing $(torch_args "$device" "$cuda") and chute$(chute_extras "$device" "$cuda" | cut -c2-) into $VENV ($device machine${cuda:+, CUDA $cuda})"
   $pip install --upgrade pip >/dev/null
   # shellcheck disable=SC2046  # torch_args holds several words on purpose
-  $pip install $(torch_args "$device")
-  $pip install -e "$(chute_extras "$device")"
+  $pip install $(torch_args "$device" "$cuda")
+  $pip install -e "$(chute_extras "$device" "$cuda")"
   echo "$want" > "$stamp"
 }
 
@@ -116,10 +204,15 @@ case "$cmd" in
     ;;
   detect)
     device=$(detect_device)
-    echo "device=$device torch=\"$(torch_args "$device")\" extras=$(chute_extras "$device")"
+    cuda=""
+    [ "$device" = gpu ] && cuda=$(detect_cuda)
+    echo "device=$device${cuda:+ cuda=$cuda} torch=\"$(torch_args "$device" "$cuda")\" extras=$(chute_extras "$device" "$cuda")"
+    ;;
+  gpu-bundle)
+    gpu_bundle "$@"
     ;;
   *)
-    echo "usage: ./dev.sh demo [chute demo options] | ./dev.sh test [pytest options] | ./dev.sh setup | ./dev.sh detect" >&2
+    echo "usage: ./dev.sh demo [chute demo options] | ./dev.sh test [pytest options] | ./dev.sh setup | ./dev.sh detect | ./dev.sh gpu-bundle [DIR]" >&2
     exit 2
     ;;
 esac

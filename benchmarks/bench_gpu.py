@@ -1,25 +1,33 @@
-"""GPU path side by side: chute `dali` vs `dali-native` vs DALI's own random-crop pipeline vs
-chute `cpu`, RandomResizedCrop to 224 and 64, float16 NCHW, one run, img/s + GPU utilisation.
+"""GPU path side by side: chute `cpu`, `nvimgcodec`, `dali` and `dali-native`, DALI's own
+random-crop pipeline and torchvision's GPU JPEG decoder, RandomResizedCrop to 224 and 64, float16
+NCHW, one run, img/s as ratios to chute `cpu` and to torchvision, + GPU utilisation.
 
     python benchmarks/bench_gpu.py DATASET_OR_JPEG_FOLDER [--batch-size 256] [--sizes 224 64]
                                    [--batches 40] [--warmup 5] [--hw-decoder-load 0.65]
+                                   [--json FILE]
     python benchmarks/bench_gpu.py DATASET_OR_JPEG_FOLDER --cpu-mode   # no GPU needed
 
 A folder of JPEGs is first written to a temporary chute dataset. Every contender gets the same
 images, batch size and output size; the DALI reference uses fn.decoders.image_random_crop (its own
-RRC sampling, so not the same crops) + fn.resize + fn.crop_mirror_normalize. GPU utilisation is
-the mean of the samples chute.autotune.GpuSampler takes (pynvml, every 50 ms, in a thread) while
-the contender runs.
+RRC sampling, so not the same crops) + fn.resize + fn.crop_mirror_normalize; torchvision decodes
+each batch with one `torchvision.io.decode_jpeg(list, device="cuda")` call (nvJPEG, batched), then
+`transforms.v2` RandomResizedCrop + RandomHorizontalFlip + Normalize per image on the GPU. GPU
+utilisation is the mean of the samples chute.autotune.GpuSampler takes (pynvml, every 50 ms, in
+a thread) while the contender runs. A contender whose library is missing is a row saying
+"not installed"; one that fails is a row saying so, and the others still run.
 
 On a machine without a CUDA device, and without --cpu-mode, it prints "no CUDA device: nothing to
 measure" and exits with status 0 (there is nothing wrong, there is just nothing to measure).
---cpu-mode compares on the CPU: `dali-native` in DALI's CPU-only mode vs chute `cpu` vs DALI's own
-random-crop pipeline in CPU-only mode, outputs on the host.
+--cpu-mode compares on the CPU: `dali-native` in DALI's CPU-only mode, the CPU twin of
+`nvimgcodec`, DALI's own random-crop pipeline in CPU-only mode, torchvision's CPU decoder and
+chute `cpu`, outputs on the host.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import sys
 import tempfile
 import time
@@ -130,20 +138,84 @@ class EncodedOnly:
         return self.source(batch_info)[0]
 
 
+def torchvision_batches(dataset, device: str, size: int, args):
+    """torchvision's own path: one batched decode_jpeg per batch, then transforms.v2 per image."""
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchvision.transforms import v2
+
+    transform = v2.Compose([
+        v2.RandomResizedCrop(size, antialias=True),
+        v2.RandomHorizontalFlip(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+    ])
+    rng = np.random.default_rng(0)
+    batch = min(args.batch_size, len(dataset))
+    while True:
+        order = rng.permutation(len(dataset))
+        for start in range(0, len(order) - batch + 1, batch):
+            views = dataset.views(order[start:start + batch], field="image")
+            encoded = [torch.from_numpy(np.array(v, dtype=np.uint8)) for v in views]
+            images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+            out = torch.stack([transform(image) for image in images]).to(torch.float16)
+            yield int(out.shape[0])
+
+
+def missing(*modules: str) -> str | None:
+    """None when every module imports, else what to report instead of a measurement."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return f"not installed ({name})"
+        except Exception as exc:  # a library that is there but cannot load (no driver, ...)
+            return f"cannot load {name}: {str(exc).splitlines()[0][:80]}"
+    return None
+
+
 def contenders(cpu_mode: bool):
-    """(label, factory(dataset, size, args)) in table order."""
+    """(label, what is missing or None, factory(dataset, size, args)) in table order; the
+    first is the reference of the ratios."""
     device = "cpu" if cpu_mode else "cuda"
     device_id = None if cpu_mode else 0
-    rows = [] if cpu_mode else [("chute dali", lambda ds, s, a: chute_batches(ds, "dali",
-                                                                              device, s, a))]
+    cuda_only = ("cupy",) if not cpu_mode else ()
+    rows = [
+        ("chute cpu", None, lambda ds, s, a: chute_batches(ds, "cpu", device, s, a)),
+        ("chute nvimgcodec" + (" (CPU twin)" if cpu_mode else ""),
+         missing("nvidia.nvimgcodec", *cuda_only),
+         lambda ds, s, a: chute_batches(ds, "nvimgcodec", device, s, a)),
+    ]
+    if not cpu_mode:  # its kernel needs a GPU
+        rows.append(("chute dali", missing("nvidia.dali", "cupy"),
+                     lambda ds, s, a: chute_batches(ds, "dali", device, s, a)))
     rows += [
-        ("chute dali-native" + (" (DALI CPU mode)" if cpu_mode else ""),
+        ("chute dali-native" + (" (DALI CPU mode)" if cpu_mode else ""), missing("nvidia.dali"),
          lambda ds, s, a: chute_batches(ds, "dali-native", device, s, a)),
-        ("DALI image_random_crop" + (" (CPU mode)" if cpu_mode else ""),
+        ("DALI image_random_crop" + (" (CPU mode)" if cpu_mode else ""), missing("nvidia.dali"),
          lambda ds, s, a: dali_reference_batches(ds, device_id, s, a)),
-        ("chute cpu", lambda ds, s, a: chute_batches(ds, "cpu", device, s, a)),
+        ("torchvision decode_jpeg + v2" + (" (CPU)" if cpu_mode else " (cuda)"),
+         missing("torchvision"), lambda ds, s, a: torchvision_batches(ds, device, s, a)),
     ]
     return rows
+
+
+def measure(factory, dataset, size: int, args, sync) -> tuple[float | None, str, str]:
+    """(img/s or None, GPU utilisation, status) of one contender."""
+    batches = None
+    try:
+        batches = factory(dataset, size, args)
+        if args.cpu_mode:
+            seconds, images = time_batches(batches, args.batches, args.warmup, sync)
+            return images / seconds, "n/a (CPU mode)", "ok"
+        with GpuSampler("cuda:0") as sampler:
+            seconds, images = time_batches(batches, args.batches, args.warmup, sync)
+        return images / seconds, utilisation(sampler), "ok"
+    except Exception as exc:  # one broken contender must not hide the others' numbers
+        return None, "", f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+    finally:
+        if batches is not None:
+            batches.close()
 
 
 def main(argv=None) -> int:
@@ -157,6 +229,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dali-threads", type=int, default=4)
     parser.add_argument("--cpu-mode", action="store_true",
                         help="no GPU: DALI CPU-only mode vs chute cpu, outputs on the host")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
 
     from chute._device import cuda_device_count
@@ -171,32 +244,43 @@ def main(argv=None) -> int:
         import torch
 
         sync = torch.cuda.synchronize
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         from chute.readers import open_dataset
 
         dataset = open_dataset(ensure_dataset(args.data, Path(tmp)))
         print(f"{len(dataset)} images, batch {args.batch_size}, {args.batches} timed batches "
               f"after {args.warmup} warm-up, float16 NCHW, "
-              f"{'DALI CPU-only mode' if args.cpu_mode else 'CUDA device 0'}")
+              f"{'CPU mode' if args.cpu_mode else 'CUDA device 0'}")
         for size in args.sizes:
-            print(f"\nRandomResizedCrop {size}x{size}")
-            print(f"{'contender':<36}{'img/s':>10}{'vs chute cpu':>14}  GPU utilisation")
             results = []
-            for label, factory in contenders(args.cpu_mode):
-                batches = factory(dataset, size, args)
-                if args.cpu_mode:
-                    seconds, images = time_batches(batches, args.batches, args.warmup, sync)
-                    util = "n/a (CPU mode)"
+            for label, absent, factory in contenders(args.cpu_mode):
+                if absent is not None:
+                    results.append((label, None, "", absent))
                 else:
-                    with GpuSampler("cuda:0") as sampler:
-                        seconds, images = time_batches(batches, args.batches, args.warmup, sync)
-                    util = utilisation(sampler)
-                batches.close()
-                results.append((label, images / seconds, util))
-            reference = results[-1][1]
-            for label, rate, util in results:
-                print(f"{label:<36}{rate:>10.0f}{rate / reference:>13.2f}x  {util}")
+                    results.append((label, *measure(factory, dataset, size, args, sync)))
+            cpu_rate = results[0][1]
+            tv_rate = results[-1][1]
+            print(f"\nRandomResizedCrop {size}x{size}")
+            print(f"{'contender':<40}{'img/s':>10}{'vs chute cpu':>14}{'vs torchvision':>16}"
+                  "  GPU utilisation / status")
+            for label, rate, util, status in results:
+                row = {"size": size, "contender": label, "img_s": rate, "status": status,
+                       "gpu_utilisation": util or None,
+                       "vs_chute_cpu": rate / cpu_rate if rate and cpu_rate else None,
+                       "vs_torchvision": rate / tv_rate if rate and tv_rate else None}
+                rows.append(row)
+                vs_cpu = _num(row["vs_chute_cpu"], ".2f", "x")
+                vs_tv = _num(row["vs_torchvision"], ".2f", "x")
+                print(f"{label:<40}{_num(rate, '.0f'):>10}{vs_cpu:>14}{vs_tv:>16}  "
+                      f"{util if status == 'ok' else status}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def _num(value, spec: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
 
 
 if __name__ == "__main__":

@@ -1,74 +1,211 @@
 #!/usr/bin/env bash
-# The first thing a session on a GPU machine runs: the GPU tests, compute-sanitizer (memcheck)
-# over the DALI path, and bench_gpu.py; then one summary table. Nothing here needs editing.
+# The first run of chute on a GPU machine, in one command that fits a lent machine without
+# network (docs/design.md, "Testing without a GPU"): the machine's python3 (CHUTE_PYTHON
+# overrides) with `PYTHONPATH=.`, nothing installed. What its image lacks comes from the folder
+# `./dev.sh gpu-bundle` prepares (CHUTE_GPU_BUNDLE, default .gpu-bundle/: nvImageCodec and
+# nvJPEG for CUDA 13, tqdm, libturbojpeg, real JPEGs), which travels with the repository.
 #
-#   benchmarks/gpu_first_run.sh [DATASET_OR_JPEG_FOLDER]   (default: a generated JPEG folder)
+#   benchmarks/gpu_first_run.sh [JPEG_FOLDER]   (default: the bundle's JPEGs)
 #
-# Set-up (torch's CUDA build, chute[test,gpu]) is ./dev.sh's: it detects the driver itself.
+# Steps, each under a time limit (8 minutes in all at most): an environment report; every
+# `gpu`-marked test (those of DALI skip where DALI is not installed); compute-sanitizer
+# memcheck over the kernel tests and the nvimgcodec path; fidelity of the GPU backends against
+# the cpu backend on the real JPEGs; bench_gpu.py (chute's backends, DALI's pipeline and
+# torchvision's GPU decoder, as ratios). It prints one markdown table, nothing else; the logs
+# stay in the folder its first row names.
+#
+# CHUTE_GPU_DRY_RUN=1 runs the same steps where there is no GPU, as far as they can run there:
+# the same tests (the GPU ones skip), the sanitizer's selection without the sanitizer, fidelity
+# and bench in CPU mode (the CPU twins). The test suite runs it so that this script never rots.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-./dev.sh setup || { echo "[gpu_first_run] ./dev.sh setup failed" >&2; exit 1; }
-VENV=${CHUTE_VENV:-.venv}
-PY="$VENV/bin/python"
+PY=${CHUTE_PYTHON:-python3}
+BUNDLE=$(realpath -m "${CHUTE_GPU_BUNDLE:-.gpu-bundle}")
+DRY=${CHUTE_GPU_DRY_RUN:-0}
 LOGS=$(mktemp -d -t chute-gpu-first-run.XXXXXX)
-declare -a ROWS
+ROWS=()
 
-row() { ROWS+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")"); }
+row() { ROWS+=("| $1 | $2 | ${3//|/\\|} |"); }
+# the last line of a log, for a detail cell
+last_line() { tail -n 1 "$1" 2>/dev/null | tr -d '\r' | cut -c1-160; }
 
-# 1. Is there a GPU at all?
-if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  row "CUDA device" "MISSING" "torch.cuda.is_available() is False (CPU torch build or no driver)"
-else
-  row "CUDA device" "ok" "$("$PY" -c "import torch; print(torch.cuda.get_device_name(0), '| devices:', torch.cuda.device_count())")"
-fi
+# `PYTHONPATH=.`, spelled absolute: processes the tests start elsewhere import chute too
+export PYTHONPATH="$PWD"
+if [ -d "$BUNDLE/site" ]; then PYTHONPATH="$PWD:$BUNDLE/site"; fi
+TURBO="$BUNDLE/turbojpeg/usr/lib/x86_64-linux-gnu/libturbojpeg.so.0"
+if [ -z "${CHUTE_TURBOJPEG:-}" ] && [ -e "$TURBO" ]; then export CHUTE_TURBOJPEG="$TURBO"; fi
+if [ "$DRY" = 1 ]; then MODE="--cpu-mode"; else MODE=""; fi
 
-# 2. The GPU tests (the kernel on the GPU, the DALI backends, the review's GPU cases).
-"$PY" -m pytest -q -m gpu tests/gpu >"$LOGS/tests.log" 2>&1
+row "run" "$([ "$DRY" = 1 ] && echo "dry run" || echo ok)" \
+  "$(date -u +%FT%TZ) on $(hostname), logs in $LOGS, bundle $([ -d "$BUNDLE" ] && du -sh "$BUNDLE" | cut -f1 || echo missing)"
+
+# 1. The environment: one row per piece (python prints "name<TAB>status<TAB>detail" lines).
+timeout 30 "$PY" - >"$LOGS/env.tsv" 2>"$LOGS/env.log" <<'PY'
+import importlib, os, shutil, sys
+
+def show(name, status, detail):
+    print(f"{name}\t{status}\t{detail}")
+
+show("python", "ok", f"{sys.version.split()[0]} {sys.executable}")
+try:
+    import torch
+    ok = torch.cuda.is_available()
+    device = (f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}" if ok
+              else "torch.cuda.is_available() is False")
+    show("torch", "ok" if ok else "no GPU", f"{torch.__version__} (CUDA {torch.version.cuda}), {device}")
+except Exception as exc:
+    show("torch", "MISSING", exc)
+for name, module in [("cupy", "cupy"), ("nvImageCodec", "nvidia.nvimgcodec"),
+                     ("DALI", "nvidia.dali"), ("torchvision", "torchvision"),
+                     ("pynvml", "pynvml")]:
+    try:
+        mod = importlib.import_module(module)
+        where = os.path.dirname(list(getattr(mod, "__path__", [mod.__file__]))[0])
+        show(name, "ok", f"{getattr(mod, '__version__', '')} in {where}".strip())
+    except ImportError:
+        show(name, "not installed", "-")
+    except Exception as exc:
+        show(name, "FAILED", str(exc).splitlines()[0][:120])
+try:
+    from chute.fallbacks._turbojpeg import turbojpeg_library
+    show("libturbojpeg", "ok", turbojpeg_library())
+except Exception as exc:
+    show("libturbojpeg", "MISSING", str(exc).splitlines()[0][:120])
+tool = shutil.which("compute-sanitizer") or next(
+    (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
+show("compute-sanitizer", "ok" if tool else "not found", tool or "-")
+PY
 status=$?
-row "pytest -m gpu tests/gpu" "$([ $status = 0 ] && echo ok || echo FAILED)" "$(tail -n 1 "$LOGS/tests.log")"
+while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done <"$LOGS/env.tsv"
+[ $status = 0 ] || row "environment report" "FAILED" "exit $status: $(last_line "$LOGS/env.log")"
+SANITIZER=$(awk -F'\t' '$1 == "compute-sanitizer" && $2 == "ok" {print $3}' "$LOGS/env.tsv")
 
-# 3. compute-sanitizer memcheck over the DALI path (mixed decode -> chute's kernel).
-SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -z "$SANITIZER" ]; then
-  row "compute-sanitizer memcheck" "skipped" "compute-sanitizer not found (CUDA toolkit)"
-else
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$SANITIZER" --tool memcheck --error-exitcode 99 \
-    --target-processes all "$PY" -m pytest -q -m gpu -x \
-    "tests/gpu/test_dali_gpu.py::test_output_is_on_the_gpu_and_a_torch_tensor" \
-    "tests/gpu/test_dali_gpu_path.py::test_border_pixels_match_the_cpu_backend[dali]" \
-    "tests/gpu/test_dali_gpu_path.py::test_early_break_then_close_leaves_no_pending_work" \
-    >"$LOGS/memcheck.log" 2>&1
-  status=$?
+# pytest's summary line -> status: ok only when nothing failed and nothing errored
+tests_status() {
+  local summary=$1 rc=$2
+  if [ "$rc" = 124 ]; then echo "TIMED OUT"
+  elif [[ "$summary" == *failed* || "$summary" == *error* ]] || { [ "$rc" != 0 ] && [ "$rc" != 5 ]; }; then echo FAILED
+  elif [ "$DRY" = 1 ]; then echo "dry run"
+  else echo ok
+  fi
+}
+
+# 2. Every gpu-marked test, in the modules that mark any (so that the other modules, some of
+#    which need libraries the machine lacks, are not even imported); DALI's skip without DALI.
+mapfile -t GPU_TESTS < <(grep -rlE "mark\.gpu" tests --include='test_*.py' | sort)
+timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu "${GPU_TESTS[@]}" \
+  >"$LOGS/tests.log" 2>&1
+rc=$?
+row "pytest -m gpu (${#GPU_TESTS[@]} modules)" "$(tests_status "$(last_line "$LOGS/tests.log")" $rc)" \
+  "$(last_line "$LOGS/tests.log")"
+
+# 3. compute-sanitizer memcheck: the kernel tests (not the stream-ordering ones, whose large
+#    matrix products are their delay) and the nvimgcodec path.
+MEMCHECK=(tests/gpu/test_kernels_gpu.py tests/gpu/test_producers_gpu.py
+          -k "not stream_ordering and not another_stream and (not producers or nvimgcodec)")
+if [ -n "$SANITIZER" ] && [ "$DRY" != 1 ]; then
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 "$SANITIZER" --tool memcheck \
+    --error-exitcode 99 --target-processes all \
+    "$PY" -m pytest -q -p no:cacheprovider -m gpu "${MEMCHECK[@]}" >"$LOGS/memcheck.log" 2>&1
+  rc=$?
   errors=$(grep -c "^========= Invalid\|^========= Program hit" "$LOGS/memcheck.log" || true)
-  row "compute-sanitizer memcheck" "$([ $status = 0 ] && echo ok || echo FAILED)" "exit $status, $errors error reports"
+  row "compute-sanitizer memcheck" "$(tests_status "$(last_line "$LOGS/memcheck.log")" $rc)" \
+    "exit $rc, $errors error reports; $(grep -E "passed|failed|skipped" "$LOGS/memcheck.log" | tail -n 1)"
+else
+  timeout 100 "$PY" -m pytest -q -p no:cacheprovider -m gpu "${MEMCHECK[@]}" \
+    >"$LOGS/memcheck.log" 2>&1
+  rc=$?
+  why=$([ "$DRY" = 1 ] && echo "not run in a dry run" || echo "not found")
+  row "memcheck's tests, no sanitizer" "$(tests_status "$(last_line "$LOGS/memcheck.log")" $rc)" \
+    "compute-sanitizer $why; $(last_line "$LOGS/memcheck.log")"
 fi
 
-# 4. bench_gpu.py (numbers: one run, noisy if the machine is shared).
+# 4 and 5 share the JPEGs: the argument, else the bundle's, else generated ones.
 DATA=${1:-}
+if [ -z "$DATA" ] && [ -d "$BUNDLE/jpegs" ]; then DATA="$BUNDLE/jpegs"; fi
 if [ -z "$DATA" ]; then
   DATA="$LOGS/jpegs"
-  "$PY" - "$DATA" <<'PY'
+  timeout 60 "$PY" - "$DATA" >"$LOGS/jpegs.log" 2>&1 <<'PY'
 import sys
 from pathlib import Path
 
-from chute._sample_images import synthetic_jpeg
 import numpy as np
 
-out = Path(sys.argv[1]); out.mkdir(parents=True)
+from chute._sample_images import synthetic_jpeg
+
+out = Path(sys.argv[1])
+out.mkdir(parents=True)
 rng = np.random.default_rng(0)
-for i in range(512):
+for i in range(64):
     h, w = (int(v) for v in rng.integers(300, 600, size=2))
     (out / f"{i:04d}.jpg").write_bytes(synthetic_jpeg(rng, h, w))
 PY
+  row "JPEGs" "generated" "64 synthetic JPEGs (no bundle): fidelity is not on real JPEGs"
 fi
-"$PY" benchmarks/bench_gpu.py "$DATA" --batches 20 >"$LOGS/bench.log" 2>&1
-status=$?
-row "bench_gpu.py $(basename "$DATA")" "$([ $status = 0 ] && echo ok || echo FAILED)" "table below"
 
-echo
-echo "chute GPU first run ($(date -u +%FT%TZ)), logs in $LOGS"
-printf '%-34s %-8s %s\n' "step" "status" "detail"
+# a script's status when it wrote no rows: timed out, failed, or nothing to measure (no GPU)
+no_rows() { case "$1" in 124) echo "TIMED OUT" ;; 0) echo skipped ;; *) echo FAILED ;; esac; }
+
+# Python turns a JSON file of rows into table rows (name<TAB>status<TAB>detail).
+json_rows() {
+  "$PY" - "$1" "$2" <<'PY'
+import json, sys
+
+kind, rows = sys.argv[1], json.load(open(sys.argv[2]))
+for r in rows:
+    if kind == "fidelity":
+        name = f"fidelity {r['backend']} {r['augment']}"
+        detail = (f"median MAE {r['median_mae']:.3f}, p99 {r['p99_mae']:.3f}, max "
+                  f"{r['max_abs_diff']}, {r['images']} images"
+                  + ("" if r["same_substitutes"] else ", substitutes differ")
+                  if "median_mae" in r else "-")
+        status = r["status"]
+    else:
+        name = f"bench {r['size']}: {r['contender']}"
+        if r["img_s"] is None:
+            status, detail = ("not installed" if r["status"].startswith("not installed")
+                              else r["status"].split(":")[0]), r["status"]
+        else:
+            ratios = [f"{r['img_s']:.0f} img/s", f"{r['vs_chute_cpu']:.2f}x chute cpu"]
+            if r["vs_torchvision"]:
+                ratios.append(f"{r['vs_torchvision']:.2f}x torchvision")
+            if r["gpu_utilisation"]:
+                ratios.append(f"GPU {r['gpu_utilisation']}")
+            status, detail = "ok", ", ".join(ratios)
+    print(f"{name}\t{status}\t{detail}")
+PY
+}
+
+# 4. Fidelity of the GPU backends against the cpu backend on the real JPEGs.
+timeout 50 "$PY" benchmarks/gpu_fidelity.py "$DATA" $MODE --json "$LOGS/fidelity.json" \
+  >"$LOGS/fidelity.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ -f "$LOGS/fidelity.json" ]; then
+  while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done \
+    < <(json_rows fidelity "$LOGS/fidelity.json")
+else
+  row "fidelity" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/fidelity.log")"
+fi
+
+# 5. bench_gpu.py on the JPEGs, each repeated 8 times (a few batches per epoch).
+mkdir -p "$LOGS/bench-jpegs"
+for copy in 1 2 3 4 5 6 7 8; do
+  for file in "$DATA"/*; do ln -s "$(realpath "$file")" "$LOGS/bench-jpegs/$copy-$(basename "$file")"; done
+done
+if [ "$DRY" = 1 ]; then BENCH=(--cpu-mode --batch-size 16 --batches 2 --warmup 1 --sizes 64)
+else BENCH=(--batch-size 64 --batches 20 --warmup 3 --sizes 224 64)
+fi
+timeout 90 "$PY" benchmarks/bench_gpu.py "$LOGS/bench-jpegs" "${BENCH[@]}" \
+  --json "$LOGS/bench.json" >"$LOGS/bench.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ -f "$LOGS/bench.json" ]; then
+  while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done \
+    < <(json_rows bench "$LOGS/bench.json")
+else
+  row "bench_gpu.py" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/bench.log")"
+fi
+
+echo "| step | status | detail |"
+echo "|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
-echo
-cat "$LOGS/bench.log"

@@ -94,7 +94,8 @@ def _import_cupy():
     except ImportError as exc:
         raise BackendUnavailableError(
             "chute.kernels needs CuPy to launch its CUDA kernels, but `import cupy` failed "
-            f"({exc}). Install it: pip install 'chute[dali]' (or 'chute[gpu]')."
+            f"({exc}). Install it: pip install 'chute[dali]' ('chute[dali-cu13]' for a CUDA 13 "
+            "torch)."
         ) from exc
     return cupy
 

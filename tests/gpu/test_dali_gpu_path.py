@@ -19,7 +19,6 @@ FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32
 
 
 def dataset_of(path, payloads_and_sizes):
-    pytest.importorskip("nvidia.dali")
     from chute.readers import open_dataset
 
     samples = ({"image": p, "label": i, "height": h, "width": w}
@@ -59,7 +58,13 @@ def mixed(tmp_path_factory):
     return dataset_of(tmp_path_factory.mktemp("mixed") / "ds.chute", payloads)
 
 
+def needs(backend: str) -> None:
+    """Skip unless the library of `backend` imports (nvimgcodec runs without DALI)."""
+    pytest.importorskip("nvidia.nvimgcodec" if backend == "nvimgcodec" else "nvidia.dali")
+
+
 def differences(dataset, backend, device="cuda", **kwargs):
+    needs(backend)
     dtype, layout = kwargs.get("dtype", "float32"), kwargs.get("layout", "NHWC")
     kwargs.update(dtype=dtype, layout=layout)
     cpu = collect(dataset, "cpu", "cpu", **kwargs)
@@ -87,6 +92,7 @@ def test_border_pixels_match_the_cpu_backend(mixed, backend):
 
 
 def test_short_last_batch(mixed):
+    needs("dali")
     batches = collect(mixed, "dali", "cuda", size=24, augment="eval")
     ids = np.concatenate([b["index"] for b in batches])
     assert sorted(ids.tolist()) == list(range(len(mixed)))
@@ -107,6 +113,7 @@ def test_early_break_then_close_leaves_no_pending_work(mixed):
 
     from chute import ImageOptions, Pipeline
 
+    needs("dali")
     fields = {"image": ImageOptions(size=64, backend="dali"), "label": None}
     with Pipeline(mixed, 8, fields=fields, device="cuda", seed=2) as pipe:
         for first in pipe:

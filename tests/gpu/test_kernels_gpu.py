@@ -101,3 +101,38 @@ def test_stream_ordering(stream_kind):
         host = cupy.from_dlpack(out).get(stream=reader)
     reader.synchronize()
     assert_matches_reference(host, _reference(images, boxes, flips, out, "NCHW"))
+
+
+class _WrittenOn:
+    """A CuPy array whose array interface names the stream it was written on."""
+
+    def __init__(self, array, stream):
+        self.array, self.stream = array, stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return {**self.array.__cuda_array_interface__, "stream": self.stream.ptr}
+
+
+def test_sources_written_on_another_stream_are_waited_for():
+    """The producer's stream (the array interface's "stream" key, as nvImageCodec reports it)
+    is busy when the kernel is launched on another stream: the launch must wait for it."""
+    import torch
+
+    cupy = pytest.importorskip("cupy")
+    images, padded, boxes, flips = make_batch(seed=6)
+    out = _torch_out(np.float32, "NHWC", len(images), 20, 28)
+    torch.cuda.synchronize()
+    producer = cupy.cuda.Stream(non_blocking=True)
+    with producer:
+        big = cupy.ones((4096, 4096), dtype=cupy.float32)
+        for _ in range(4):  # slow work first: an unordered launch would read unwritten sources
+            big = big @ big / 4096
+        sources = [cupy.empty_like(s) for s in _device_sources(cupy, padded)]
+        for dst, src in zip(sources, _device_sources(cupy, padded), strict=True):
+            dst[...] = src
+    launch = torch.cuda.Stream()
+    resize_normalize([_WrittenOn(s, producer) for s in sources], boxes, flips, out,
+                     layout="NHWC", stream=launch)
+    launch.synchronize()
+    assert_matches_reference(out.cpu().numpy(), _reference(images, boxes, flips, out, "NHWC"))

@@ -29,7 +29,8 @@ from chute.pipelines.producers.image._placeholder import (
 __all__ = ["DaliBatchSource", "SOURCE_OUTPUTS", "ROI_SOURCE_OUTPUTS", "CUPY_INSTALL_HINT",
            "cupy_import_error", "staging_for"]
 
-CUPY_INSTALL_HINT = "CuPy (cupy-cuda12x) is not installed (pip install chute[dali])"
+CUPY_INSTALL_HINT = ("CuPy (cupy-cuda12x) is not installed (pip install chute[dali]; "
+                     "chute[dali-cu13] for a CUDA 13 torch)")
 
 # The order of the tuple a DaliBatchSource returns (external_source num_outputs=len(...)).
 SOURCE_OUTPUTS = ("encoded", "anchor", "shape", "flip", "index")
@@ -223,6 +224,7 @@ def pinned_bytes(nbytes: int) -> np.ndarray:
 
         raise BackendUnavailableError(
             "pinned staging for the DALI GPU decoder needs CuPy, which is not installed. "
-            "Install it with `pip install chute[dali]` (cupy-cuda12x)."
+            "Install it with `pip install chute[dali]` (cupy-cuda12x; chute[dali-cu13] for a "
+            "CUDA 13 torch)."
         ) from err
     return cupyx.empty_pinned((max(int(nbytes), 1),), dtype=np.uint8)

@@ -40,9 +40,9 @@ def import_nvimgcodec():
         from nvidia import nvimgcodec
     except ImportError as err:
         raise BackendUnavailableError(
-            f"backend 'nvimgcodec' needs nvImageCodec (package nvidia-nvimgcodec-cu12), which "
-            f"cannot be imported here ({err}). Install it with `pip install chute[gpu]`, or use "
-            "backend='cpu'."
+            f"backend 'nvimgcodec' needs nvImageCodec, which cannot be imported here ({err}). "
+            "Install it with `pip install chute[gpu]` (`chute[gpu-cu13]` for a CUDA 13 torch), "
+            "or use backend='cpu'."
         ) from err
     return nvimgcodec
 
