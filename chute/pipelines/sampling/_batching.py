@@ -116,34 +116,41 @@ def _no_state(state: dict, where: str, name: str) -> dict:
     return {}
 
 
+def _plan_args(c: PlanContext, *, drop_last: bool) -> dict:
+    """What every BatchPlan (and its subclasses) is made of."""
+    return dict(dataset=_ref(c.dataset), n=c.n, seed=c.seed, epoch=c.epoch, rank=c.rank,
+                world_size=c.world_size, batch_size=c.batch_size, drop_last=drop_last,
+                start_position=c.start_position, params=c.params, shuffle=c.shuffle)
+
+
+class _FieldFree:
+    """A batching that needs nothing from the fields."""
+
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+        return self  # type: ignore[return-value]
+
+    def field_options(self) -> dict[str, dict]:
+        return {}
+
+
 @dataclass(frozen=True)
-class FixedBatches:
+class FixedBatches(_FieldFree):
     """`batch_size` samples per batch and rank (the default batching)."""
 
     def slot_size(self, batch_size: int | None) -> int:
         return _positive_batch(batch_size, "Pipeline")
 
-    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
-        return self
-
-    def field_options(self) -> dict[str, dict]:
-        return {}
-
     def plan(self, context: PlanContext) -> Plan:
         from chute.pipelines.sampling._plan import BatchPlan
 
-        c = context
-        return BatchPlan(dataset=_ref(c.dataset), n=c.n, seed=c.seed, epoch=c.epoch,
-                         rank=c.rank, world_size=c.world_size, batch_size=c.batch_size,
-                         drop_last=c.drop_last, start_position=c.start_position,
-                         params=c.params, shuffle=c.shuffle)
+        return BatchPlan(**_plan_args(context, drop_last=context.drop_last))
 
     def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
         return _no_state(state, where, "fixed batches")
 
 
 @dataclass(frozen=True)
-class MaxDuration:
+class MaxDuration(_FieldFree):
     """Batches of at most `seconds` of audio (and at most `batch_size` samples): samples of
     similar durations together, the same number of batches on every rank, the tail dropped.
 
@@ -167,22 +174,13 @@ class MaxDuration:
         return _positive_batch(batch_size, "MaxDuration (batch_size: the most samples in one "
                                            "batch)")
 
-    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
-        return self
-
-    def field_options(self) -> dict[str, dict]:
-        return {}
-
     def plan(self, context: PlanContext) -> Plan:
         from chute.pipelines.sampling._duration_plan import DurationPlan
 
         c = context
         if c.durations is None:
             raise ValueError("MaxDuration needs the samples' durations")
-        return DurationPlan(dataset=_ref(c.dataset), n=c.n, seed=c.seed, epoch=c.epoch,
-                            rank=c.rank, world_size=c.world_size, batch_size=c.batch_size,
-                            drop_last=True, start_position=c.start_position, params=c.params,
-                            shuffle=c.shuffle, max_duration=float(self.seconds),
+        return DurationPlan(**_plan_args(c, drop_last=True), max_duration=float(self.seconds),
                             durations=c.durations(), window=int(self.window))
 
     def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
