@@ -99,10 +99,15 @@ def run(args) -> int:
 
 def _field(dataset, name: str | None) -> tuple[str, str]:
     """(field, its media) to tune: `name`, else "image", else the first video field."""
+    from chute.pipelines import family_of
+
     specs = dataset.specs
 
     def media(f: str) -> str | None:
-        return specs[f].get("media") or ("image" if f == "image" else None)
+        try:
+            return family_of(f, specs[f]).name
+        except ValueError:  # a field no producer family reads
+            return None
 
     if name is None:
         found = [f for f in specs if media(f) == "image"] or \

@@ -69,11 +69,11 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
                          "with fields={name: options}; give those options in the field's "
                          "options (ImageOptions, VideoOptions, AudioOptions, Lookup)")
     names = default_fields(dataset) if fields is None else tuple(fields)
-    families = {f: family_of(f, dataset.specs[f]).name for f in names if f in dataset.specs}
+    families = {f: family_of(f, dataset.specs[f]) for f in names if f in dataset.specs}
     out: dict[str, Any] = dict.fromkeys(names)
     image_values = {_IMAGE[k]: v for k, v in legacy.items() if k in _IMAGE}
     if image_values:
-        images = [f for f in names if families.get(f) == "image"]
+        images = [f for f in names if f in families and families[f].name == "image"]
         if not images:
             raise ValueError(f"Pipeline: {sorted(k for k in legacy if k in _IMAGE)} apply to "
                              f"image fields and none of fields={list(names)} holds images; "
@@ -91,7 +91,7 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
     for f, index in lookups.items():
         out[f] = Lookup(index, **field_options.pop(f, {}))
     for f, values in field_options.items():
-        family = family_of(f, dataset.specs[f]) if f in dataset.specs else None
+        family = families.get(f)
         if family is None or family.options is None:
             raise ValueError(f"field_options[{f!r}]: field {f!r} takes no options")
         if family.name == "image":
@@ -103,7 +103,7 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
         else:
             out[f] = options_from_dict(family.options, values, f"field_options[{f!r}]")
     if legacy.get("unit") is not None or legacy.get("merge") is not None:
-        audio = [f for f in names if families.get(f) == "audio"]
+        audio = [f for f in names if f in families and families[f].name == "audio"]
         if not audio:
             raise ValueError(f"Pipeline: unit=/merge= say what one audio sample is; request an "
                              f"audio field in fields= (got {list(names)})")

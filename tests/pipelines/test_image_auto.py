@@ -126,9 +126,14 @@ if first == "chute":
     Pipeline = chute.Pipeline
 else:
     from chute.pipelines import Pipeline
+# count the calls of the image family's auto hook: reached from either import, with nothing
+# registered first (an injection step would leave the plain import without it)
+from chute.pipelines.producers.image import _auto
+calls, decide = [], _auto.decide
+_auto.decide = lambda **request: calls.append(1) or decide(**request)
 with Pipeline(sys.argv[1], 8, fields={"image": __import__("chute.pipelines").pipelines
               .ImageOptions(size=32)}, device="cpu") as pipe:
-    print(pipe.stats.backend, "|", pipe.stats.backend_reason)
+    print(pipe.stats.backend, "|", pipe.stats.backend_reason, "| hook calls", len(calls))
 """
 
 
@@ -146,6 +151,7 @@ def test_auto_is_decided_the_same_whether_or_not_chute_was_imported_first(tmp_pa
                           check=True, capture_output=True, text=True, env=env).stdout
            for first in ("chute", "pipelines")]
     assert got[0] == got[1] and got[0].startswith("cpu | cpu chosen without measuring")
+    assert got[0].rstrip().endswith("| hook calls 1")  # pipelines called the autotuner itself
 
 
 def test_user_backend_options_win_over_the_decided_ones(tmp_path, monkeypatch):

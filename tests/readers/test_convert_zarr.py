@@ -1,6 +1,5 @@
 """`chute convert zarr` (chute/readers/convert/_convert_zarr.py): the converted dataset holds the
-same
-values, tables stored once, and the same Pipeline call with a Lookup works on it unchanged."""
+same values, tables stored once, and the same Pipeline call with a Lookup works on it unchanged."""
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ class FieldBuild:
         spec: the producer to create.
         finish: applied to the field's output tensor on the device after the producer wrote it
             (a cast, a memory format), or None.
-        decision: {"backend", "options", "reason"} when the options asked for backend="auto".
+        decision: {"backend", "options", "reason"}: the backend chosen and why, for families
+            with a choice of backend (images always; video when its options say "auto").
     """
 
     spec: ProducerSpec

@@ -29,8 +29,8 @@ import numpy as np
 
 from chute.pipelines._request import BatchRequest
 
-__all__ = ["Batching", "Plan", "PlanContext", "FixedBatches", "MaxDuration", "Buckets",
-           "as_batching"]
+__all__ = ["Batching", "BoundBatching", "Plan", "PlanContext", "FixedBatches", "MaxDuration",
+           "Buckets", "as_batching"]
 
 
 class Plan(Protocol):
@@ -84,9 +84,13 @@ class PlanContext:
 
 
 class Batching(Protocol):
-    """See the module docstring."""
+    """What `Pipeline(batching=...)` takes: bound to the requested fields, it plans."""
 
-    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching: ...
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> BoundBatching: ...
+
+
+class BoundBatching(Protocol):
+    """A batching bound to a Pipeline's fields (see the module docstring)."""
 
     def slot_size(self, batch_size: int | None) -> int: ...
 
@@ -126,7 +130,7 @@ def _plan_args(c: PlanContext, *, drop_last: bool) -> dict:
 class _FieldFree:
     """A batching that needs nothing from the fields."""
 
-    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> BoundBatching:
         return self  # type: ignore[return-value]
 
     def field_options(self) -> dict[str, dict]:
@@ -199,7 +203,7 @@ class Buckets:
 
     config: dict
 
-    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
+    def bind(self, fields: dict[str, tuple[str, Any]]) -> BoundBatching:
         from chute.pipelines.sampling._buckets import parse_buckets
 
         videos = [f for f, (family, _) in fields.items() if family == "video"]
@@ -210,18 +214,6 @@ class Buckets:
         interval = int(getattr(options, "frame_interval", 1))
         return BoundBuckets(videos[0], parse_buckets(self.config, interval))
 
-    def slot_size(self, batch_size: int | None) -> int:
-        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
-
-    def field_options(self) -> dict[str, dict]:
-        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
-
-    def plan(self, context: PlanContext) -> Plan:
-        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
-
-    def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
-        raise TypeError("bind Buckets to the fields first (Buckets.bind)")
-
 
 @dataclass(frozen=True)
 class BoundBuckets:
@@ -230,9 +222,6 @@ class BoundBuckets:
 
     field: str
     table: Any
-
-    def bind(self, fields: dict[str, tuple[str, Any]]) -> Batching:
-        return self
 
     def slot_size(self, batch_size: int | None) -> int:
         if batch_size is not None:
@@ -268,8 +257,7 @@ def as_batching(batching) -> Batching:
     """`batching` checked: None is `FixedBatches()`."""
     if batching is None:
         return FixedBatches()
-    if not all(hasattr(batching, m) for m in ("bind", "slot_size", "field_options", "plan",
-                                               "load_state")):
+    if not hasattr(batching, "bind"):
         raise TypeError(f"batching must be chute.MaxDuration(...), chute.Buckets(...) or None "
                         f"(batches of batch_size), got {batching!r:.100}")
     return batching

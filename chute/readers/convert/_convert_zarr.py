@@ -1,8 +1,7 @@
-"""`chute convert zarr SRC DST`: a zarr group (see `readers/zarr/_zarr.py`) to a chute dataset:
-per-sample
-arrays become `ndarray` fields (optionally zstd), 1-D ones scalar columns, and tables are stored
-once (kind `table`), so the same `Pipeline(..., fields={table: Lookup(index)})` call works on
-both."""
+"""`chute convert zarr SRC DST`: a zarr group (see `readers/zarr/_zarr.py`) to a chute
+dataset: per-sample arrays become `ndarray` fields (optionally zstd), 1-D ones scalar columns,
+and tables are stored once (kind `table`), so the same
+`Pipeline(..., fields={table: Lookup(index)})` call works on both."""
 
 from __future__ import annotations
 

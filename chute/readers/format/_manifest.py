@@ -10,9 +10,9 @@
   "class_names": [...] | null,
   "manifest_xxh3_64": "..."   (of everything else; absent in manifests written before it)
 }
-Which files a field has in every shard folder is its kind's business (`readers/kinds/_kinds.py`);
-their stem
-is `file`, which defaults to the field name (metadata updates write a new generation).
+Which files a field has in every shard folder is its kind's business
+(`readers/kinds/_kinds.py`); their stem is `file`, which defaults to the field name (metadata
+updates write a new generation).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The shape of a `chute.json`, checked before anything uses it: every key a reader touches is
 there with the right type and a sane range, and every name it holds is a plain path component
-(`readers/storage/_paths.py`). A malformed manifest is a FormatError naming the file and the key,
-never a raw
-KeyError or TypeError later on."""
+(`readers/storage/_paths.py`). A malformed manifest is a FormatError naming the file and the
+key, never a raw KeyError or TypeError later on."""
 
 from __future__ import annotations
 

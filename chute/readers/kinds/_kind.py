@@ -1,4 +1,4 @@
-"""What a field kind is: the contract every module under `chute/readers/_kind_*.py` fulfils
+"""What a field kind is: the contract every module `chute/readers/kinds/_kind_*.py` fulfils
 (docs/design.md, "Field kinds"). The registry that maps kind names to them is
 `readers/kinds/_kinds.py`."""
 

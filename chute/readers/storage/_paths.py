@@ -7,8 +7,8 @@ must lie inside the dataset folder: a `../x`, an absolute path or a symlink lead
 FormatError. Readers, `chute verify` and `chute meta update` all go through `Confined.check`
 (`inside` for a single path: it resolves the root again on every call); the zarr reader
 through `Confined`, which resolves the store once and opens each chunk file with the
-kernel refusing a way out (`readers/storage/_open_beneath.py`), so the check costs nothing per
-chunk."""
+kernel refusing a way out (`readers/storage/_open_beneath.py`), so the check costs nothing
+per chunk."""
 
 from __future__ import annotations
 

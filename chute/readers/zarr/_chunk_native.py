@@ -3,11 +3,10 @@
 (docs/design.md, "Zarr groups").
 
 The shim is built once per machine (`chute/_native_build.py`) and called through ctypes, which
-releases the GIL for the call; libzstd's functions are those `readers/zarr/_zstd_native.py` found.
-Where the
-shim cannot be built or no libzstd is found, `chunk_reader_status()` says why and
-`readers/zarr/_zarr_chunks.py` reads chunk by chunk in Python instead (same bytes, more time per
-chunk).
+releases the GIL for the call; libzstd's functions are those `readers/zarr/_zstd_native.py`
+found. Where the shim cannot be built or no libzstd is found, `chunk_reader_status()` says why
+and `readers/zarr/_zarr_chunks.py` reads chunk by chunk in Python instead (same bytes, more
+time per chunk).
 """
 
 from __future__ import annotations

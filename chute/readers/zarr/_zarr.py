@@ -8,9 +8,8 @@ are per-sample fields: `ndarray`, or `scalar` when 1-D of integers or floats; th
 zarr runs a background event loop, so the group is opened lazily in each process (a forked
 child or a DDP rank reopens it, never inherits it). A batch reads each touched chunk once:
 directly from its file, decompressed on a thread pool, for simple arrays
-(`readers/zarr/_zarr_chunks.py`),
-else as one zarr orthogonal selection of the batch's distinct ids (sharded arrays) -- never a
-zarr call per sample (~3 ms each).
+(`readers/zarr/_zarr_chunks.py`), else as one zarr orthogonal selection of the batch's distinct
+ids (sharded arrays) -- never a zarr call per sample (~3 ms each).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The zarr compressors chute reads directly (`readers/zarr/_zarr_chunks.py`), by name, for whoever
-writes
-stores: `chute convert` tests and `benchmarks/make_latents.py`."""
+"""The zarr compressors chute reads directly (`readers/zarr/_zarr_chunks.py`), by name, for
+whoever writes stores: `chute convert` tests and `benchmarks/make_latents.py`."""
 
 from __future__ import annotations
 

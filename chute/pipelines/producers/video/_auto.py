@@ -137,7 +137,7 @@ def resolve_video_backend(*, dataset, field: str, options: dict, device: str, ba
         if record is not None:
             return (record["choice"], f"autotune decision {record['key']} of "
                                       f"{record.get('created', '?')}: {record['reason']}")
-    result = tune_video(dataset, field=field, options=measured, device=device,
+    result = tune_video(dataset, field=field, options=options, device=device,
                         batch_size=batch_size, augment=augment, budget=budget,
                         use_cache=use_cache)
     return (result["choice"], f"quick autotune ({budget:g}s budget, decision {result['key']}): "
