@@ -36,11 +36,12 @@ def natural_image(k: int, height: int, width: int) -> np.ndarray:
 def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "libx264",
                container: str = "mp4", fps: int = 25, gop: int = 10, bframes: int = 2,
                rotation: int = 0, texture: bool = False, natural: bool = False,
-               images=None, pts_ms=None) -> bytes:
+               images=None, pts_ms=None, options: dict | None = None) -> bytes:
     """`n` frames of `frame_image` (or `natural_image` when `natural`; or the RGB `images`
     given, then `n`, `height` and `width` come from them) encoded with `codec` (libx264,
     libvpx-vp9, libvpx, mjpeg, mpeg4, mpeg2video) in `container`; `pts_ms` gives each frame's
-    timestamp in milliseconds (a variable frame rate)."""
+    timestamp in milliseconds (a variable frame rate); `options` are more encoder options
+    (FFmpeg's names, e.g. {"flags": "+qpel"})."""
     import av
 
     if images is not None:
@@ -61,6 +62,8 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
             stream.max_b_frames = bframes
         if codec.startswith("libvpx"):  # libvpx's default speed is minutes for real sizes
             stream.options = {"deadline": "realtime", "cpu-used": "8"}
+        if options:
+            stream.options = {**stream.options, **options}
         if rotation:
             stream.set_display_rotation(rotation)
         for k in range(n):
@@ -76,6 +79,83 @@ def make_video(n: int = 30, height: int = 48, width: int = 64, *, codec: str = "
                 c.mux(packet)
         for packet in stream.encode():
             c.mux(packet)
+    return out.getvalue()
+
+
+_VOP = b"\x00\x00\x01\xb6"  # MPEG-4 Part 2 picture (VOP) start code
+# User data that marks a packed bitstream ("p") as DivX 5 and Xvid write it; FFmpeg's decoder
+# keys its packed B-frame handling on it.
+_PACKED_USER_DATA = b"\x00\x00\x01\xb2DivX503b1393p"
+
+
+def _vop_type(chunk: bytes) -> str:
+    i = chunk.find(_VOP)
+    return "IPBS"[chunk[i + 4] >> 6]
+
+
+def _not_coded_vop(fps: int) -> bytes:
+    """An empty ("not coded") P picture: the placeholder a packed stream stores where the
+    anchor that travelled with the previous B-frame is shown."""
+    increment = max(1, (fps - 1).bit_length())  # bits of vop_time_increment
+    # coding type P, modulo_time_base 0, marker, time increment, marker, vop_coded = 0
+    bits = "01" + "0" + "1" + "0" * increment + "1" + "0"
+    bits += "0" + "1" * ((7 - len(bits)) % 8)  # stuffing to the byte boundary
+    return _VOP + int(bits, 2).to_bytes(len(bits) // 8, "big")
+
+
+def make_asp_avi(n: int = 164, height: int = 240, width: int = 320, *, bframes: int = 2,
+                 gop: int = 300, packed: bool = False, fps: int = 25) -> bytes:
+    """An MPEG-4 Part 2 Advanced Simple Profile AVI like the Xvid/DivX files of UCF-101 and
+    HMDB: B-frames, quarter-pel motion, a long GOP (FFmpeg's scene-change keyframes off), and
+    with `packed` the "packed bitstream" those encoders write: each P-frame shares its AVI
+    chunk with the first B-frame shown before it, the other B-frames follow one per chunk, and
+    an empty placeholder picture takes the P-frame's own slot, so chunk k is frame k shown
+    (decoders that reorder show the same frames; timestamps libavformat guesses from each
+    chunk's first picture come out of order)."""
+    data = make_video(n, height, width, codec="mpeg4", container="avi", fps=fps, gop=gop,
+                      bframes=bframes, natural=True,
+                      options={"flags": "+qpel", "sc_threshold": "1000000000"})
+    return pack_bframes(data, fps) if packed else data
+
+
+def pack_bframes(data: bytes, fps: int = 25) -> bytes:
+    """The MPEG-4 Part 2 AVI `data` (B-frames stored one per chunk in decode order, as FFmpeg
+    writes them) remuxed, not re-encoded, as a packed bitstream (see `make_asp_avi`)."""
+    import av
+
+    with av.open(io.BytesIO(data)) as src:
+        stream = src.streams.video[0]
+        packets = [bytes(p) for p in src.demux(stream) if p.size]
+        extradata = stream.codec_context.extradata or b""
+        height, width = stream.codec_context.height, stream.codec_context.width
+    chunks: list[bytes] = []
+    k = 0
+    while k < len(packets):
+        anchor, k = packets[k], k + 1
+        bs = []
+        while k < len(packets) and _vop_type(packets[k]) == "B":
+            bs.append(packets[k])
+            k += 1
+        if bs:
+            chunks += [anchor + bs[0], *bs[1:], _not_coded_vop(fps)]
+        else:
+            chunks.append(anchor)
+    out = io.BytesIO()
+    with av.open(out, "w", format="avi") as dst:
+        copy = dst.add_stream("mpeg4", rate=fps)
+        copy.width, copy.height = width, height
+        copy.time_base = Fraction(1, fps)
+        copy.codec_context.extradata = extradata + _PACKED_USER_DATA
+        for j, chunk in enumerate(chunks):
+            if chunk.startswith(b"\x00\x00\x01\xb0"):  # headers repeated before a keyframe
+                at = chunk.find(_VOP)
+                chunk = chunk[:at] + _PACKED_USER_DATA + chunk[at:]
+            packet = av.Packet(chunk)
+            packet.pts = packet.dts = j
+            packet.time_base = copy.time_base
+            packet.is_keyframe = _vop_type(chunk) == "I"
+            packet.stream = copy
+            dst.mux(packet)
     return out.getvalue()
 
 

@@ -98,7 +98,8 @@ def _display(frame, rotation: int, size, crop) -> np.ndarray:
 
 def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: int = 0,
                   size: tuple[int, int] | None = None,
-                  crop: tuple[float, float] | None = None, skip: bool = True) -> np.ndarray:
+                  crop: tuple[float, float] | None = None, skip: bool = True,
+                  keyframes: np.ndarray | None = None) -> np.ndarray:
     """Frames `indices` (frame numbers in presentation order; repeats allowed) of a video.
 
     Args:
@@ -113,6 +114,10 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
             floor(fraction * (spare + 1)) pixels; None centres it.
         skip: drop unwanted H.264 frames that no other frame depends on before decoding
             (same pixels; False decodes every packet of the span).
+        keyframes: frame numbers a decode may start at (the `keyframes` field `chute convert
+            video` stores: for AVIs, only keyframes checked to decode as the whole stream
+            does); a seek that lands on another keyframe goes further back. None: any
+            keyframe.
 
     Returns:
         uint8 [len(indices), H, W, 3] RGB frames at display orientation.
@@ -126,7 +131,7 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
     if not isinstance(data, (bytes, bytearray)):
         # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
         data = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
-    span = _Span(frame_pts, indices)
+    span = _Span(frame_pts, indices, keyframes)
     found = _decode_span(data, span, rotation, size, crop, skip)
     if found is None:
         # Skipping disposable packets lost a wanted frame: decode the whole span, as a decoder
@@ -147,9 +152,12 @@ def decode_frames(data, frame_pts: np.ndarray, indices: np.ndarray, rotation: in
 class _Span:
     """The wanted frames of one clip: their timestamps, and each timestamp's frame number."""
 
-    def __init__(self, frame_pts: np.ndarray, indices: np.ndarray):
+    def __init__(self, frame_pts: np.ndarray, indices: np.ndarray,
+                 keyframes: np.ndarray | None = None):
         self.frame_pts = frame_pts
         self.number = {p: k for k, p in enumerate(frame_pts.tolist())}
+        # where a decode may start (None: any keyframe)
+        self.starts = None if keyframes is None else {0, *np.asarray(keyframes).tolist()}
         self.targets = set(frame_pts[indices].tolist())
         self.first = int(indices.min())
         self.last = int(indices.max())
@@ -166,8 +174,10 @@ def _seek(container, stream, span: _Span):
     (Matroska), so a seek to the first wanted timestamp can land on a keyframe shown after it
     (B-frames, open GOPs: the frames just before that keyframe are decoded after it or from the
     previous one), and MPEG-TS has no index at all: its seeks land on any frame. The first
-    packet tells where the seek landed; when that is past the first wanted frame or not a
-    keyframe, seek again to before its decode timestamp, twice as far back each time."""
+    packet tells where the seek landed; when that is past the first wanted frame, not a
+    keyframe, or a keyframe a decode may not start at (`span.starts`: a packed MPEG-4 keyframe
+    whose B-frames decode wrongly after a seek), seek again to before its decode timestamp,
+    twice as far back each time."""
     pts = span.frame_pts
     frame_ticks = max(1, int(pts.max() - pts.min()) // max(len(pts) - 1, 1))
     target = int(pts[span.first])
@@ -180,7 +190,8 @@ def _seek(container, stream, span: _Span):
         landed = span.number.get(head.pts)
         # A discarded packet (before an MP4 edit list's start) precedes every shown frame.
         if head.is_discard or (landed is not None and landed <= span.first
-                               and head.is_keyframe):
+                               and head.is_keyframe
+                               and (span.starts is None or landed in span.starts)):
             return _chain(head, packets), landed or 0
         if landed is None:
             break

@@ -203,3 +203,50 @@ def test_a_substitute_at_stored_size_is_delivered_at_its_own_size(tmp_path):
         assert clip.shape == (4, 32, 48, 3)
         for k, i in enumerate(clip_indices(max(12 - 7, 0) // 2, 4, 2, 12)):
             np.testing.assert_array_equal(clip[k], reference[i])
+
+
+def _asp_and_other_codecs():
+    # (name, bytes): MPEG-4 ASP AVIs as Xvid/DivX write them (packed B-frames too) and the other
+    # codecs and containers real datasets ship, of lengths that put the clips at other frames
+    from tests._video_media import make_asp_avi
+
+    return [("asp.avi", make_asp_avi(70, 48, 64, gop=12)),
+            ("packed.avi", make_asp_avi(64, 48, 64, gop=12, packed=True)),
+            ("packed3.avi", make_asp_avi(83, 48, 64, gop=12, bframes=3, packed=True)),
+            ("h264.mp4", make_video(50, 48, 64, gop=12, bframes=2, natural=True)),
+            ("h264.mkv", make_video(41, 48, 64, container="matroska", gop=12, bframes=3,
+                                    natural=True)),
+            ("h264.avi", make_video(57, 48, 64, container="avi", gop=12, bframes=2,
+                                    natural=True)),
+            ("mpeg4.mp4", make_video(45, 48, 64, codec="mpeg4", gop=12, bframes=2,
+                                     natural=True)),
+            ("mjpeg.avi", make_video(30, 48, 64, codec="mjpeg", container="avi",
+                                     natural=True))]
+
+
+@pytest.mark.parametrize("augment", ["eval", "train"])
+def test_16_frame_clips_of_each_codec_equal_a_full_decode(tmp_path, augment):
+    # A packed MPEG-4 ASP AVI's eval clips failed ("its clip does not decode") or took other
+    # frames; on_error="raise": a clip that does not decode fails the test.
+    from tests._video_media import full_decode
+
+    videos = _asp_and_other_codecs()
+    ds = convert_videos(tmp_path, videos, shard_size="1MB")
+    reference = [full_decode(data) for _, data in videos]
+    opts = VideoOptions(num_frames=16, size=None, layout="TCHW")
+    seen = []
+    for epoch in range(1 if augment == "eval" else 3):
+        with Pipeline(ds, 1, augment=augment, device="cpu", on_error="raise", seed=3,
+                      fields={"video": opts}) as pipe:
+            pipe.set_epoch(epoch)
+            starts = ClipParams(16, 1, augment, open_dataset(ds).column("num_frames"))(
+                3, epoch, np.arange(len(videos)))["clip_start"]
+            for batch in pipe:
+                i = int(batch["index"][0])
+                frames = reference[i]
+                clip = batch["video"][0].permute(0, 2, 3, 1).numpy()
+                for k, f in enumerate(clip_indices(int(starts[i]), 16, 1, len(frames))):
+                    np.testing.assert_array_equal(clip[k], frames[f],
+                                                  err_msg=f"{videos[i][0]} frame {f}")
+                seen.append(i)
+    assert sorted(set(seen)) == list(range(len(videos)))

@@ -5,6 +5,7 @@ stream whose timestamps may be in decode order (below)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 from dataclasses import dataclass
 
@@ -35,7 +36,9 @@ class VideoInfo:
     rotation: int  # degrees counter-clockwise to display (0, 90, 180, 270)
     pts: np.ndarray  # int64 [num_frames] each frame's timestamp, in presentation order
     time_base: float  # seconds per pts unit
-    keyframes: np.ndarray  # int64 frame indices of keyframes
+    # int64 frame indices of the keyframes a decode may start at (for a stream decoded whole
+    # at probe time, those checked to decode as the whole stream does: `_seekable`)
+    keyframes: np.ndarray
 
 
 def _rotation(container, stream) -> int:
@@ -76,21 +79,80 @@ def _truncation(stream, stored: int, end: float) -> str | None:
     return None
 
 
-def _output_order(container, stream, pts: list[int]) -> list[int] | None:
-    """The timestamps in the order the decoder shows the frames, when that is not ascending.
+def _digest(frame) -> bytes:
+    """A frame's pixels as a short hash (plane padding excluded)."""
+    try:
+        pixels = frame.to_ndarray()
+    except ValueError:  # a pixel format NumPy conversion does not cover
+        pixels = frame.to_ndarray(format="rgb24")
+    return hashlib.blake2b(np.ascontiguousarray(pixels).data, digest_size=16).digest()
 
-    A container without presentation timestamps (AVI) gives packets their decode order: with
-    B-frames, frame k of the display is then not the k-th smallest timestamp. Only a stream
-    that may reorder and whose timestamps never go back needs this decode."""
-    if not stream.codec_context.has_b_frames or bool(np.any(np.diff(pts) < 0)):
+
+def _decode_all(container, stream, pts: list[int]) -> list[tuple[int, bytes]] | None:
+    """(timestamp, pixel digest) of every frame the decoder shows, in order, when the stream
+    needs this decode, else None.
+
+    A container without presentation timestamps (AVI) gives packets their decode order, or
+    timestamps libavformat guesses from each packet's first picture: with B-frames, frame k of
+    the display is then not the k-th smallest timestamp. MPEG-4 Part 2 with "packed" B-frames
+    (DivX/Xvid AVIs: a P-frame and the next B-frame in one packet, an empty placeholder packet
+    after) defeats the guess, so its decoder shows the guessed timestamps out of order
+    (docs/video.md, "AVI and packed B-frames"). Only a stream that may reorder, and whose
+    timestamps are guessed (AVI) or never go back, needs this decode."""
+    guessed = container.format.name == "avi"
+    if not stream.codec_context.has_b_frames or (
+            not guessed and bool(np.any(np.diff(pts) < 0))):
         return None
     container.seek(0, stream=stream)
-    shown = [frame.pts for frame in container.decode(stream) if frame.pts is not None]
-    if sorted(shown) == shown:
-        return None
-    if sorted(shown) != sorted(pts):
+    shown = [(frame.pts, _digest(frame)) for frame in container.decode(stream)
+             if frame.pts is not None]
+    if sorted(p for p, _ in shown) != sorted(pts):
         raise UnreadableVideo(f"{len(pts)} frames are stored but {len(shown)} decode")
     return shown
+
+
+_VERIFY_SLACK = 16  # frames decoded past a GOP's length before its frames count as missing
+
+
+def _seekable(container, stream, shown: list[tuple[int, bytes]],
+              keyframes: np.ndarray) -> np.ndarray:
+    """The keyframes a decode may start at: those where a seek lands and whose frames up to
+    the next keyframe decode exactly as in the full decode `shown`.
+
+    A packed keyframe packet also carries the B-frame shown before its I-frame; after a seek
+    there that B-frame has no reference, the decoder drops it and the packed frames after it
+    decode against a wrong state (other pixels, no error). Clips that start there are decoded
+    from an earlier keyframe instead (`chute.fallbacks.decode_frames`, its `keyframes`)."""
+    number = {p: k for k, (p, _) in enumerate(shown)}
+    ok = [0]
+    bounds = [*keyframes.tolist(), len(shown)]
+    for key, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        if key == 0:
+            continue
+        container.seek(shown[key][0], stream=stream, backward=True, any_frame=False)
+        packets = container.demux(stream)
+        head = next(packets, None)
+        if head is None or not head.is_keyframe or number.get(head.pts) != key:
+            continue
+        want = {shown[k][0]: shown[k][1] for k in range(key, stop)}
+        budget = stop - key + _VERIFY_SLACK
+        for frame in _decoded(head, packets):
+            budget -= 1
+            if frame.pts in want:
+                if _digest(frame) != want.pop(frame.pts):
+                    break
+            if not want or budget <= 0:
+                break
+        if not want:
+            ok.append(key)
+    return np.asarray(ok, np.int64)
+
+
+def _decoded(head, packets):
+    """Frames of the packet `head`, then of `packets` (the last flushes the decoder)."""
+    yield from head.decode()
+    for packet in packets:
+        yield from packet.decode()
 
 
 def probe_video(data: bytes) -> VideoInfo:
@@ -127,16 +189,21 @@ def probe_video(data: bytes) -> VideoInfo:
             raise UnreadableVideo("has no video frames")
         assert end is not None  # set with the first packet of `pts`
         try:
-            shown = _output_order(container, stream, pts)
+            shown = _decode_all(container, stream, pts)
         except av.error.FFmpegError as exc:
             raise UnreadableVideo(f"frames do not decode ({exc})") from None
         if shown is None:
             order = np.argsort(np.asarray(pts, np.int64), kind="stable")
         else:  # each shown timestamp's packet
             where = {p: k for k, p in enumerate(pts)}
-            order = np.asarray([where[p] for p in shown], np.int64)
+            order = np.asarray([where[p] for p, _ in shown], np.int64)
         pts_sorted = np.asarray(pts, np.int64)[order]
         keyframes = np.flatnonzero(np.asarray(keys, bool)[order]).astype(np.int64)
+        if shown is not None:
+            try:
+                keyframes = _seekable(container, stream, shown, keyframes)
+            except av.error.FFmpegError as exc:
+                raise UnreadableVideo(f"frames do not decode after a seek ({exc})") from None
         if not starts_with_key:
             raise UnreadableVideo("does not start with a keyframe (truncated or cut?)")
         time_base = float(stream.time_base)

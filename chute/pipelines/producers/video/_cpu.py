@@ -168,12 +168,19 @@ class VideoProducer(StoredFieldProducer):
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
         pts = self.dataset.reader("pts").read(ids)
+        keys = self._keyframes(ids)
         params = request.params
         crops = self._crop_fractions(request)
-        return [self._pool.submit(self._clip, (views[k], pts[k], int(ids[k]),
+        return [self._pool.submit(self._clip, (views[k], pts[k], keys[k], int(ids[k]),
                                                int(params["clip_start"][k]), t, (h, w),
                                                crops[k]))
                 for k in range(len(ids))]
+
+    def _keyframes(self, ids: np.ndarray) -> list:
+        """Each sample's keyframes a decode may start at (None: a dataset without the field)."""
+        if "keyframes" not in self.dataset.fields:
+            return [None] * len(ids)
+        return list(self.dataset.reader("keyframes").read(ids))
 
     def collect(self, request, jobs: list[Future], out: dict) -> np.ndarray:
         """Wait for the clips `submit(request)` queued and write them into `out`."""
@@ -194,7 +201,7 @@ class VideoProducer(StoredFieldProducer):
         from chute.fallbacks import decode_frames
         from chute.pipelines.producers.video._output import to_output
 
-        data, pts, i, start, t, size, crop = job
+        data, pts, keyframes, i, start, t, size, crop = job
         frames = int(self._frames[i])
         indices = clip_indices(start, t, self.frame_interval, frames)
         # size=None keeps the stored size: decode at native size and hold the frames to the
@@ -202,7 +209,7 @@ class VideoProducer(StoredFieldProducer):
         # instead of resizing it to a wrong shape (docs/design.md, "Robustness testing").
         try:
             rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]),
-                                None if self.native else size, crop)
+                                None if self.native else size, crop, keyframes=keyframes)
         except DecodeError:
             return None
         if rgb.shape[1:3] != tuple(size):
