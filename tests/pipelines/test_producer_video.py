@@ -250,3 +250,33 @@ def test_16_frame_clips_of_each_codec_equal_a_full_decode(tmp_path, augment):
                                                   err_msg=f"{videos[i][0]} frame {f}")
                 seen.append(i)
     assert sorted(set(seen)) == list(range(len(videos)))
+
+
+def test_conditioning_values_are_the_delivered_clips(videos, tmp_path):
+    # Open-Sora conditions on the delivered clip's num_frames, height, width and
+    # fps / frame_interval; the stored columns are the file's (30 frames, 32x48, 25 fps).
+    opts = dataclasses.replace(OPTS, size=(16, 24))
+    with Pipeline(videos, 7, augment="eval", device="cpu", fields={"video": opts}) as pipe:
+        batch = next(iter(pipe))
+    assert batch["clip_num_frames"].tolist() == [4] * 7
+    assert batch["clip_height"].tolist() == [16] * 7 and batch["clip_width"].tolist() == [24] * 7
+    assert torch.allclose(batch["clip_fps"], torch.full((7,), 25 / 2))
+    # a clip spans 7 frames: video 4 (8 frames) holds it whole, no video is shorter
+    assert batch["clip_valid_frames"].tolist() == [4] * 7
+    short = write_videos(tmp_path, frames=[3, 5, 30])
+    with Pipeline(short, 3, augment="eval", device="cpu", fields={"video": opts}) as pipe:
+        batch = next(iter(pipe))
+    valid = dict(zip(batch["index"].tolist(), batch["clip_valid_frames"].tolist(), strict=True))
+    assert valid == {0: 2, 1: 3, 2: 4}  # frames 0, 2 of 3; 0, 2, 4 of 5; all of 30
+
+
+def test_conditioning_under_buckets_is_the_buckets(videos):
+    config = {"16x16": {2: (1.0, 2)}, "32x32": {4: (1.0, 1)}}
+    with Pipeline(videos, None, batching=Buckets(config), device="cpu",
+                  fields={"video": VideoOptions(frame_interval=2)}) as pipe:
+        for batch in pipe:
+            t, h, w = batch["video"].shape[2:]
+            n = len(batch["index"])
+            assert batch["clip_num_frames"].tolist() == [t] * n
+            assert batch["clip_height"].tolist() == [h] * n
+            assert batch["clip_width"].tolist() == [w] * n

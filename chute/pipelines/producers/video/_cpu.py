@@ -13,9 +13,14 @@ always centres).
 Reads in plan order queue the next batch's clips before waiting for the current one
 (`pipelines/producers/video/_epoch.py`), so the decoding threads do not idle at batch boundaries.
 
-Besides the clips it delivers `ar` (float32 [B]): the aspect ratio H / W of each delivered clip
-under buckets (the bucket's output size), else the sample's stored height / width -- the
-conditioning input text-to-video models take next to num_frames, height, width and fps.
+Besides the clips it delivers the conditioning text-to-video models take (Open-Sora's
+`num_frames`, `height`, `width`, `fps`, `ar`), each of the clip as delivered, not of the stored
+file (docs/video.md, "Conditioning"): `ar` (float32 [B]: H / W of the delivered clip under
+buckets, the bucket's output size, else the sample's stored height / width), `clip_num_frames`
+(int64 [B]: frames in the clip), `clip_height`, `clip_width` (int64 [B]: the clip's output size),
+`clip_fps` (float32 [B]: the stored rate / frame_interval, the rate the clip plays at) and
+`clip_valid_frames` (int64 [B]: frames of the clip that are distinct frames of the video; the
+rest repeat its last frame when the video is shorter than the clip).
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ _OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads"
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("CTHW", "TCHW")
 AR_KEY = "ar"
+# The delivered clip's conditioning values (Open-Sora's num_frames, height, width, fps).
+CONDITIONING = {"clip_num_frames": np.int64, "clip_height": np.int64, "clip_width": np.int64,
+                "clip_fps": np.float32, "clip_valid_frames": np.int64}
 
 
 def _size(value) -> tuple[int, int] | None:
@@ -86,7 +94,7 @@ class VideoProducer(StoredFieldProducer):
         self.mode = spec.augment
         # Evaluation is deterministic and centred whatever the option says.
         self.random_crop = crop == "random" and self.mode == "train"
-        needed = [c for c in ("num_frames", "height", "width", "pts", "rotation")
+        needed = [c for c in ("num_frames", "height", "width", "pts", "rotation", "fps")
                   if c not in spec.dataset.fields]
         if needed:
             raise FormatError(f"field {spec.field!r} of {spec.dataset.path} holds video but "
@@ -95,6 +103,7 @@ class VideoProducer(StoredFieldProducer):
         self._rotation = np.asarray(spec.dataset.column("rotation"))
         self._heights = np.asarray(spec.dataset.column("height"))
         self._widths = np.asarray(spec.dataset.column("width"))
+        self._fps = np.asarray(spec.dataset.column("fps"), np.float64)
         self._pool = ProcessPool(int(options.get("threads") or os.cpu_count() or 1),
                                  "chute-video")
 
@@ -127,7 +136,8 @@ class VideoProducer(StoredFieldProducer):
         # At stored sizes a clip of another size is another shape, never a padded one.
         return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype),
                                    exact=self.native),
-                AR_KEY: Output((), np.dtype(np.float32))}
+                AR_KEY: Output((), np.dtype(np.float32)),
+                **{key: Output((), np.dtype(dtype)) for key, dtype in CONDITIONING.items()}}
 
     def param_sources(self) -> tuple:
         crops = (VideoCropParams(),) if self.random_crop else ()
@@ -137,8 +147,25 @@ class VideoProducer(StoredFieldProducer):
                 *crops)
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
-        return {self.field: self._batch_shape(len(request.ids), *self._clip_shape(request)),
-                AR_KEY: (len(request.ids),)}
+        b = len(request.ids)
+        return {self.field: self._batch_shape(b, *self._clip_shape(request)), AR_KEY: (b,),
+                **{key: (b,) for key in CONDITIONING}}
+
+    def write_conditioning(self, request, out: dict) -> None:
+        """The delivered clips' conditioning values (`ar` and CONDITIONING) into `out`."""
+        ids = request.ids
+        t, h, w = self._clip_shape(request)
+        out[AR_KEY][:] = self._aspect_ratios(request)
+        if "clip_size" in request.params:  # buckets: each row's own output size
+            size = np.asarray(request.params["clip_size"], np.int64).reshape(-1, 2)
+            out["clip_height"][:], out["clip_width"][:] = size[:, 0], size[:, 1]
+        else:
+            out["clip_height"][:], out["clip_width"][:] = h, w
+        out["clip_num_frames"][:] = t
+        out["clip_fps"][:] = (self._fps[ids] / self.frame_interval).astype(np.float32)
+        starts = np.asarray(request.params["clip_start"], np.int64)
+        room = self._frames[ids].astype(np.int64) - 1 - starts
+        out["clip_valid_frames"][:] = np.clip(room // self.frame_interval + 1, 0, t)
 
     def _aspect_ratios(self, request) -> np.ndarray:
         """H / W of each sample: its bucket's output size, else its stored size."""
@@ -185,7 +212,7 @@ class VideoProducer(StoredFieldProducer):
     def collect(self, request, jobs: list[Future], out: dict) -> np.ndarray:
         """Wait for the clips `submit(request)` queued and write them into `out`."""
         target = out[self.field]
-        out[AR_KEY][:] = self._aspect_ratios(request)
+        self.write_conditioning(request, out)
         status = np.zeros(len(jobs), np.uint8)
         for k, job in enumerate(jobs):
             clip = job.result()

@@ -35,7 +35,7 @@ from chute.pipelines.producers._contract import (
 )
 from chute.pipelines.producers._dali._graph import import_dali
 from chute.pipelines.producers._dali._output import write_native
-from chute.pipelines.producers.video._cpu import AR_KEY, VideoProducer
+from chute.pipelines.producers.video._cpu import VideoProducer
 from chute.pipelines.producers.video._dali_graph import (
     DECODABLE_CODECS,
     DaliVideoConfig,
@@ -132,7 +132,7 @@ class DaliVideoProducer(VideoProducer):
 
     def fill(self, request, out: dict) -> np.ndarray:
         ids = request.ids
-        out[AR_KEY][:] = self._aspect_ratios(request)
+        self.write_conditioning(request, out)
         status = np.zeros(len(ids), np.uint8)
         if not len(ids):
             return status
