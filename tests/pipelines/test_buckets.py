@@ -197,3 +197,42 @@ def test_elastic_resume_with_real_ranks(tmp_path, after):
     missing = set(np.flatnonzero(chosen >= 0).tolist()) - set(first) - set(rest)
     for b in {int(chosen[i]) for i in missing}:  # only leftovers under one global step
         assert sum(1 for i in missing if chosen[i] == b) < table.buckets[b].batch_size * after
+
+
+def test_resolution_keys_as_users_write_them():
+    as_int = parse_buckets({256: {16: (1.0, 2)}})
+    as_str = parse_buckets({"256": {16: (1.0, 2)}})
+    assert as_int.buckets == tuple(b for b in as_str.buckets)
+    square = parse_buckets({320: {1: (1.0, 1)}}).buckets  # not a named one: 320 x 320 pixels
+    assert {b.size for b in square if b.ratio == 1.0} == {(320, 320)}
+
+
+def test_aspect_ratio_keys_with_their_own_batch_sizes():
+    table = parse_buckets({"240p": {16: {"16:9": (1.0, 8), "9:16": (1.0, 2), 1.0: (1.0, 4)}}})
+    got = {round(b.ratio, 4): (b.batch_size, b.size) for b in table.buckets}
+    assert got.keys() == {0.5625, 1.7778, 1.0}
+    assert got[0.5625][0] == 8 and got[0.5625][1][0] < got[0.5625][1][1]  # wide
+    assert got[1.7778][0] == 2 and got[1.0][0] == 4
+    h, w, f = np.array([480, 960, 480]), np.array([854, 540, 480]), np.array([40, 40, 40])
+    chosen = table.assign(0, 0, h, w, f)
+    assert [table.buckets[c].batch_size for c in chosen] == [8, 2, 4]
+    with pytest.raises(ValueError, match="aspect ratio 'wide'"):
+        parse_buckets({"240p": {16: {"wide": (1.0, 8)}}})
+
+
+def test_exclusions_are_counted_by_reason_and_tolerance_keeps_slightly_smaller_ones():
+    # 240p's budget is 240 x 426 = 102240 pixels; 224 x 400 = 89600 is 0.88 of it
+    h, w, f = np.array([480, 224, 100, 480]), np.array([854, 400, 100, 854]), \
+        np.array([40, 40, 40, 3])
+    strict = parse_buckets({"240p": {16: (1.0, 1)}})
+    summary = strict.summary(0, 0, h, w, f)
+    assert summary["samples"] == 4 and sum(summary["buckets"].values()) == 1
+    assert list(summary["excluded"].values()) == [2, 1]  # too small: 1 and 2; too short: 3
+    assert list(summary["examples"].values()) == [[1, 2], [3]]
+    tolerant = parse_buckets({"240p": {16: (1.0, 1)}}, tolerance=0.8)
+    assert tolerant.assign(0, 0, h, w, f).tolist()[:3] != [-1, -1, -1]
+    assert (tolerant.assign(0, 0, h, w, f) >= 0).tolist() == [True, True, False, False]
+    dropped = parse_buckets({"240p": {16: (0.0, 1)}}).excluded(0, 0, h, w, f)
+    assert dropped.tolist() == [3, 1, 1, 2]  # 3: fits, not kept
+    with pytest.raises(ValueError, match="tolerance"):
+        parse_buckets({"240p": {16: (1.0, 1)}}, tolerance=1.5)

@@ -280,3 +280,27 @@ def test_conditioning_under_buckets_is_the_buckets(videos):
             assert batch["clip_num_frames"].tolist() == [t] * n
             assert batch["clip_height"].tolist() == [h] * n
             assert batch["clip_width"].tolist() == [w] * n
+
+
+def test_samples_in_no_bucket_are_counted_and_warned_about(videos):
+    config = {"32x48": {16: (1.0, 1)}}  # span 31 at interval 2: only 45 and 33 frames fit
+    with pytest.warns(RuntimeWarning, match="leaves 5 of 7 samples"):
+        pipe = Pipeline(videos, None, batching=Buckets(config), device="cpu", seed=11,
+                        fields={"video": VideoOptions(frame_interval=2)})
+    with pipe:
+        delivered = sorted(int(i) for b in pipe for i in b["index"])
+        summary = pipe.batching.summary(pipe.dataset, seed=11)
+    assert delivered == [2, 5]
+    assert sum(summary["buckets"].values()) == 2
+    assert list(summary["excluded"].values()) == [5]
+    assert summary["examples"] == {next(iter(summary["excluded"])): [0, 1, 3]}
+
+
+def test_no_sample_in_any_bucket_names_the_buckets(videos):
+    # was "batch_size=1 on 1 rank(s) gives no full batch", naming no bucket
+    with pytest.raises(ValueError, match="no sample fits any bucket.*smaller than every"):
+        Pipeline(videos, None, batching=Buckets({240: {4: (1.0, 1)}}), device="cpu",
+                 fields={"video": VideoOptions(frame_interval=2)})
+    with pytest.raises(ValueError, match=r"too few for one batch.*'32x48/4f"):
+        Pipeline(videos, None, batching=Buckets({"32x48": {4: {"3:2": (1.0, 8)}}}),
+                 device="cpu", fields={"video": VideoOptions(frame_interval=2)})

@@ -198,10 +198,15 @@ class Buckets:
 
     Args:
         config: {resolution: {num_frames: (keep probability, batch size)}}, e.g.
-            {"240p": {16: (1.0, 8)}, "360p": {16: (0.5, 4)}} (docs/video.md).
+            {"240p": {16: (1.0, 8)}, "360p": {16: (0.5, 4)}}, 256 / "256" / "HxW"
+            resolutions, or {num_frames: {aspect ratio: (keep, batch size)}} entries such as
+            {"240p": {16: {"16:9": (1.0, 8), "9:16": (1.0, 8)}}} (docs/video.md).
+        tolerance: a sample fits a resolution with at least tolerance x its pixel budget:
+            1.0 never upscales; 0.8 (Open-Sora's) upscales slightly smaller videos.
     """
 
     config: dict
+    tolerance: float = 1.0
 
     def bind(self, fields: dict[str, tuple[str, Any]]) -> BoundBatching:
         from chute.pipelines.sampling._buckets import parse_buckets
@@ -212,7 +217,7 @@ class Buckets:
                              f"fields={list(fields)} (found {videos})")
         options = fields[videos[0]][1]
         interval = int(getattr(options, "frame_interval", 1))
-        return BoundBuckets(videos[0], parse_buckets(self.config, interval))
+        return BoundBuckets(videos[0], parse_buckets(self.config, interval, self.tolerance))
 
 
 @dataclass(frozen=True)
@@ -241,16 +246,67 @@ class BoundBuckets:
                              "shuffle=False is not available with it")
         ds = c.dataset
         offsets = tuple(c.state.get("bucket_offsets", ()))
-        return BucketPlan(_ref(ds), c.n, c.seed, c.epoch, c.rank, c.world_size, c.drop_last,
-                          c.start_position, self.table, c.augment,
-                          np.asarray(ds.column("height")), np.asarray(ds.column("width")),
-                          np.asarray(ds.column("num_frames")), c.params, offsets)
+        columns = _bucket_columns(ds)
+        plan = BucketPlan(_ref(ds), c.n, c.seed, c.epoch, c.rank, c.world_size, c.drop_last,
+                          c.start_position, self.table, c.augment, *columns, c.params, offsets)
+        if c.start_position == 0:
+            _report_exclusions(self.table, ds, c, columns, plan)
+        return plan
+
+    def summary(self, dataset, seed: int = 0, epoch: int = 0) -> dict:
+        """How `dataset`'s samples fall into the buckets in epoch `epoch`: {"samples",
+        "buckets": {bucket: samples}, "excluded": {reason: samples}, "examples": {reason:
+        first sample ids}} (`pipe.batching.summary(pipe.dataset, seed, epoch)`).
+
+        Args:
+            dataset: the open dataset (its height, width and num_frames columns).
+            seed: the Pipeline's seed (keep probabilities below 1 draw with it).
+            epoch: the epoch.
+        """
+        return self.table.summary(seed, epoch, *_bucket_columns(dataset))
 
     def load_state(self, state: dict, position: int, n: int, where: str) -> dict:
         from chute.pipelines.sampling._bucket_plan import state_offsets
 
         offsets = state_offsets(state, position, n, self.table, where)
         return {"bucket_offsets": offsets} if offsets else {}
+
+
+def _bucket_columns(ds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.asarray(ds.column("height")), np.asarray(ds.column("width")),
+            np.asarray(ds.column("num_frames")))
+
+
+_REPORTED: set = set()  # (dataset, table, seed) whose exclusions were warned about
+
+
+def _report_exclusions(table, ds, c: PlanContext, columns, plan) -> None:
+    """Warn once per dataset, table and seed about samples in no bucket; raise, naming the
+    buckets, when the epoch has no batch at all."""
+    import warnings
+
+    summary = table.summary(c.seed, c.epoch, *columns)
+    excluded = summary["excluded"]
+    if len(plan) == 0:
+        filled = {k: v for k, v in summary["buckets"].items() if v}
+        held = (f"the buckets that got samples hold too few for one batch of "
+                f"{c.world_size} rank(s) x its batch size: {filled}" if filled else
+                "no sample fits any bucket")
+        raise ValueError(f"batching=Buckets(...) on {ds.path} gives no batch in epoch "
+                         f"{c.epoch}: {held}; of the {summary['samples']} samples, excluded: "
+                         f"{excluded or 'none'} (first ids: {summary['examples']}). Add a "
+                         "smaller resolution or frame count, lower the batch sizes, lower "
+                         "the tolerance (e.g. Buckets(config, tolerance=0.8)) or pass "
+                         "drop_last=False")
+    key = (getattr(ds, "fingerprint", str(ds.path)), table, c.seed)
+    if excluded and key not in _REPORTED:
+        _REPORTED.add(key)
+        total = sum(excluded.values())
+        warnings.warn(f"chute: batching=Buckets(...) leaves {total} of {summary['samples']} "
+                      f"samples of {ds.path} out of epoch {c.epoch}: {excluded} (first ids: "
+                      f"{summary['examples']}); per bucket: pipe.batching.summary(pipe.dataset, "
+                      "seed, epoch); Buckets(config, tolerance=0.8) takes slightly smaller "
+                      "videos", RuntimeWarning, stacklevel=2)
 
 
 def as_batching(batching) -> Batching:

@@ -29,7 +29,7 @@ import numpy as np
 from chute.pipelines.sampling._keyed_random import derive_key, uniform
 
 __all__ = ["Bucket", "BucketTable", "Schedule", "parse_buckets", "schedule", "bucket_orders",
-           "RESOLUTIONS", "ASPECT_RATIOS"]
+           "RESOLUTIONS", "ASPECT_RATIOS", "EXCLUDED"]
 
 # Pixel budgets of the usual resolution names (height x width at 16:9, or square).
 RESOLUTIONS = {"144p": 144 * 256, "240p": 240 * 426, "256": 256 * 256, "360p": 360 * 640,
@@ -50,15 +50,46 @@ class Bucket:
     size: tuple[int, int]  # (H, W) of the output
     ratio: float  # H / W this size stands for
 
+    @property
+    def name(self) -> str:
+        """How errors and summaries name it: "240p/16f/0.5625 (240x416)"."""
+        return (f"{self.resolution}/{self.num_frames}f/{self.ratio:.4g} "
+                f"({self.size[0]}x{self.size[1]})")
 
-def _budget(name: str) -> int:
-    match = _HXW.match(str(name))
+
+# Why a sample is in no bucket (BucketTable.excluded): codes and their words.
+EXCLUDED = {1: "smaller than every resolution's pixel budget (x tolerance)",
+            2: "fewer frames than every frame count it is large enough for",
+            3: "not kept (the entries it fits drew it out: keep probability < 1)"}
+
+
+def _budget(name) -> int:
+    """Pixels of a resolution key: a name ("240p", "256"), "HxW", or an integer N (an N x N
+    budget, written 256 as well as "256")."""
+    text = str(name)
+    match = _HXW.match(text)
     if match:
         return int(match.group(1)) * int(match.group(2))
-    if name not in RESOLUTIONS:
-        raise ValueError(f"bucket resolution {name!r} is unknown; use one of "
-                         f"{sorted(RESOLUTIONS)} or 'HxW'")
-    return RESOLUTIONS[name]
+    if text in RESOLUTIONS:
+        return RESOLUTIONS[text]
+    if text.isdigit() and int(text) > 0:
+        return int(text) ** 2
+    raise ValueError(f"bucket resolution {name!r} is unknown; use one of "
+                     f"{sorted(RESOLUTIONS)}, an integer N (N x N pixels) or 'HxW'")
+
+
+def _ratio(key) -> float:
+    """H / W of an aspect-ratio key: a number (H / W, as Open-Sora's "0.56") or "W:H" as
+    people say it ("16:9" is wide: H / W = 0.5625)."""
+    text = str(key)
+    if ":" in text:
+        w, _, h = text.partition(":")
+        value = float(h) / float(w)
+    else:
+        value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError
+    return value
 
 
 def _size_for(budget: int, ratio: float) -> tuple[int, int]:
@@ -74,6 +105,9 @@ class BucketTable:
 
     buckets: tuple[Bucket, ...]
     frame_interval: int
+    # a sample fits a resolution with at least `tolerance` x its pixel budget (1.0: never
+    # upscaled; Open-Sora's 0.8 upscales slightly smaller videos into it)
+    tolerance: float = 1.0
 
     @property
     def max_batch_size(self) -> int:
@@ -89,6 +123,36 @@ class BucketTable:
     def assign(self, seed: int, epoch: int, heights: np.ndarray, widths: np.ndarray,
                frames: np.ndarray) -> np.ndarray:
         """Bucket index of every sample this epoch (-1: in no bucket this epoch)."""
+        return self._assign(seed, epoch, heights, widths, frames)[0]
+
+    def excluded(self, seed: int, epoch: int, heights: np.ndarray, widths: np.ndarray,
+                 frames: np.ndarray) -> np.ndarray:
+        """Why each sample is in no bucket this epoch: 0 (it is in one), else an EXCLUDED
+        code."""
+        chosen, large, long = self._assign(seed, epoch, heights, widths, frames)
+        why = np.zeros(len(chosen), np.int64)
+        why[chosen < 0] = 3
+        why[(chosen < 0) & ~long] = 2
+        why[(chosen < 0) & ~large] = 1
+        return why
+
+    def summary(self, seed: int, epoch: int, heights: np.ndarray, widths: np.ndarray,
+                frames: np.ndarray) -> dict:
+        """The epoch's bucket counts: {"samples": n, "buckets": {name: samples},
+        "excluded": {reason: samples}, "examples": {reason: first sample ids}}."""
+        chosen = self.assign(seed, epoch, heights, widths, frames)
+        why = self.excluded(seed, epoch, heights, widths, frames)
+        counts = np.bincount(chosen[chosen >= 0], minlength=len(self.buckets))
+        return {"samples": int(len(chosen)),
+                "buckets": {b.name: int(c) for b, c in zip(self.buckets, counts, strict=True)},
+                "excluded": {EXCLUDED[k]: int((why == k).sum()) for k in EXCLUDED
+                             if (why == k).any()},
+                "examples": {EXCLUDED[k]: np.flatnonzero(why == k)[:3].tolist()
+                             for k in EXCLUDED if (why == k).any()}}
+
+    def _assign(self, seed, epoch, heights, widths, frames):
+        """(chosen bucket or -1, large enough for some resolution, long enough for some entry
+        it is large enough for)."""
         n = len(heights)
         ids = np.arange(n, dtype=np.uint64)
         pixels = heights.astype(np.int64) * widths.astype(np.int64)
@@ -99,50 +163,85 @@ class BucketTable:
         # takes the first it fits and whose keep draw passes.
         entries = sorted({(b.resolution, b.num_frames) for b in self.buckets},
                          key=lambda e: (-_budget(e[0]), -e[1]))
+        large = np.zeros(n, bool)
+        long = np.zeros(n, bool)
         for k, (res, t) in enumerate(entries):
             members = [j for j, b in enumerate(self.buckets)
                        if (b.resolution, b.num_frames) == (res, t)]
             span = (t - 1) * self.frame_interval + 1
-            keep = self.buckets[members[0]].keep
-            fits = (chosen < 0) & (pixels >= _budget(res)) & (frames >= span)
+            size_ok = pixels >= _budget(res) * self.tolerance
+            large |= size_ok
+            long |= size_ok & (frames >= span)
+            fits = (chosen < 0) & size_ok & (frames >= span)
+            # one keep draw per (sample, entry); entries split by aspect ratio draw per ratio
+            ratios = np.array([self.buckets[j].ratio for j in members])
+            nearest = np.abs(np.log(ratio[:, None]) - np.log(ratios[None, :])).argmin(1)
+            keep = np.array([self.buckets[j].keep for j in members])[nearest]
             fits &= uniform(key, ids, _STREAM_KEEP + k) < keep
             if not fits.any():
                 continue
-            ratios = np.array([self.buckets[j].ratio for j in members])
-            nearest = np.abs(np.log(ratio[fits, None]) - np.log(ratios[None, :])).argmin(1)
-            chosen[fits] = np.asarray(members)[nearest]
-        return chosen
+            chosen[fits] = np.asarray(members)[nearest[fits]]
+        return chosen, large, long
 
 
-def parse_buckets(config: dict, frame_interval: int = 1) -> BucketTable:
+def _entry(res, t, entry) -> tuple[float, int]:
+    try:
+        keep, batch = float(entry[0]), int(entry[1])
+    except (TypeError, ValueError, IndexError, KeyError):
+        raise ValueError(f"bucket {res!r} frames {t!r}: need (keep probability, batch "
+                         f"size), got {entry!r}") from None
+    if not 0 <= keep <= 1 or batch < 1 or int(t) < 1:
+        raise ValueError(f"bucket {res!r} frames {t!r}: keep must be in [0, 1], batch "
+                         f"size and frame count >= 1, got {entry!r}")
+    return keep, batch
+
+
+def parse_buckets(config: dict, frame_interval: int = 1, tolerance: float = 1.0) -> BucketTable:
     """A BucketTable from {resolution: {num_frames: (keep probability, batch size)}}.
 
     Args:
         config: e.g. {"240p": {1: (1.0, 64), 16: (1.0, 8)}, "480p": {16: (0.5, 2)}};
-            resolutions are names ("240p", "480p", ...) or "HxW" pixel budgets.
+            resolutions are names ("240p", "480p", ...), integers N (N x N pixels; 256 or
+            "256") or "HxW" pixel budgets. An entry may instead be {aspect ratio: (keep,
+            batch size)} to offer only those ratios, each with its own batch size: ratios
+            are "W:H" ("16:9", "9:16", "1:1") or H / W numbers (0.5625).
         frame_interval: frames between the frames of a clip.
+        tolerance: a sample fits a resolution with at least tolerance x its pixels (1.0:
+            never upscaled; 0.8 as Open-Sora upscales slightly smaller videos).
     """
     if not isinstance(config, dict) or not config:
         raise ValueError("buckets must be a non-empty dict {resolution: {num_frames: "
                          "(keep probability, batch size)}}")
+    if not 0 < tolerance <= 1:
+        raise ValueError(f"bucket tolerance must be in (0, 1], got {tolerance!r}")
     buckets = []
     for res, per_frames in config.items():
         budget = _budget(res)
-        for t, entry in dict(per_frames).items():
-            try:
-                keep, batch = float(entry[0]), int(entry[1])
-            except (TypeError, ValueError, IndexError):
-                raise ValueError(f"bucket {res!r} frames {t!r}: need (keep probability, batch "
-                                 f"size), got {entry!r}") from None
-            if not 0 <= keep <= 1 or batch < 1 or int(t) < 1:
-                raise ValueError(f"bucket {res!r} frames {t!r}: keep must be in [0, 1], batch "
-                                 f"size and frame count >= 1, got {entry!r}")
+        if not isinstance(per_frames, dict):
+            raise ValueError(f"bucket {res!r}: need {{num_frames: (keep probability, batch "
+                             f"size)}}, got {per_frames!r}")
+        for t, entry in per_frames.items():
+            if isinstance(entry, dict):  # per aspect ratio
+                if not entry:
+                    raise ValueError(f"bucket {res!r} frames {t!r}: no aspect ratio given")
+                for key, value in entry.items():
+                    try:
+                        ratio = _ratio(key)
+                    except ValueError:
+                        raise ValueError(f"bucket {res!r} frames {t!r}: aspect ratio {key!r} "
+                                         "is neither 'W:H' (e.g. '16:9') nor a positive "
+                                         "H / W number") from None
+                    keep, batch = _entry(res, t, value)
+                    buckets.append(Bucket(str(res), int(t), keep, batch,
+                                          _size_for(budget, ratio), ratio))
+                continue
+            keep, batch = _entry(res, t, entry)
             for ratio in ASPECT_RATIOS:
                 buckets.append(Bucket(str(res), int(t), keep, batch, _size_for(budget, ratio),
                                       ratio))
     if frame_interval < 1:
         raise ValueError(f"frame_interval must be >= 1, got {frame_interval}")
-    return BucketTable(tuple(buckets), int(frame_interval))
+    return BucketTable(tuple(buckets), int(frame_interval), float(tolerance))
 
 
 @dataclass(frozen=True)
