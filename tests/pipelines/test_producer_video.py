@@ -304,3 +304,39 @@ def test_no_sample_in_any_bucket_names_the_buckets(videos):
     with pytest.raises(ValueError, match=r"too few for one batch.*'32x48/4f"):
         Pipeline(videos, None, batching=Buckets({"32x48": {4: {"3:2": (1.0, 8)}}}),
                  device="cpu", fields={"video": VideoOptions(frame_interval=2)})
+
+
+def test_uniform_sampling_spreads_the_clip_over_the_whole_video(videos):
+    opts = dataclasses.replace(OPTS, sampling="uniform")
+    with Pipeline(videos, 7, augment="eval", device="cpu", fields={"video": opts}) as pipe:
+        batch = next(iter(pipe))
+    for k, i in enumerate(batch["index"].tolist()):
+        n = FRAMES[i]
+        want = [level(int(np.floor((j + 0.5) * n / 4))) for j in range(4)]  # segment middles
+        assert np.allclose(_frame_levels(batch["video"][k]), want, atol=3), i
+        assert float(batch["clip_fps"][k]) == pytest.approx(25 * 4 / n)
+
+    def train(epoch):
+        with Pipeline(videos, 7, augment="train", device="cpu", seed=2,
+                      fields={"video": opts}) as pipe:
+            pipe.set_epoch(epoch)
+            return {int(i): _frame_levels(v) for b in pipe
+                    for i, v in zip(b["index"].tolist(), b["video"], strict=True)}
+
+    a, b = train(0), train(1)
+    assert a == train(0) and a != b  # keyed by (seed, epoch, id)
+    for levels in a.values():  # 4 frames, one per quarter of the video
+        assert len(set(levels)) == 4
+
+
+def test_short_error_refuses_videos_shorter_than_the_clip(videos):
+    from chute.errors import FormatError
+
+    with pytest.raises(FormatError, match="1 videos have fewer frames than a clip's span of 9 "
+                                          r"\(first: sample 4, 8 frames\)"):
+        Pipeline(videos, 2, device="cpu",
+                 fields={"video": VideoOptions(num_frames=5, frame_interval=2, size=None,
+                                               short="error")})
+    with Pipeline(videos, 7, device="cpu", augment="eval",  # span 7: every video holds it
+                  fields={"video": dataclasses.replace(OPTS, short="error")}) as pipe:
+        assert next(iter(pipe))["clip_valid_frames"].tolist() == [4] * 7

@@ -22,7 +22,7 @@ then, e.g. {"bucket_offsets": [...]}), so `Pipeline.state_dict()` is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -217,7 +217,10 @@ class Buckets:
                              f"fields={list(fields)} (found {videos})")
         options = fields[videos[0]][1]
         interval = int(getattr(options, "frame_interval", 1))
-        return BoundBuckets(videos[0], parse_buckets(self.config, interval, self.tolerance))
+        table = parse_buckets(self.config, interval, self.tolerance)
+        if getattr(options, "sampling", "window") == "uniform":
+            table = replace(table, spread=True)
+        return BoundBuckets(videos[0], table)
 
 
 @dataclass(frozen=True)

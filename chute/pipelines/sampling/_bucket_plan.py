@@ -83,7 +83,8 @@ class BucketPlan:
         for source in self.params:
             params.update(source(self.seed, self.epoch, ids))
         assert self.frames is not None  # the dataset's num_frames column (Buckets.plan)
-        clips = ClipParams(b.num_frames, self.table.frame_interval, self.mode, self.frames)
+        clips = ClipParams(b.num_frames, self.table.frame_interval, self.mode, self.frames,
+                           self.table.spread)
         params.update(clips(self.seed, self.epoch, ids))
         n = len(ids)
         params["bucket"] = np.full(n, bucket, np.int64)

@@ -108,6 +108,7 @@ class BucketTable:
     # a sample fits a resolution with at least `tolerance` x its pixel budget (1.0: never
     # upscaled; Open-Sora's 0.8 upscales slightly smaller videos into it)
     tolerance: float = 1.0
+    spread: bool = False  # clips spread over the whole video (VideoOptions sampling="uniform")
 
     @property
     def max_batch_size(self) -> int:

@@ -1,6 +1,7 @@
 """Which frames a clip takes: a ParamSource giving each sample's first frame, a pure function of
-(seed, epoch, sample id) in training and the centred window in evaluation
-(docs/design.md, "Video clips")."""
+(seed, epoch, sample id) in training and the centred window in evaluation; or, with `spread`,
+frames spread uniformly over the whole video (one per equal segment: at a keyed phase within
+the segments in training, at their middles in evaluation) (docs/design.md, "Video clips")."""
 
 from __future__ import annotations
 
@@ -21,12 +22,20 @@ class ClipParams:
     frame_interval: int
     mode: str
     frames: np.ndarray = field(compare=False, repr=False)
+    spread: bool = False  # frames spread over the whole video (frame_interval unused)
 
     @property
     def span(self) -> int:
         return (self.num_frames - 1) * self.frame_interval + 1
 
     def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]:
+        if self.spread:
+            if self.mode == "eval":
+                phase = np.full(len(ids), 0.5)
+            else:
+                phase = uniform(derive_key(seed, epoch, "clip-spread"), ids.astype(np.uint64), 0)
+            return {"clip_start": np.zeros(len(ids), np.int64),
+                    "clip_phase": np.asarray(phase, np.float64)}
         room = np.maximum(self.frames[ids].astype(np.int64) - self.span, 0)
         if self.mode == "eval":
             start = room // 2
@@ -36,6 +45,12 @@ class ClipParams:
         return {"clip_start": start.astype(np.int64)}
 
 
-def clip_indices(start: int, num_frames: int, frame_interval: int, frames: int) -> np.ndarray:
-    """Frame numbers of one clip; a video shorter than the clip repeats its last frame."""
+def clip_indices(start: int, num_frames: int, frame_interval: int, frames: int,
+                 phase: float | None = None) -> np.ndarray:
+    """Frame numbers of one clip; a video shorter than the clip repeats its last frame. With
+    `phase` (in [0, 1)) the frames are spread over the whole video instead: frame k of the
+    clip is at (k + phase) / num_frames of it."""
+    if phase is not None:
+        at = np.floor((np.arange(num_frames) + phase) * frames / num_frames).astype(np.int64)
+        return np.minimum(at, frames - 1)
     return np.minimum(start + np.arange(num_frames) * frame_interval, frames - 1)

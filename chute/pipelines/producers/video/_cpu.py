@@ -47,7 +47,9 @@ from chute.pipelines.sampling._clips import ClipParams, clip_indices
 __all__ = ["VideoProducer", "create", "candidates"]
 
 _OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets",
-            "crop"}
+            "crop", "sampling", "short"}
+_SAMPLINGS = ("window", "uniform")
+_SHORT = ("repeat", "error")
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("CTHW", "TCHW")
 AR_KEY = "ar"
@@ -92,6 +94,11 @@ class VideoProducer(StoredFieldProducer):
         if crop not in CROPS:
             raise ValueError(f"video option crop must be one of {CROPS}, got {crop!r}")
         self.mode = spec.augment
+        sampling, short = options.get("sampling", "window"), options.get("short", "repeat")
+        if sampling not in _SAMPLINGS or short not in _SHORT:
+            raise ValueError(f"video options: sampling must be one of {_SAMPLINGS} and short "
+                             f"one of {_SHORT}, got {sampling!r}, {short!r}")
+        self.spread = sampling == "uniform"
         # Evaluation is deterministic and centred whatever the option says.
         self.random_crop = crop == "random" and self.mode == "train"
         needed = [c for c in ("num_frames", "height", "width", "pts", "rotation", "fps")
@@ -104,8 +111,30 @@ class VideoProducer(StoredFieldProducer):
         self._heights = np.asarray(spec.dataset.column("height"))
         self._widths = np.asarray(spec.dataset.column("width"))
         self._fps = np.asarray(spec.dataset.column("fps"), np.float64)
+        if short == "error" and self.buckets is None:
+            self._refuse_short(spec)
         self._pool = ProcessPool(int(options.get("threads") or os.cpu_count() or 1),
                                  "chute-video")
+
+    def _refuse_short(self, spec: ProducerSpec) -> None:
+        span = self.num_frames if self.spread else \
+            (self.num_frames - 1) * self.frame_interval + 1
+        short = np.flatnonzero(self._frames < span)
+        if short.size:
+            i = int(short[0])
+            raise FormatError(
+                f"field {spec.field!r} of {spec.dataset.path}: {short.size} videos have fewer "
+                f"frames than a clip's span of {span} (first: sample {i}, {int(self._frames[i])}"
+                " frames) and short='error' refuses them; pass short='repeat' (the last frame "
+                "repeats and clip_valid_frames counts the real ones), fewer frames or a "
+                "smaller frame_interval")
+
+    def indices(self, request, k: int, t: int) -> np.ndarray:
+        """Frame numbers of row k's clip of `t` frames."""
+        i = int(request.ids[k])
+        phase = request.params.get("clip_phase")
+        return clip_indices(int(request.params["clip_start"][k]), t, self.frame_interval,
+                            int(self._frames[i]), None if phase is None else float(phase[k]))
 
     def _clip_shape(self, request) -> tuple[int, int, int]:
         """(T, H, W) of this batch's clips."""
@@ -143,8 +172,8 @@ class VideoProducer(StoredFieldProducer):
         crops = (VideoCropParams(),) if self.random_crop else ()
         if self.buckets is not None:  # the BucketPlan gives clip params per bucket
             return crops
-        return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames),
-                *crops)
+        return (ClipParams(self.num_frames, self.frame_interval, self.mode, self._frames,
+                           self.spread), *crops)
 
     def shapes(self, request) -> dict[str, tuple[int, ...]]:
         b = len(request.ids)
@@ -162,9 +191,13 @@ class VideoProducer(StoredFieldProducer):
         else:
             out["clip_height"][:], out["clip_width"][:] = h, w
         out["clip_num_frames"][:] = t
+        frames = self._frames[ids].astype(np.int64)
+        if self.spread:  # t frames over the whole video: frames / t apart
+            out["clip_fps"][:] = (self._fps[ids] * t / np.maximum(frames, 1)).astype(np.float32)
+            out["clip_valid_frames"][:] = np.minimum(frames, t)
+            return
         out["clip_fps"][:] = (self._fps[ids] / self.frame_interval).astype(np.float32)
-        starts = np.asarray(request.params["clip_start"], np.int64)
-        room = self._frames[ids].astype(np.int64) - 1 - starts
+        room = frames - 1 - np.asarray(request.params["clip_start"], np.int64)
         out["clip_valid_frames"][:] = np.clip(room // self.frame_interval + 1, 0, t)
 
     def _aspect_ratios(self, request) -> np.ndarray:
@@ -196,11 +229,9 @@ class VideoProducer(StoredFieldProducer):
         views = self.dataset.views(ids, self.field)
         pts = self.dataset.reader("pts").read(ids)
         keys = self._keyframes(ids)
-        params = request.params
         crops = self._crop_fractions(request)
         return [self._pool.submit(self._clip, (views[k], pts[k], keys[k], int(ids[k]),
-                                               int(params["clip_start"][k]), t, (h, w),
-                                               crops[k]))
+                                               self.indices(request, k, t), (h, w), crops[k]))
                 for k in range(len(ids))]
 
     def _keyframes(self, ids: np.ndarray) -> list:
@@ -228,9 +259,8 @@ class VideoProducer(StoredFieldProducer):
         from chute.fallbacks import decode_frames
         from chute.pipelines.producers.video._output import to_output
 
-        data, pts, keyframes, i, start, t, size, crop = job
+        data, pts, keyframes, i, indices, size, crop = job
         frames = int(self._frames[i])
-        indices = clip_indices(start, t, self.frame_interval, frames)
         # size=None keeps the stored size: decode at native size and hold the frames to the
         # height/width columns, so a column that disagrees with the stream fails the sample
         # instead of resizing it to a wrong shape (docs/design.md, "Robustness testing").

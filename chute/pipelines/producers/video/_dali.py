@@ -41,7 +41,6 @@ from chute.pipelines.producers.video._dali_graph import (
     DaliVideoConfig,
     build_video_pipeline,
 )
-from chute.pipelines.sampling._clips import clip_indices
 
 __all__ = ["DaliVideoProducer", "create", "candidates"]
 
@@ -82,15 +81,14 @@ class DaliVideoProducer(VideoProducer):
 
     def _inputs(self, request) -> list[dict[str, np.ndarray]]:
         """Each sample's graph inputs (external source name -> array)."""
-        ids, params = request.ids, request.params
+        ids = request.ids
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
         crops = self._crop_fractions(request)
         samples = []
         for k, i in enumerate(ids.tolist()):
             rotation = int(self._rotation[i])
-            frames = clip_indices(int(params["clip_start"][k]), t, self.frame_interval,
-                                  int(self._frames[i]))
+            frames = self.indices(request, k, t)
             sample = {"encoded": views[k], "frames": frames.astype(np.int32),
                       "angle": np.float32(rotation)}
             if self.config.resize:

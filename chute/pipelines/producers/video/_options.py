@@ -23,6 +23,12 @@ class VideoOptions:
         backend: "cpu" (PyAV), "dali" (DALI's video reader) or "auto" (measured on this
             dataset; the choice is in `pipe.stats.field_backends`).
         threads: decoding threads (default: the usable CPUs).
+        sampling: "window" (`num_frames` frames `frame_interval` apart: a keyed start in
+            training, centred in eval) or "uniform" (spread over the whole video, one frame
+            per equal segment: a keyed phase in training, segment middles in eval).
+        short: a video shorter than a clip's span: "repeat" its last frame (the batch's
+            `clip_valid_frames` counts the real ones) or "error" (refused when the Pipeline
+            is built, naming the videos).
     """
 
     num_frames: int = 16
@@ -33,3 +39,5 @@ class VideoOptions:
     crop: Literal["center", "random"] = "center"
     backend: Literal["cpu", "dali", "auto"] = "cpu"
     threads: int | None = None
+    sampling: Literal["window", "uniform"] = "window"
+    short: Literal["repeat", "error"] = "repeat"
