@@ -340,3 +340,10 @@ def test_short_error_refuses_videos_shorter_than_the_clip(videos):
     with Pipeline(videos, 7, device="cpu", augment="eval",  # span 7: every video holds it
                   fields={"video": dataclasses.replace(OPTS, short="error")}) as pipe:
         assert next(iter(pipe))["clip_valid_frames"].tolist() == [4] * 7
+
+
+def test_the_caption_column_is_a_list_of_str(videos):
+    with Pipeline(videos, 3, augment="eval", device="cpu",
+                  fields={"video": OPTS, "text": None}) as pipe:
+        batch = next(iter(pipe))
+    assert batch["text"] == [f"clip {i}" for i in batch["index"].tolist()]

@@ -19,7 +19,8 @@ from chute.readers.storage._files import read_regular_file, write_skipped
 __all__ = ["VideoConvertReport", "convert_video_csv", "VIDEO_FIELDS"]
 
 # What a video dataset holds: the container, its probed columns, every frame's timestamp (for
-# frame-accurate seeking), keyframe indices, and the CSV's text + other columns as metadata.
+# frame-accurate seeking), keyframe indices, the CSV's text + other columns as metadata, and
+# its text (caption) column once more as a field of its own.
 VIDEO_FIELDS: dict[str, str | dict] = {
     "video": {"kind": "bytes", "media": "video"},
     "num_frames": "int64", "fps": "float64", "height": "int32", "width": "int32",
@@ -27,6 +28,8 @@ VIDEO_FIELDS: dict[str, str | dict] = {
     "pts": {"kind": "ndarray", "ragged": True, "dtype": "int64", "shape": [None]},
     "keyframes": {"kind": "ndarray", "ragged": True, "dtype": "int64", "shape": [None]},
     "meta": "json",
+    # the CSV's caption column on its own (batch["text"]: a list of str; None without one)
+    "text": "json",
 }
 
 
@@ -104,7 +107,8 @@ def convert_video_csv(csv_path, dst, *, root=None, shard_size="1GiB", workers: i
                           "height": info.height, "width": info.width,
                           "duration": info.duration, "rotation": info.rotation,
                           "time_base": info.time_base, "pts": info.pts,
-                          "keyframes": info.keyframes, "meta": meta})
+                          "keyframes": info.keyframes, "meta": meta,
+                          "text": row.get("text")})
             result.written += 1
         if result.written == 0:
             raise ChuteError(f"{csv_path}: none of its {len(rows)} videos could be stored "
