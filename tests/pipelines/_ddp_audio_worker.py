@@ -28,3 +28,22 @@ def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
         pipe.close()
     finally:
         dist.destroy_process_group()
+
+
+def run_eval(rank: int, world_size: int, dataset: str, workdir: str, seconds: float) -> None:
+    """An eval pass (augment="eval": no shuffle of the tail away) with MaxDuration(seconds):
+    the segments this rank got, and its batch count."""
+    dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
+                            world_size=world_size)
+    try:
+        pipe = Pipeline(dataset, 4, batching=MaxDuration(seconds), augment="eval",
+                        fields={"audio": AudioOptions(unit="segment", sample_rate=8000)})
+        ids, segments = [], []
+        for batch in pipe:
+            ids.extend(batch["index"].tolist())
+            segments.extend([s["key"], s["index"]] for s in batch["audio_segment"])
+        report = {"batches": len(pipe), "ids": ids, "segments": segments}
+        Path(workdir, f"rank{rank}.json").write_text(json.dumps(report))
+        pipe.close()
+    finally:
+        dist.destroy_process_group()

@@ -60,7 +60,8 @@ def datasets(tmp_path_factory):
     if importlib.util.find_spec("zarr") is not None:
         from tests.readers._zarr_stores import write_store
 
-        found["zarr"] = open_dataset(write_store(root / "x.zarr", LATENTS, chunk=4))
+        found["zarr"] = open_dataset(write_store(root / "x.zarr", LATENTS, chunk=4),
+                                     sample_array="base_frames")
     return found
 
 
@@ -99,7 +100,8 @@ def _audio_ref(ds, request):
     for k, r in enumerate(rows):
         padded[k, :len(r)] = r
     return {"audio": padded, "audio_lengths": np.array([len(r) for r in rows]),
-            "audio_segment": [{"key": str(i), "txt": "", "start": 0.0, "end": len(r) / 8000}
+            "audio_segment": [{"key": str(i), "txt": "", "start": 0.0, "end": len(r) / 8000,
+                               "index": -1}
                               for i, r in zip(request.ids, rows, strict=True)]}
 
 

@@ -144,8 +144,26 @@ def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
                        stop=round(seg["end"] * rate), dtype="float32")[0]
         assert int(batch["audio_lengths"][row]) == len(want)
         np.testing.assert_array_equal(batch["audio"][row, :len(want)].numpy(), want)
-        assert batch["audio_segment"][row]["end"] == frames / rate
+        assert batch["audio_segment"][row]["end"] == seg["end"]  # as listed, not snapped
     (tmp_path / "u.jsonl").write_text(json.dumps({"key": "r", "segments": segments}) + "\n")
     update_metadata(tmp_path / "ds", tmp_path / "u.jsonl")
     with pytest.raises(FormatError, match=r"recording 0 \('r'\).*segment 2.*past the end"):
         Pipeline(tmp_path / "ds", 2, fields={"audio": AudioOptions(unit="segment")})
+
+
+def _segments_with_fields(name: str) -> list[dict]:
+    """segments_of with a speaker, a second transcript and its own key per segment."""
+    return [{**seg, "speaker": f"spk{i}", "txt_en": f"en {i}", "utt": f"{name}-{i}"}
+            for i, seg in enumerate(segments_of(name))]
+
+
+def test_a_segment_is_delivered_as_its_own_record_with_its_index(tmp_path):
+    # issue 27 item 14: per-segment fields were dropped, there was no segment index, and
+    # start/end came back snapped to frames (0.35 s is frame 7717.5 at 22050 Hz)
+    folder = convert_recordings(tmp_path, segments=_segments_with_fields)
+    pipe = Pipeline(folder, 4, fields=SEGMENTS, augment="eval", shuffle=False)
+    got = [seg for b in pipe for seg in b["audio_segment"]]
+    want = [{**seg, "key": name, "recording_key": name, "index": i}
+            for name in NAMES for i, seg in enumerate(_segments_with_fields(name))]
+    assert got == want
+    assert got[7]["start"] == 0.35 and got[7]["start"] * 22050 != round(0.35 * 22050)

@@ -156,7 +156,9 @@ class FixedBatches(_FieldFree):
 @dataclass(frozen=True)
 class MaxDuration(_FieldFree):
     """Batches of at most `seconds` of audio (and at most `batch_size` samples): samples of
-    similar durations together, the same number of batches on every rank, the tail dropped.
+    similar durations together. With drop_last (train's default) every rank gets the same
+    number of batches and the incomplete last round is dropped; without it (eval's default)
+    every sample is delivered exactly once across the ranks.
 
     Args:
         seconds: most seconds of audio in one batch, as delivered (after speed perturbation
@@ -184,7 +186,8 @@ class MaxDuration(_FieldFree):
         c = context
         if c.durations is None:
             raise ValueError("MaxDuration needs the samples' durations")
-        return DurationPlan(**_plan_args(c, drop_last=True), max_duration=float(self.seconds),
+        return DurationPlan(**_plan_args(c, drop_last=c.drop_last),
+                            max_duration=float(self.seconds),
                             durations=c.durations(), window=int(self.window))
 
     def load_state(self, state: dict, position: int, n: int, where: str) -> dict:

@@ -5,10 +5,17 @@ The epoch's order (the same keyed bijection as BatchPlan's) is cut into windows 
 samples; each window is sorted by duration and packed greedily into batches that stay within
 `max_duration` seconds and `batch_size` samples (similar durations together: little padding),
 and the batches of a window are shuffled by (seed, epoch). Global batch g goes to rank
-g mod world_size, and every rank gets the same number of batches (the tail is dropped). The
-whole batch list is a pure function of (seed, epoch) -- not of the world size -- so a resume
-position (samples delivered by all ranks, always at a round boundary) continues exactly, also
-with another world size. It is a BatchPlan, so the Pipeline runs it unchanged.
+g mod world_size. The whole batch list is a pure function of (seed, epoch) -- not of the world
+size -- so a resume position (samples delivered by all ranks, always at a round boundary)
+continues exactly, also with another world size. It is a BatchPlan, so the Pipeline runs it
+unchanged.
+
+The last round may hold fewer batches than ranks. With drop_last (train) it is dropped: every
+rank gets the same number of batches. Without it (eval) every sample is delivered exactly once:
+the last round's batches are split (halves of the largest, each still within both limits) into
+one batch per rank where it has that many samples, so ranks get equal steps unless the last
+round holds fewer samples than ranks (then ranks r >= its samples have one batch fewer, as with
+fixed batches: chute/pipelines/sampling/_partition.py).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import numpy as np
 from chute.pipelines.sampling._order import EpochOrder
 from chute.pipelines.sampling._plan import BatchPlan
 
-__all__ = ["DurationPlan", "pack_batches"]
+__all__ = ["DurationPlan", "pack_batches", "spread_batches"]
 
 
 def pack_batches(ids: np.ndarray, durations: np.ndarray, max_duration: float,
@@ -51,11 +58,30 @@ def pack_batches(ids: np.ndarray, durations: np.ndarray, max_duration: float,
     return batches
 
 
+def spread_batches(batches: list[np.ndarray], parts: int) -> list[np.ndarray]:
+    """`batches` split until there are `parts` of them (or one per sample, when they hold
+    fewer): the largest is halved each time, so every piece stays within the limits its batch
+    kept. Deterministic; the samples and their order across the pieces are unchanged.
+
+    Args:
+        batches: the batches (int64 id arrays) of an incomplete last round.
+        parts: how many batches are wanted (the world size).
+    """
+    pieces = [np.asarray(b, np.int64) for b in batches if len(b)]
+    target = min(parts, sum(len(b) for b in pieces))
+    while len(pieces) < target:
+        k = max(range(len(pieces)), key=lambda i: len(pieces[i]))  # the first largest
+        half = (len(pieces[k]) + 1) // 2
+        pieces[k:k + 1] = [pieces[k][:half], pieces[k][half:]]
+    return pieces
+
+
 @dataclass(frozen=True)
 class DurationPlan(BatchPlan):
     """Batches of rank `rank` for epoch `epoch` within `max_duration` seconds each; a BatchPlan
-    whose `batch_size` is the most samples in one batch (the Pipeline's slot size) and whose
-    tail is always dropped (equal steps on every rank). `request`, `request_for` and
+    whose `batch_size` is the most samples in one batch (the Pipeline's slot size). With
+    `drop_last` an incomplete last round is dropped (equal steps on every rank); without it
+    every sample is delivered once (see the module docstring). `request`, `request_for` and
     `params_of` are BatchPlan's.
 
     Attributes:
@@ -116,13 +142,30 @@ class DurationPlan(BatchPlan):
                              f"{self.epoch}; was the state saved with another MaxDuration?")
         return g
 
-    def __len__(self) -> int:
+    @property
+    def _rounds(self) -> int:
+        """Complete rounds (one batch per rank) from the start."""
         return (len(self._batches) - self._first) // self.world_size
+
+    @cached_property
+    def _tail(self) -> list[np.ndarray]:
+        """The incomplete last round spread over the ranks ([] with drop_last)."""
+        if self.drop_last:
+            return []
+        return spread_batches(self._batches[self._first + self._rounds * self.world_size:],
+                              self.world_size)
+
+    def __len__(self) -> int:
+        return self._rounds + (1 if self.rank < len(self._tail) else 0)
 
     def ids(self, iteration: int) -> np.ndarray:
         if iteration >= len(self):
             raise StopIteration(f"iteration {iteration} is past the end ({len(self)} batches)")
+        if iteration == self._rounds:
+            return self._tail[self.rank]
         return self._batches[self._first + iteration * self.world_size + self.rank]
 
     def position_after(self, batches_done: int) -> int:
+        if batches_done > self._rounds:  # the spread last round: the epoch is delivered
+            return self.n
         return int(self._ends[self._first + batches_done * self.world_size])

@@ -5,9 +5,10 @@ soxr when `sample_rate` differs from the file's or a speed perturbation asks for
 the volume perturbation (docs/design.md, "Audio").
 
 Outputs: `<field>` float32 [B, T] (mono) or [B, C, T], zero-padded to the batch's longest
-sample; `<field>_lengths` int64 [B]; `<field>_segment`, per sample {"key", "start", "end",
-"txt"} (seconds; the segment's transcript -- merged segments' joined by spaces, start and end
-the merged span -- or the recording's for a whole recording). A sample
+sample; `<field>_lengths` int64 [B]; `<field>_segment`, per sample the segment's own record as
+listed (start and end in seconds as stored, every other field) with its "key", "txt" and "index"
+(`segment_record`; merged segments: texts joined by spaces, the span, their records), or the
+recording's {"key", "txt", "start", "end", "index": -1} for a whole recording. A sample
 whose bytes do not decode, whose file rate differs from the `sample_rate` column, or that yields
 fewer frames than its segment asks for is marked failed (the Pipeline substitutes it); it is
 never returned short or wrong.
@@ -35,7 +36,7 @@ from chute.pipelines.producers.audio._fbank import FbankConfig, fbank, fbank_fra
 from chute.pipelines.producers.audio._perturb import AudioPerturbation
 from chute.pipelines.sampling._units import sample_unit
 
-__all__ = ["AudioProducer", "create", "candidates"]
+__all__ = ["AudioProducer", "create", "candidates", "segment_record"]
 
 OPTIONS = frozenset({"sample_rate", "mono", "unit", "meta_field", "threads", "speeds",
                      "volume_db", "features"})
@@ -217,16 +218,14 @@ class AudioProducer(StoredFieldProducer):
         for row, meta in enumerate(metas):
             meta = meta or {}
             first, last = int(params["segment"][row]), int(params["last_segment"][row])
-            rate = int(self.rates[recordings[row]])
-            # a merged sample's transcript: its segments' texts joined by spaces
-            texts = () if first < 0 else (seg.get("txt") or "" for seg in
-                                           meta["segments"][first:last + 1])
-            txt = meta.get("txt", "") if first < 0 else " ".join(t for t in texts if t)
-            found.append({"key": meta.get("key"), "txt": txt,
-                          "start": int(params["start_frame"][row]) / rate,
-                          "end": int(params["stop_frame"][row]) / rate})
+            if first < 0:  # a whole recording
+                rate = int(self.rates[recordings[row]])
+                found.append({"key": meta.get("key"), "txt": meta.get("txt", ""),
+                              "start": 0.0, "end": int(params["stop_frame"][row]) / rate,
+                              "index": -1})
+            else:
+                found.append(segment_record(meta, first, last))
         return found
-
     def _decode_row(self, job) -> int:
         row, view, recording, start, stop, length, audio, (rate, out_rate, gain) = job
         try:
@@ -270,6 +269,31 @@ class AudioProducer(StoredFieldProducer):
         if self.pool is not None:
             self.pool.shutdown()
             self.pool = None
+
+
+def segment_record(meta: dict, first: int, last: int) -> dict:
+    """What `<field>_segment` holds for segments `first`..`last` of a recording's metadata:
+    one segment's own record as stored (its start and end in seconds as listed, its other
+    fields such as a speaker) with "key" (the recording's, unless the segment has its own),
+    "txt" ("" when it has none), "index" (its place in the recording's list) and
+    "recording_key"; merged segments give their texts joined by spaces, the first one's start,
+    the last one's end, "index" and "last_index", and their records as "segments".
+
+    Args:
+        meta: the recording's metadata ({"key", "segments": [...], ...}).
+        first, last: the segments' indices in meta["segments"].
+    """
+    segments = meta["segments"][first:last + 1]
+    key = meta.get("key")
+    if first == last:
+        seg = segments[0]
+        return {"key": key, **seg, "txt": seg.get("txt") or "", "start": float(seg["start"]),
+                "end": float(seg["end"]), "index": first, "recording_key": key}
+    texts = (seg.get("txt") or "" for seg in segments)
+    return {"key": key, "txt": " ".join(t for t in texts if t),
+            "start": float(segments[0]["start"]), "end": float(segments[-1]["end"]),
+            "index": first, "last_index": last, "recording_key": key,
+            "segments": [dict(seg) for seg in segments]}
 
 
 def create(spec: ProducerSpec) -> AudioProducer:
