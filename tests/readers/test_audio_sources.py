@@ -95,3 +95,19 @@ def test_huge_times_and_a_segments_object_are_reported_not_raised(tmp_path):
     write_recordings(tmp_path, names=("a.wav",))
     source = AudioSource(tmp_path / "a.wav", "a", segments={"start": 0, "end": 1})
     assert "not a list" in probe_audio(source)
+
+
+def test_a_record_naming_its_file_wav_is_listed_like_path(tmp_path):
+    # issue 27 item 14: the TouchDataset / WeNet shape {"key", "wav", "txt"} raised KeyError
+    write_recordings(tmp_path, names=("a.wav",))
+    segments = [{"start": 0.1, "end": 0.6, "txt": "one", "speaker": "s1", "txt_en": "uno"}]
+    record = {"key": "utt-a", "wav": "a.wav", "txt": "all", "sample_rate": 16000,
+              "language": "en", "segments": segments}
+    (tmp_path / "t.jsonl").write_text(json.dumps(record) + "\n")
+    (source,) = list_audio_jsonl(tmp_path / "t.jsonl")
+    assert (source.path, source.key, source.txt) == (tmp_path / "a.wav", "utt-a", "all")
+    assert source.segments == segments and source.info == {"language": "en"}
+    assert probe_audio(source).segments == segments
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"key": "x", "audio": "a.wav"}) + "\n")
+    with pytest.raises(FormatError, match=r'bad.jsonl, line 1: names no audio file; .*"wav"'):
+        list_audio_jsonl(tmp_path / "bad.jsonl")

@@ -43,10 +43,22 @@ class Probed:
     dropped: list  # (segment index, reason) of the invalid ones
 
 
+# what a JSONL record names besides its audio file; every other top-level entry is kept as
+# metadata (as "info" is)
+_RECORD_KEYS = ("key", "path", "wav", "txt", "sample_rate", "info")
+
+
 def list_audio_jsonl(path, root=None) -> list[AudioSource]:
     """Recordings of a JSONL file: `{"key", "path", "txt", "sample_rate", "info": {"segments":
-    [{"start", "end", "txt"}, ...], ...}}`; `path` is relative to `root` (default: the file's
-    folder) and `key` defaults to it."""
+    [{"start", "end", "txt", ...}, ...], ...}}`, or with "wav" naming the file instead of
+    "path" (TouchDataset's and WeNet's records); `path` is relative to `root` (default: the
+    file's folder) and `key` defaults to it. Other top-level entries are kept in the metadata
+    beside "info"'s (which win).
+
+    Args:
+        path: the JSONL file.
+        root: the folder the listed paths are relative to.
+    """
     path = Path(path)
     root = Path(root) if root is not None else path.parent
     try:
@@ -57,17 +69,29 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        where = f"{path}, line {number}"
         try:
             row = json.loads(line)
-            info = dict(row.get("info") or {})
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{where}: not valid JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise FormatError(f'{where}: not a recording record; each line needs at least '
+                              '{"path": ...} (or {"wav": ...})')
+        file = row.get("path", row.get("wav"))
+        if not isinstance(file, str) or not file:
+            raise FormatError(f'{where}: names no audio file; each line needs "path" (or '
+                              f'"wav") with the file\'s path, got keys {sorted(row)}')
+        try:
+            info = {k: v for k, v in row.items() if k not in _RECORD_KEYS}
+            info.update(row.get("info") or {})
             segments = info.pop("segments", None)
             rate = row.get("sample_rate")
-            sources.append(AudioSource(root / row["path"], str(row.get("key", row["path"])),
+            sources.append(AudioSource(root / file, str(row.get("key", file)),
                                        str(row.get("txt", "")),
                                        None if rate is None else int(rate), segments, info))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FormatError(f"{path}, line {number}: not a recording record ({exc!r}); each "
-                              'line needs at least {"path": ...}') from None
+        except (TypeError, ValueError) as exc:
+            raise FormatError(f"{where}: not a recording record ({exc}); \"info\" must be an "
+                              'object and "sample_rate" an integer') from None
     if not sources:
         raise FormatError(f"{path}: lists no recordings")
     return sources
