@@ -42,7 +42,9 @@ def _fresh(path: Path) -> Path:
 def write_latents(path: Path, count: int = 1024, shape=(4, 32, 32), classes: int = 10,
                   seed: int = 0, chunk: int = 1) -> Path:
     """A zarr (v3) group at `path`: `latent` float16 [count, *shape] chunked `chunk` rows and
-    zstd-compressed, `label` int64 [count]. Returns `path`."""
+    zstd-compressed, `label` int64 [count]. Every chunk is written, also those equal to the
+    fill value (a label chunk of 0s), which zarr skips by default and chute then reads as a
+    missing chunk (docs/latents.md). Returns `path`."""
     import zarr
 
     from chute.readers import compressors
@@ -58,7 +60,8 @@ def write_latents(path: Path, count: int = 1024, shape=(4, 32, 32), classes: int
     for name, value in arrays.items():
         array = group.create_array(name, shape=value.shape, dtype=value.dtype,
                                    chunks=(min(chunk, count), *value.shape[1:]),
-                                   compressors=compressors("zstd", 3))
+                                   compressors=compressors("zstd", 3),
+                                   config={"write_empty_chunks": True})  # type: ignore[arg-type]
         array[...] = value
     return path
 

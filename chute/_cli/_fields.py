@@ -13,11 +13,12 @@ __all__ = ["opened", "pipeline_fields", "image_fields", "build_pipeline"]
 
 
 @contextlib.contextmanager
-def opened(path) -> Iterator[Any]:
-    """The dataset at `path`, open for the block (closed after, when it has a `close`)."""
+def opened(path, **options: Any) -> Iterator[Any]:
+    """The dataset at `path`, open for the block (closed after, when it has a `close`);
+    `options` go to `open_dataset` (e.g. a zarr group's sample_array)."""
     from chute.readers import open_dataset
 
-    dataset = open_dataset(path)
+    dataset = open_dataset(path, **options)
     try:
         yield dataset
     finally:

@@ -43,6 +43,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--lookup", action="append", default=[], metavar="TABLE=INDEX",
                         type=_lookup, help="deliver table TABLE per sample through index field "
                         "INDEX (repeatable; e.g. clip_emb=segment_to_video)")
+    parser.add_argument("--sample-array", default=None, metavar="ARRAY",
+                        help="zarr groups whose arrays' first dimensions differ: the array "
+                        "whose rows are the samples")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -67,7 +70,8 @@ def run(args) -> int:
                          dtype=args.dtype, eval_crop=args.eval_crop)
     # with --json, the human-readable lines go to stderr and stdout holds one JSON object
     out = sys.stderr if args.json else sys.stdout
-    with opened(args.dataset) as dataset, build_pipeline(
+    zarr = {"sample_array": args.sample_array} if args.sample_array else {}
+    with opened(args.dataset, **zarr) as dataset, build_pipeline(
             dataset, args.batch_size, augment=args.augment, device=args.device, rank=0,
             world_size=1, fields=pipeline_fields(dataset, args.fields, image,
                                                  dict(args.lookup))) as pipe:

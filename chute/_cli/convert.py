@@ -112,9 +112,11 @@ def add_parser(subparsers) -> None:
 def _add_zarr(kinds) -> None:
     zarr = kinds.add_parser(
         "zarr", help="zarr group of per-sample arrays and tables -> ndarray fields + tables",
-        description="Arrays of SRC whose first dimension is the sample count become ndarray "
+        description="Arrays of SRC (subgroups included: 'latents/base_frames' becomes field "
+        "'latents.base_frames') whose first dimension is the sample count become ndarray "
         "fields (1-D ones scalar columns); the others are tables stored once, delivered "
-        "through an index field: Pipeline(..., fields={TABLE: Lookup(INDEX)}).")
+        "through an index field: Pipeline(..., fields={TABLE: Lookup(INDEX)}). Group "
+        "attributes are kept in the manifest.")
     zarr.add_argument("src", metavar="SRC", help="zarr group folder (v2 or v3), e.g. x.zarr")
     zarr.add_argument("dst", metavar="DST", help="new dataset folder (e.g. latents.chute)")
     zarr.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
@@ -123,14 +125,25 @@ def _add_zarr(kinds) -> None:
                       help="compress each sample of the ndarray fields (default none)")
     zarr.add_argument("--overwrite", action="store_true",
                       help="replace DST if it already holds a chute dataset")
+    zarr.add_argument("--sample-array", default=None, metavar="ARRAY",
+                      help="the array whose rows are the samples (e.g. latents/base_frames); "
+                      "needed when the arrays' first dimensions differ")
+    zarr.add_argument("--missing-chunks", choices=("error", "fill"), default="error",
+                      help="an absent chunk file: stop and name it (default), or read zarr's "
+                      "fill value (arrays written sparse on purpose)")
     zarr.set_defaults(func=_run_zarr)
 
 
 def _run_zarr(args) -> int:
-    from chute.readers import convert_zarr
+    from chute.readers import convert_zarr, open_dataset
 
     n = convert_zarr(args.src, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
-                     compression=None if args.compression == "none" else args.compression)
+                     compression=None if args.compression == "none" else args.compression,
+                     sample_array=args.sample_array, missing_chunks=args.missing_chunks)
+    arrays = getattr(open_dataset(args.dst), "manifest", {}).get("zarr", {}).get("arrays", {})
+    for field, array in arrays.items():
+        if field != array:
+            print(f"array {array} -> field {field}")
     print(f"wrote {n} samples to {args.dst}")
     return 0
 

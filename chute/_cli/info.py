@@ -12,14 +12,18 @@ def add_parser(subparsers) -> None:
         "overhead_pct = (index files + scalar columns) / payload bytes * 100.")
     parser.add_argument("dst", metavar="DST", help="dataset folder or Megatron PREFIX")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--sample-array", default=None, metavar="ARRAY",
+                        help="zarr groups whose arrays' first dimensions differ: the array "
+                        "whose rows are the samples")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from chute.readers import dataset_info, format_size, open_dataset
 
-    info = dataset_info(args.dst)
-    info["class_names"] = list(getattr(open_dataset(args.dst), "class_names", None) or [])
+    info = dataset_info(args.dst, sample_array=args.sample_array)
+    info["class_names"] = [] if info["format"] == "zarr" else \
+        list(getattr(open_dataset(args.dst), "class_names", None) or [])
     if args.json:
         print(json.dumps(info, indent=1))
         return 0

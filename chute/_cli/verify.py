@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from chute._cli._output import add_json_flag, print_json
 
@@ -15,16 +16,21 @@ def add_parser(subparsers) -> None:
     parser.add_argument("dst", metavar="DST", help="dataset folder (a Megatron PREFIX gets "
                         "structure checks only: it has no checksums)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--missing-chunks", choices=("error", "fill"), default="error",
+                        help="zarr groups: report absent chunk files (default), or accept them "
+                        "as zarr's fill value (arrays written sparse on purpose)")
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from chute.readers import open_dataset, verify_dataset
+    from chute.readers import is_zarr_group, open_dataset, verify_dataset
 
-    problems = verify_dataset(args.dst, progress=not args.no_progress and not args.json)
+    problems = verify_dataset(args.dst, progress=not args.no_progress and not args.json,
+                              missing_chunks=args.missing_chunks)
     # (opened only when verify found nothing: a damaged dataset may not open; zarr: no manifest)
-    manifest = None if problems else getattr(open_dataset(args.dst), "manifest", None)
+    manifest = None if problems or is_zarr_group(Path(args.dst)) else \
+        getattr(open_dataset(args.dst), "manifest", None)
     checksums = not problems and manifest is not None and manifest["format"] == "chute"
     if args.json:
         print_json({"path": str(args.dst), "ok": not problems, "checksums": checksums,

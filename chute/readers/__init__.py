@@ -38,6 +38,7 @@ _LAZY = {
     "hf_samples": "chute.readers.convert._hf",
     "segment_frames": "chute.readers.convert._audio_sources",
     "compressors": "chute.readers.zarr._zarr_codecs",
+    "is_zarr_group": "chute.readers.zarr._zarr",
     "TRANSCODE_QUALITY": "chute.readers.convert._transcode",
 }
 

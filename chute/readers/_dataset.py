@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["Dataset", "open_dataset"]
 
 
-def open_dataset(path: str | os.PathLike[str], *,
-                 bytes_field: str = "data") -> Dataset | ZarrDataset:
+def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
+                 sample_array: str | None = None,
+                 missing_chunks: str | dict[str, str] = "error",
+                 chunk_cache: str | int = "256MiB") -> Dataset | ZarrDataset:
     """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
 
     Args:
@@ -34,6 +36,13 @@ def open_dataset(path: str | os.PathLike[str], *,
             given as PREFIX, PREFIX.bin or PREFIX.idx.
         bytes_field: the name of a Megatron pair's one bytes field ("data" unless told
             otherwise, e.g. "image" for a pair of encoded images).
+        sample_array: for a zarr group: the array whose rows are the samples (e.g.
+            "latents/base_frames"); needed when its arrays' first dimensions differ.
+        missing_chunks: for a zarr group: "error" (an absent chunk file fails its rows, as
+            on_error says), "fill" (zarr's fill value: arrays written sparse on purpose), or
+            {array: "error" | "fill"} (docs/latents.md, "Missing chunks").
+        chunk_cache: for a zarr group: bytes of decoded chunks kept per process ("256MiB";
+            0: none), so batches sharing a chunk decode it once.
 
     Returns:
         The open Dataset, a ZarrDataset for a zarr group (memory-mapped; cheap to pickle).
@@ -43,7 +52,11 @@ def open_dataset(path: str | os.PathLike[str], *,
 
     local = local_path(path)
     if is_zarr_group(Path(local)):
-        return ZarrDataset(local)
+        return ZarrDataset(local, sample_array=sample_array, missing_chunks=missing_chunks,
+                           chunk_cache=chunk_cache)
+    if (sample_array, missing_chunks, chunk_cache) != (None, "error", "256MiB"):
+        raise ValueError(f"{path}: sample_array, missing_chunks and chunk_cache are for zarr "
+                         "groups; this is not one")
     return Dataset(local, bytes_field=bytes_field)
 
 

@@ -38,10 +38,17 @@ def _file_roles(manifest: dict) -> dict[str, str]:
     return roles
 
 
-def dataset_info(path) -> dict:
+def dataset_info(path, *, sample_array: str | None = None) -> dict:
     """Samples, fields (kind, and each kind's description in `field_types`), shards and bytes
-    by role. overhead_pct = (index + columns) / payload."""
-    ds = open_dataset(path)
+    by role. overhead_pct = (index + columns) / payload.
+
+    Args:
+        path: the dataset (or zarr group, or Megatron prefix).
+        sample_array: for a zarr group whose arrays' first dimensions differ: the array whose
+            rows are the samples.
+    """
+    ds = open_dataset(path) if sample_array is None else \
+        open_dataset(path, sample_array=sample_array)
     if isinstance(ds, ZarrDataset):
         return zarr_info(ds)
     manifest = ds.manifest
@@ -73,14 +80,23 @@ def dataset_info(path) -> dict:
     }
 
 
-def verify_dataset(path, *, progress: bool = False) -> list[str]:
+def verify_dataset(path, *, progress: bool = False,
+                   missing_chunks: str | dict[str, str] = "error") -> list[str]:
     """Check every file's size and checksum against the manifest, then the structure (index
-    magic, counts, bounds). Returns the problems found, each naming its file; [] means OK."""
+    magic, counts, bounds). Returns the problems found, each naming its file; [] means OK.
+
+    Args:
+        path: the dataset (or zarr group, or Megatron prefix).
+        progress: show a progress bar.
+        missing_chunks: for a zarr group: "error" reports absent chunk files as problems;
+            "fill" (or {array: "fill"}) accepts them as fill values, as reading would.
+    """
     root = Path(path)
     if root.name == MANIFEST:
         root = root.parent
     if is_zarr_group(root):
-        return verify_zarr(ZarrDataset(root), progress=progress)
+        return verify_zarr(ZarrDataset(root, missing_chunks=missing_chunks, _need_samples=False),
+                           progress=progress)
     if not (root / MANIFEST).exists() and not root.is_dir():
         open_dataset(path)  # a Megatron pair has no checksums: structural checks only
         return []

@@ -39,7 +39,8 @@ def test_bench_latents_with_a_lookup(tmp_path, capsys):
     store = write_store(tmp_path / "x.zarr", latents_values(30, 4), chunk=4)
     code = main(["bench", str(store), "--batch-size", "8", "--epochs", "2", "--device", "cpu",
                  "--augment", "eval", "--fields", "base_frames", "clip_emb",
-                 "--lookup", "clip_emb=segment_to_video", "--no-progress"])
+                 "--lookup", "clip_emb=segment_to_video", "--sample-array", "base_frames",
+                 "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
     assert "backend none (no image field)" in out and "30 images" in out

@@ -8,14 +8,15 @@ import numpy as np
 import torch.distributed as dist
 
 from chute.pipelines import Lookup, Pipeline
+from chute.readers import open_dataset
 
 
 def run(rank: int, world_size: int, store: str, workdir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size)
     try:
-        with Pipeline(store, 8, fields={"base_frames": None,
-                                        "clip_emb": Lookup("segment_to_video")},
+        with Pipeline(open_dataset(store, sample_array="base_frames"), 8,
+                      fields={"base_frames": None, "clip_emb": Lookup("segment_to_video")},
                       device="cpu", augment="eval") as pipe:
             # a batch's tensors are reused two batches later: copy them out
             batches = [{k: v.clone() for k, v in b.items()} for b in pipe]

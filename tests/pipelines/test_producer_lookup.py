@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from chute.pipelines import ArrayOptions, Lookup, Pipeline
-from tests.readers._zarr_stores import latents_values, write_store
+from tests.readers._zarr_stores import latents_values, open_latents, write_store
 
 pytest.importorskip("zarr")
 
@@ -29,7 +29,7 @@ def _check(batch) -> None:
 def test_pipeline_values_exact(tmp_path, layout):
     fmt, chunk, codec = layout
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt, chunk=chunk, codec=codec)
-    with Pipeline(store, 16, fields=FIELDS, device="cpu", augment="eval") as pipe:
+    with Pipeline(open_latents(store), 16, fields=FIELDS, device="cpu", augment="eval") as pipe:
         seen = []
         for batch in pipe:
             assert batch["base_frames"].shape[1:] == VALUES["base_frames"].shape[1:]
@@ -41,14 +41,14 @@ def test_pipeline_values_exact(tmp_path, layout):
 
 def test_resume_mid_epoch_exact(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES, chunk=8)
-    with Pipeline(store, 8, fields=FIELDS, device="cpu", seed=4) as pipe:
+    with Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu", seed=4) as pipe:
         full = [b["index"].clone() for b in pipe]
-    with Pipeline(store, 8, fields=FIELDS, device="cpu", seed=4) as pipe:
+    with Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu", seed=4) as pipe:
         it = iter(pipe)
         for _ in range(3):
             next(it)
         state = pipe.state_dict()
-    with Pipeline(store, 8, fields=FIELDS, device="cpu", seed=4) as pipe:
+    with Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu", seed=4) as pipe:
         pipe.load_state_dict(state)
         rest = []
         for batch in pipe:
@@ -85,19 +85,19 @@ def test_index_out_of_range_named(tmp_path, bad):
     index[17] = bad
     store = _store_with_index(tmp_path, index)
     with pytest.raises(ValueError, match=rf"'segment_to_video'.*{bad} at sample 17.*'clip_emb'"):
-        Pipeline(store, 8, fields=FIELDS, device="cpu")
+        Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu")
 
 
 def test_index_of_another_length_named(tmp_path):
     store = _store_with_index(tmp_path, VALUES["segment_to_video"][:-1])
     with pytest.raises(ValueError, match=r"index field 'segment_to_video'.*89"):
-        Pipeline(store, 8, fields=FIELDS, device="cpu")
+        Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu")
 
 
 def test_table_without_lookup_named(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES)
     with pytest.raises(ValueError, match=r"'clip_emb'.*is a table.*Lookup\(index_field\)"):
-        Pipeline(store, 8, fields=NAMES, device="cpu")
+        Pipeline(open_latents(store), 8, fields=NAMES, device="cpu")
 
 
 def test_bad_lookup_arguments_named(tmp_path):
@@ -105,16 +105,18 @@ def test_bad_lookup_arguments_named(tmp_path):
     # the round-2 lookups= keyword's own check (raised before its DeprecationWarning); it goes
     # away with that keyword
     with pytest.raises(ValueError, match="not requested"):
-        Pipeline(store, 8, fields=("base_frames",), lookups={"clip_emb": "segment_to_video"},
-                 device="cpu")
+        Pipeline(open_latents(store), 8, fields=("base_frames",),
+                 lookups={"clip_emb": "segment_to_video"}, device="cpu")
     with pytest.raises(ValueError, match="index field 'base_frames'"):
-        Pipeline(store, 8, fields={"base_frames": None, "clip_emb": Lookup("base_frames")},
+        Pipeline(open_latents(store), 8,
+                 fields={"base_frames": None, "clip_emb": Lookup("base_frames")},
                  device="cpu")
     with pytest.raises(ValueError, match="is an ndarray field: Lookup does not apply"):
-        Pipeline(store, 8, fields={"base_frames": Lookup("segment_to_video"),
-                                   "clip_emb": Lookup("segment_to_video")}, device="cpu")
+        Pipeline(open_latents(store), 8, fields={"base_frames": Lookup("segment_to_video"),
+                                                 "clip_emb": Lookup("segment_to_video")},
+                 device="cpu")
     with pytest.raises(ValueError, match=r"not in dataset"):
-        Pipeline(store, 8, fields=("base_frames", "missing"), device="cpu")
+        Pipeline(open_latents(store), 8, fields=("base_frames", "missing"), device="cpu")
 
 
 def test_corrupt_table_chunk_substituted_and_counted(tmp_path):
@@ -123,7 +125,7 @@ def test_corrupt_table_chunk_substituted_and_counted(tmp_path):
     (store / "clip_emb" / "c" / str(row) / "0").write_bytes(b"garbage")
     bad = set(np.flatnonzero(VALUES["segment_to_video"] == row).tolist())
     with pytest.warns(RuntimeWarning, match="replaced"), \
-            Pipeline(store, 8, fields=FIELDS, device="cpu", augment="eval") as pipe:
+            Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu", augment="eval") as pipe:
         for batch in pipe:
             assert not bad & set(batch["index"].tolist())
             _check(batch)
@@ -137,7 +139,7 @@ def test_device_casts_of_per_sample_and_table_fields(tmp_path, dtype):
     store = write_store(tmp_path / "x.zarr", VALUES, chunk=8)
     fields = {"base_frames": ArrayOptions(dtype=dtype),
               "clip_emb": Lookup("segment_to_video", dtype=getattr(torch, dtype))}
-    with Pipeline(store, 16, fields=fields, device="cpu", augment="eval") as pipe:
+    with Pipeline(open_latents(store), 16, fields=fields, device="cpu", augment="eval") as pipe:
         for batch in pipe:
             ids = batch["index"].numpy()
             want = torch.from_numpy(VALUES["base_frames"][ids]).to(getattr(torch, dtype))
@@ -151,5 +153,5 @@ def test_device_casts_of_per_sample_and_table_fields(tmp_path, dtype):
 def test_a_cast_the_device_cannot_take_names_the_array(tmp_path, dtype):
     store = write_store(tmp_path / "x.zarr", VALUES, chunk=8)
     with pytest.raises(ValueError, match=rf"field 'base_frames' of .*x\.zarr.*{dtype}"):
-        Pipeline(store, 16, fields={**FIELDS, "base_frames": ArrayOptions(dtype=dtype)},
-                 device="cpu")
+        Pipeline(open_latents(store), 16,
+                 fields={**FIELDS, "base_frames": ArrayOptions(dtype=dtype)}, device="cpu")

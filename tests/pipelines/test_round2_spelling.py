@@ -109,9 +109,9 @@ def test_bucketed_video(tmp_path):
 
 def test_table_lookups(tmp_path):
     pytest.importorskip("zarr")
-    from tests.readers._zarr_stores import latents_values, write_store
+    from tests.readers._zarr_stores import latents_values, open_latents, write_store
 
-    store = write_store(tmp_path / "x.zarr", latents_values(40, 6, seed=3))
+    store = open_latents(write_store(tmp_path / "x.zarr", latents_values(40, 6, seed=3)))
     _same(dict(fields=("base_frames", "clip_emb"), lookups={"clip_emb": "segment_to_video"},
                field_options={"clip_emb": {"dtype": "float32"}}),
           dict(fields={"base_frames": None,

@@ -23,9 +23,12 @@ def latents_values(segments: int, videos: int, seed: int = 0) -> dict[str, np.nd
 
 
 def write_store(path: Path, values: dict[str, np.ndarray], *, zarr_format: int = 3,
-                chunk: int = 1, codec: str = "zstd", shard: int | None = None) -> Path:
+                chunk: int = 1, codec: str = "zstd", shard: int | None = None,
+                dense: bool = True) -> Path:
     """A zarr group at `path` with `values`, per-sample arrays chunked `chunk` rows along the
-    first dimension (inside shards of `shard` rows when given: v3 only)."""
+    first dimension (inside shards of `shard` rows when given: v3 only). A name with '/'
+    writes into subgroups. `dense`: every chunk written, also those equal to the fill value
+    (zarr skips them by default: chute reads an absent chunk as missing unless told)."""
     import zarr
 
     group = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
@@ -35,6 +38,15 @@ def write_store(path: Path, values: dict[str, np.ndarray], *, zarr_format: int =
         if shards is not None:
             shards = (-(-shards[0] // chunks[0]) * chunks[0], *shards[1:])
         array = group.create_array(name, shape=value.shape, dtype=value.dtype, chunks=chunks,
-                                   shards=shards, compressors=compressors(codec, zarr_format))
+                                   shards=shards, compressors=compressors(codec, zarr_format),
+                                   config={"write_empty_chunks": dense})
         array[...] = value
     return path
+
+
+def open_latents(path: Path, **options):
+    """The latents layout opened as chute reads it: `base_frames` names the samples (the
+    arrays' first dimensions differ: segments, videos)."""
+    from chute.readers import open_dataset
+
+    return open_dataset(path, sample_array="base_frames", **options)

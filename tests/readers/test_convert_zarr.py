@@ -8,7 +8,7 @@ import pytest
 
 from chute.pipelines import Lookup, Pipeline
 from chute.readers import convert_zarr, dataset_info, open_dataset, verify_dataset
-from tests.readers._zarr_stores import latents_values, write_store
+from tests.readers._zarr_stores import latents_values, open_latents, write_store
 
 pytest.importorskip("zarr")
 
@@ -20,14 +20,14 @@ VALUES = latents_values(S, V, seed=5)
 def test_converted_dataset_same_values_and_pipeline(tmp_path, compression):
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=2, chunk=16, codec="blosc")
     assert convert_zarr(store, tmp_path / "c.chute", shard_size="2KiB",
-                        compression=compression) == S
+                        compression=compression, sample_array="base_frames") == S
     ds = open_dataset(tmp_path / "c.chute")
     assert ds.fields == {"base_frames": "ndarray", "segment_to_video": "scalar",
                          "clip_emb": "table"}
     assert len(ds.manifest["shards"]) > 1  # the table is not per shard
     np.testing.assert_array_equal(ds.read("base_frames", np.arange(S)), VALUES["base_frames"])
     np.testing.assert_array_equal(ds.column("segment_to_video"), VALUES["segment_to_video"])
-    for path in (store, tmp_path / "c.chute"):
+    for path in (open_latents(store), tmp_path / "c.chute"):
         with Pipeline(path, 16, fields={"base_frames": None,
                                         "clip_emb": Lookup("segment_to_video")},
                       device="cpu", augment="eval") as pipe:
@@ -45,7 +45,7 @@ def test_converted_dataset_same_values_and_pipeline(tmp_path, compression):
 
 def test_verify_names_a_corrupt_table(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES)
-    convert_zarr(store, tmp_path / "c.chute")
+    convert_zarr(store, tmp_path / "c.chute", sample_array="base_frames")
     table = tmp_path / "c.chute" / "clip_emb.table.npy"
     data = bytearray(table.read_bytes())
     data[-1] ^= 0xFF
@@ -59,6 +59,6 @@ def test_cli_convert_zarr(tmp_path, capsys):
 
     store = write_store(tmp_path / "x.zarr", VALUES, chunk=8)
     assert main(["convert", "zarr", str(store), str(tmp_path / "c.chute"),
-                 "--compression", "zstd"]) == 0
+                 "--compression", "zstd", "--sample-array", "base_frames"]) == 0
     assert f"wrote {S} samples" in capsys.readouterr().out
     assert open_dataset(tmp_path / "c.chute").specs["base_frames"]["compression"] == "zstd"

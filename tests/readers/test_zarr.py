@@ -11,7 +11,7 @@ import pytest
 
 from chute.errors import FormatError
 from chute.readers import SampleIndexError, open_dataset
-from tests.readers._zarr_stores import latents_values, write_store
+from tests.readers._zarr_stores import latents_values, open_latents, write_store
 
 pytest.importorskip("zarr")
 
@@ -47,7 +47,7 @@ def store(request, tmp_path_factory):
 
 
 def test_fields_and_kinds(store):
-    ds = open_dataset(store)
+    ds = open_latents(store)
     assert len(ds) == S
     assert ds.fields == {"base_frames": "ndarray", "clip_emb": "table",
                          "segment_to_video": "scalar"}
@@ -56,7 +56,7 @@ def test_fields_and_kinds(store):
 
 
 def test_read_values_exact(store, read_path):
-    ds = open_dataset(store)
+    ds = open_latents(store)
     ids = np.random.default_rng(1).integers(0, S, 70)  # repeats and many chunks
     np.testing.assert_array_equal(ds.read("base_frames", ids), VALUES["base_frames"][ids])
     out = np.empty((len(ids), *VALUES["base_frames"].shape[1:]), np.float16)
@@ -71,7 +71,7 @@ def test_read_values_exact(store, read_path):
 
 
 def test_pickled_copy_reads_the_same(store):
-    ds = open_dataset(store)
+    ds = open_latents(store)
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.fingerprint == ds.fingerprint and copy.url == ds.url
     np.testing.assert_array_equal(copy.read("base_frames", [7, 9]), VALUES["base_frames"][[7, 9]])
@@ -84,7 +84,7 @@ def _child_read(ds, queue):
 @pytest.mark.slow
 def test_forked_child_after_parent_read(tmp_path):
     """The parent has zarr's event loop running; a forked child reads without deadlock."""
-    ds = open_dataset(write_store(tmp_path / "x.zarr", VALUES, chunk=4))
+    ds = open_latents(write_store(tmp_path / "x.zarr", VALUES, chunk=4))
     ds.read("base_frames", np.arange(10))
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
@@ -97,7 +97,7 @@ def test_forked_child_after_parent_read(tmp_path):
 
 
 def test_out_of_range_rows_named(tmp_path):
-    ds = open_dataset(write_store(tmp_path / "x.zarr", VALUES))
+    ds = open_latents(write_store(tmp_path / "x.zarr", VALUES))
     with pytest.raises(SampleIndexError, match="clip_emb"):
         ds.reader("clip_emb").read(np.array([V]))
     with pytest.raises(SampleIndexError, match="out of range"):
@@ -112,24 +112,31 @@ def test_out_of_range_rows_named(tmp_path):
 def test_corrupt_chunk_is_named_or_counted(tmp_path, read_path, codec):
     path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec=codec)
     (path / "base_frames" / "c" / "5" / "0" / "0" / "0").write_bytes(b"not zstd at all")
-    (path / "base_frames" / "c" / "7" / "0" / "0" / "0").unlink()  # never written: fill
-    ds = open_dataset(path)
+    (path / "base_frames" / "c" / "7" / "0" / "0" / "0").unlink()  # lost: not fill values
+    ds = open_latents(path)
     with pytest.raises(FormatError, match="base_frames"):
         ds.read("base_frames", [4, 5, 6])
+    with pytest.raises(FormatError, match="chunk 7 of array 'base_frames'.* is missing"):
+        ds.read("base_frames", [4, 7])
     status = np.zeros(5, np.uint8)
     out = ds.reader("base_frames").read(np.array([4, 5, 6, 7, 4]), status=status)
-    assert status.tolist() == [0, 1, 0, 0, 0]
+    assert status.tolist() == [0, 1, 0, 1, 0]
     np.testing.assert_array_equal(out[[0, 2, 4]], VALUES["base_frames"][[4, 6, 4]])
     assert not out[[1, 3]].any()
+    # an array written sparse on purpose: the absent chunk is zarr's fill value, when asked
+    sparse = open_latents(path, missing_chunks={"base_frames": "fill"})
+    status[...] = 0
+    out = sparse.reader("base_frames").read(np.array([4, 5, 6, 7, 4]), status=status)
+    assert status.tolist() == [0, 1, 0, 0, 0] and not out[3].any()
 
 
 def test_a_table_is_read_whole_once_and_a_corrupt_chunk_fails_only_its_rows(tmp_path):
     path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
-    reader = open_dataset(path).reader("clip_emb")
+    reader = open_latents(path).reader("clip_emb")
     np.testing.assert_array_equal(reader.read(np.array([3, 0, 3])), VALUES["clip_emb"][[3, 0, 3]])
     assert reader._whole[1] is not None  # kept decoded: later batches decompress nothing
     (path / "clip_emb" / "c" / "4" / "0").write_bytes(b"corrupt")
-    reader = open_dataset(path).reader("clip_emb")
+    reader = open_latents(path).reader("clip_emb")
     status = np.zeros(3, np.uint8)
     out = reader.read(np.array([3, 4, 5]), status=status)
     assert status.tolist() == [0, 1, 0] and reader._whole[1] is None
@@ -156,7 +163,7 @@ def test_a_valid_zstd_frame_of_the_wrong_size_is_named(tmp_path, fmt, delta, rea
         (path / "base_frames" / "5.0.0.0")
     size = VALUES["base_frames"][0].nbytes + delta
     chunk.write_bytes(zstandard.ZstdCompressor().compress(bytes(size)))
-    ds = open_dataset(path)
+    ds = open_latents(path)
     status = np.zeros(3, np.uint8)
     out = ds.reader("base_frames").read(np.array([4, 5, 6]), status=status)
     assert status.tolist() == [0, 1, 0]
@@ -171,7 +178,7 @@ def test_opening_does_not_walk_chunk_folders(tmp_path, monkeypatch):
     from chute.readers.zarr import _zarr
 
     path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
-    before = open_dataset(path).fingerprint
+    before = open_latents(path).fingerprint
     seen = []
     real_walk = os.walk
 
@@ -181,5 +188,5 @@ def test_opening_does_not_walk_chunk_folders(tmp_path, monkeypatch):
             yield folder, dirs, files
 
     monkeypatch.setattr(_zarr.os, "walk", walk)
-    assert open_dataset(path).fingerprint == before
+    assert open_latents(path).fingerprint == before
     assert seen and not [f for f in seen if f.split(os.sep)[-1] == "c" or "/c/" in f]

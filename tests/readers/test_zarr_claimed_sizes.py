@@ -12,8 +12,8 @@ import pytest
 
 from chute.cli import main
 from chute.errors import FormatError
-from chute.readers import open_dataset, verify_dataset
-from tests.readers._zarr_stores import latents_values, write_store
+from chute.readers import verify_dataset
+from tests.readers._zarr_stores import latents_values, open_latents, write_store
 
 pytest.importorskip("zarr")
 
@@ -40,7 +40,7 @@ def test_a_first_dimension_no_file_backs_is_a_format_error(tmp_path, fmt, capsys
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt)
     document = _claim(store, fmt, shape=[1 << 62, 3, 2, 4])
     with pytest.raises(FormatError, match="claims") as caught:
-        open_dataset(store)
+        open_latents(store)
     assert str(document) in str(caught.value)
     with pytest.raises(FormatError):
         verify_dataset(store)
@@ -54,14 +54,16 @@ def test_huge_inner_dimensions_are_a_format_error(tmp_path, fmt):
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt)
     document = _claim(store, fmt, shape=[S, 1 << 20, 1 << 20], chunks=[1, 1 << 20, 1 << 20])
     with pytest.raises(FormatError, match="bytes decoded") as caught:
-        open_dataset(store)
+        open_latents(store)
     assert str(document) in str(caught.value)
 
 
-def test_unwritten_fill_chunks_still_open_and_verify(tmp_path):
+def test_unwritten_fill_chunks_open_and_verify_when_told(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3)
     _claim(store, 3, shape=[5000, 3, 2, 4])  # chunks 6.. never written: fill values
-    ds = open_dataset(store)
+    ds = open_latents(store, missing_chunks="fill")
     assert len(ds) == 5000
     np.testing.assert_array_equal(ds.read("base_frames", [4999])[0], 0)
-    assert verify_dataset(store) == []
+    assert verify_dataset(store, missing_chunks="fill") == []
+    problems = verify_dataset(store)  # by default absent chunks are reported, bounded
+    assert len(problems) == 1 and "4994 chunk file(s) missing" in problems[0]

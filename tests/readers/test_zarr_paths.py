@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from chute.errors import FormatError
-from chute.readers import open_dataset
-from tests.readers._zarr_stores import latents_values, write_store
+from tests.readers._zarr_stores import latents_values, open_latents, write_store
 from tests.readers.test_zarr import read_path  # noqa: F401  (fixture)
 
 pytest.importorskip("zarr")
@@ -54,7 +53,7 @@ def test_chunk_leading_out_is_refused(tmp_path, read_path, fmt, chunk, codec, ke
     """A chunk file, or a folder on its way, is a symlink into another store."""
     store, other = _pair(tmp_path, zarr_format=fmt, chunk=chunk, codec=codec)
     _relink(store / "base_frames" / key, other / "base_frames" / key)
-    ds = open_dataset(store)
+    ds = open_latents(store)
     np.testing.assert_array_equal(ds.read("base_frames", [0]), VALUES["base_frames"][[0]])
     _refused(ds, [0, chunk, 2 * chunk])
 
@@ -63,7 +62,7 @@ def test_the_message_names_the_store_the_entry_and_the_fix(tmp_path):
     store, other = _pair(tmp_path, zarr_format=3, chunk=1, codec="none")
     _relink(store / "base_frames/c/2/0/0/0", other / "base_frames/c/2/0/0/0")
     with pytest.raises(FormatError) as caught:
-        open_dataset(store).read("base_frames", [2])
+        open_latents(store).read("base_frames", [2])
     message = str(caught.value)
     assert "a chunk of array 'base_frames'" in message and f"zarr store {store} " in message
     assert str(other / "base_frames/c/2/0/0/0") in message and "copy them in" in message
@@ -72,7 +71,7 @@ def test_the_message_names_the_store_the_entry_and_the_fix(tmp_path):
 def test_shard_leading_out_is_refused(tmp_path):
     store, other = _pair(tmp_path, zarr_format=3, chunk=2, codec="zstd", shard=4)
     _relink(store / "base_frames/c/1/0/0/0", other / "base_frames/c/1/0/0/0")
-    ds = open_dataset(store)
+    ds = open_latents(store)
     np.testing.assert_array_equal(ds.read("base_frames", [0]), VALUES["base_frames"][[0]])
     _refused(ds, [0, 5])
 
@@ -82,7 +81,7 @@ def test_metadata_leading_out_is_refused(tmp_path, document):
     store, other = _pair(tmp_path, zarr_format=3, chunk=1, codec="none")
     _relink(store / document, other / document)
     with pytest.raises(FormatError, match=OUT):
-        open_dataset(store)
+        open_latents(store)
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -104,7 +103,7 @@ def test_consolidated_entries_leading_out_are_refused(tmp_path, fmt, name):
     document.write_text(json.dumps(meta))
     shutil.rmtree(store / "base_frames")
     with pytest.raises(FormatError, match=f"{store}.*(not a plain name|corrupt)"):
-        open_dataset(store).read(name, [0])
+        open_latents(store).read(name, [0])
 
 
 def test_links_that_stay_inside_read_as_usual(tmp_path, read_path):  # noqa: F811
@@ -115,7 +114,7 @@ def test_links_that_stay_inside_read_as_usual(tmp_path, read_path):  # noqa: F81
     (chunks / "3").symlink_to("../../kept/3")  # relative, inside
     (chunks / "4/0/0/0").rename(store / "kept" / "four")
     (chunks / "4/0/0/0").symlink_to(store / "kept" / "four")  # absolute, inside
-    ds = open_dataset(store)
+    ds = open_latents(store)
     ids = np.arange(S)
     np.testing.assert_array_equal(ds.read("base_frames", ids), VALUES["base_frames"])
 
@@ -131,6 +130,6 @@ def test_without_openat2_each_chunk_path_is_resolved(tmp_path, monkeypatch, read
     _relink(store / "base_frames/c/1", other / "base_frames/c/1")
     (store / "base_frames/c/2/0/0/0").rename(store / "two")
     (store / "base_frames/c/2/0/0/0").symlink_to(store / "two")  # inside: read
-    ds = open_dataset(store)
+    ds = open_latents(store)
     np.testing.assert_array_equal(ds.read("base_frames", [0, 2]), VALUES["base_frames"][[0, 2]])
     _refused(ds, [0, 1, 2])

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from chute.errors import FormatError
-from chute.readers import open_dataset
-from tests.readers._zarr_stores import latents_values, write_store
+from tests.readers._zarr_stores import latents_values, open_latents, write_store
 from tests.readers.test_zarr import read_path  # noqa: F401  (fixture)
 
 pytest.importorskip("zarr")
@@ -70,7 +69,7 @@ def test_chunk_that_is_not_a_regular_file_fails_its_rows(tmp_path, layout, by, r
                         shard=shard)
     bad = _chunk_file(store)
     _replace(bad, by)
-    ds = open_dataset(store)
+    ds = open_latents(store)
     reader = ds.reader("base_frames")
 
     done = _in_time(lambda: ds.read("base_frames", np.arange(S)))
@@ -89,7 +88,7 @@ def test_metadata_document_that_is_a_fifo_is_a_format_error(tmp_path, fmt):
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt)
     document = store / "base_frames" / (".zarray" if fmt == 2 else "zarr.json")
     _replace(document, "fifo")
-    done = _in_time(lambda: open_dataset(store))
+    done = _in_time(lambda: open_latents(store))
     assert isinstance(done.get("error"), FormatError), done
     assert str(document) in str(done["error"]) and "FIFO" in str(done["error"])
 
@@ -98,7 +97,7 @@ def test_attributes_document_that_is_a_fifo_is_a_format_error(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=2)
     (store / "base_frames" / ".zattrs").unlink(missing_ok=True)
     os.mkfifo(store / "base_frames" / ".zattrs")
-    done = _in_time(lambda: open_dataset(store))
+    done = _in_time(lambda: open_latents(store))
     assert isinstance(done.get("error"), FormatError), done
     assert ".zattrs" in str(done["error"])
 
@@ -135,5 +134,5 @@ def test_a_folder_whose_name_is_not_utf8_is_no_raw_error(tmp_path):
     os.mkdir(odd)
     with open(os.path.join(odd, b".zattrs"), "w") as f:
         f.write("{}")
-    ds = open_dataset(store)
+    ds = open_latents(store)
     np.testing.assert_array_equal(ds.read("base_frames", [0])[0], VALUES["base_frames"][0])

@@ -45,12 +45,12 @@ def local_path(path_or_url: str | os.PathLike[str], *, writing: bool = False) ->
     return SCHEMES[scheme](text)
 
 
-def open_url(url: str, *, bytes_field: str = "data"):
+def open_url(url: str, *, bytes_field: str = "data", **options):
     """Open the dataset at `url` (a plain path works too); `bytes_field` names a Megatron
-    pair's one field."""
+    pair's one field; `options` go to `open_dataset` (a zarr group's sample_array, ...)."""
     from chute.readers._dataset import open_dataset
 
-    return open_dataset(local_path(url), bytes_field=bytes_field)
+    return open_dataset(local_path(url), bytes_field=bytes_field, **options)  # zarr's
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,16 @@ class DatasetRef:
     url: str
     fingerprint: str
     bytes_field: str = "data"  # what a Megatron pair's field was called when it was opened
+    options: tuple = ()  # (name, value) of open_dataset's options (a zarr group's sample_array)
 
     @classmethod
     def of(cls, dataset) -> DatasetRef:
-        return cls(dataset.url, dataset.fingerprint, getattr(dataset, "_bytes_field", "data"))
+        options = tuple(sorted(getattr(dataset, "open_options", {}).items()))
+        return cls(dataset.url, dataset.fingerprint, getattr(dataset, "_bytes_field", "data"),
+                   options)
 
     def open(self):
-        dataset = open_url(self.url, bytes_field=self.bytes_field)
+        dataset = open_url(self.url, bytes_field=self.bytes_field, **dict(self.options))
         if dataset.fingerprint != self.fingerprint:
             raise FormatError(f"{self.url}: the dataset changed since it was opened "
                               f"(fingerprint {dataset.fingerprint}, expected {self.fingerprint}); "

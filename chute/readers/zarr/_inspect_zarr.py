@@ -1,6 +1,8 @@
 """`chute info` and `chute verify` on a zarr group read directly (docs/design.md, "Zarr
-groups"). A zarr store carries no checksums: verify decodes every chunk of every array and
-names the rows whose chunk does not decode to exactly its size."""
+groups"). A zarr store carries no checksums: verify decodes every chunk of every array, names
+the rows whose chunk does not decode to exactly its size, and names the chunk files that are
+absent (zarr would read their rows as its fill value) unless the array was opened with
+missing_chunks="fill"."""
 
 from __future__ import annotations
 
@@ -62,7 +64,9 @@ def zarr_info(ds: ZarrDataset) -> dict:
 
 
 def verify_zarr(ds: ZarrDataset, *, progress: bool = False) -> list[str]:
-    """Decode every row of every array; the problems found, each naming the array and rows."""
+    """Decode every row of every array; the problems found, each naming the array and rows:
+    rows that do not decode, and chunk files that are absent (for arrays opened with
+    missing_chunks="error", the default)."""
     problems = []
     total = sum(reader.num_rows for reader in (ds.reader(n) for n in ds.specs))
     bar = tqdm(total=total, unit="row", disable=not progress, desc="verify")
@@ -70,59 +74,86 @@ def verify_zarr(ds: ZarrDataset, *, progress: bool = False) -> list[str]:
         reader = ds.reader(name)
         chunk_plan = reader._chunk_plan()
         if chunk_plan is not None:
-            count, bad = _verify_chunks(chunk_plan, reader, bar)
+            count, bad, absent = _verify_chunks(chunk_plan, reader, bar)
         else:
-            count, bad = _verify_rows(reader, bar)
+            count, bad, absent = _verify_rows(reader, bar)
+        if absent:
+            problems.append(_absent_problem(ds, name, reader, absent))
         if count:
             shown = ", ".join(map(str, bad[:8])) + (", ..." if count > 8 else "")
             problems.append(f"{ds.path / name}: {count} row(s) do not decode ({shown}); "
-                            "a chunk is corrupt or missing")
+                            "a chunk is corrupt")
     bar.close()
     return problems
 
 
-def _verify_rows(reader, bar) -> tuple[int, list[int]]:
-    """Rows that do not decode (how many, the first ones), read through the reader."""
+def _absent_problem(ds: ZarrDataset, name: str, reader, absent: list[int]) -> str:
+    """The problem line of array `name`'s absent chunk files (chunk indices `absent`)."""
+    per = reader.chunk_rows()
+    spans = [f"{c * per}-{min((c + 1) * per, reader.num_rows) - 1}" if per > 1 else str(c)
+             for c in absent[:8]]
+    rows = sum(min((c + 1) * per, reader.num_rows) - c * per for c in absent)
+    more = ", ..." if len(absent) > 8 else ""
+    return (f"{ds.path / name}: array {name!r} has {len(absent)} chunk file(s) missing "
+            f"(chunks {', '.join(map(str, absent[:8]))}{more}; rows {', '.join(spans)}{more}; "
+            f"{rows} row(s)), which zarr would read as its fill value; restore the store, or, "
+            "if the array was written sparse on purpose, pass missing_chunks='fill' "
+            "(chute verify --missing-chunks fill)")
+
+
+def _verify_rows(reader, bar) -> tuple[int, list[int], list[int]]:
+    """Rows that do not decode (how many, the first ones) and the chunks whose file is
+    absent, read through the reader (arrays zarr reads: sharded, other codecs)."""
+    per = reader.chunk_rows()
+    chunks = -(-reader.num_rows // per)
+    absent = [] if reader.fill_missing else [
+        c for first in range(0, chunks, _ROWS_PER_READ)
+        for c in reader.absent_chunks(range(first, min(first + _ROWS_PER_READ, chunks)))]
+    skip = set(absent)
     count, bad = 0, list[int]()
     for first in range(0, reader.num_rows, _ROWS_PER_READ):
         ids = np.arange(first, min(first + _ROWS_PER_READ, reader.num_rows), dtype=np.int64)
         status = np.zeros(len(ids), np.uint8)
         reader.read(ids, status=status)
-        failed = ids[status != 0]
+        failed = [i for i in ids[status != 0].tolist() if i // per not in skip]
         count += len(failed)
-        bad += failed[:max(0, 9 - len(bad))].tolist()
+        bad += failed[:max(0, 9 - len(bad))]
         bar.update(len(ids))
-    return count, bad
+    return count, bad, absent
 
 
-def _verify_chunks(p, reader, bar) -> tuple[int, list[int]]:
-    """Rows of the chunk files that do not decode, each present chunk decoded once: absent
-    chunks are fill values, so the work is bounded by the files that exist, not by the rows
-    the metadata claims (issue 26 item 12)."""
+def _verify_chunks(p, reader, bar) -> tuple[int, list[int], list[int]]:
+    """Rows of the chunk files that do not decode, each present chunk decoded once, and the
+    chunks whose file is absent (unless they read as fill values: missing_chunks="fill"):
+    the work is bounded by the chunks the metadata claims, which opening bounded by the
+    files (issue 26 item 12)."""
     from chute.readers.storage._paths import LeadsOutside
     from chute.readers.zarr._zarr_chunks import _load, _pool
 
     where = reader._where()
+    ABSENT = 2
 
-    def failed(chunk: int) -> bool:
+    def failed(chunk: int) -> int:
         if not os.path.lexists(p.path(chunk)):
-            return False  # never written: fill values
+            return 0 if p.fill_missing else ABSENT
         try:
             _load(p, chunk, where)
         except LeadsOutside:
             raise
         except FormatError:
-            return True
-        return False
+            return 1
+        return 0
 
-    count, bad = 0, list[int]()
+    count, bad, absent = 0, list[int](), list[int]()
     chunks = -(-reader.num_rows // p.rows)
     for first in range(0, chunks, _ROWS_PER_READ):
         block = range(first, min(first + _ROWS_PER_READ, chunks))
-        for chunk, bad_chunk in zip(block, _pool().map(failed, block), strict=True):
+        for chunk, result in zip(block, _pool().map(failed, block), strict=True):
             rows = range(chunk * p.rows, min((chunk + 1) * p.rows, reader.num_rows))
-            if bad_chunk:
+            if result == ABSENT:
+                absent.append(chunk)
+            elif result:
                 count += len(rows)
                 bad += list(rows[:max(0, 9 - len(bad))])
             bar.update(len(rows))
-    return count, bad
+    return count, bad, absent

@@ -1,9 +1,13 @@
 """A zarr group read directly, behind the Dataset Protocol (docs/design.md, "Zarr groups").
 
-Arrays whose first dimension is the sample count (the largest first dimension of the group)
-are per-sample fields: `ndarray`, or `scalar` when 1-D of integers or floats; the others are
-`table`s, stored once and looked up through an index field
-(`Pipeline(..., fields={table: Lookup(index)})`).
+Every array of the group, subgroups included, is a field named by its path inside the group
+("latents/base_frames"). Arrays whose first dimension is the sample count are per-sample fields:
+`ndarray`, or `scalar` when 1-D of integers or floats; the others are `table`s, stored once and
+looked up through an index field (`Pipeline(..., fields={table: Lookup(index)})`). The sample
+count is the first dimension every array shares, or the one of the array named by
+`sample_array` when the first dimensions differ (no guess: a table longer than the samples
+would become the sample axis). An absent chunk file fails its rows unless
+`missing_chunks="fill"` says the array was written sparse on purpose (docs/latents.md).
 
 zarr runs a background event loop, so the group is opened lazily in each process (a forked
 child or a DDP rank reopens it, never inherits it). A batch reads each touched chunk once:
@@ -15,23 +19,32 @@ ids (sharded arrays) -- never a zarr call per sample (~3 ms each).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import SampleIndexError, check_rows
+from chute.readers._sizes import parse_size
 from chute.readers.storage._paths import Confined, LeadsOutside, check_regular, plain_name
 
-__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group"]
+if TYPE_CHECKING:
+    from chute.readers.zarr._zarr_chunks import ChunkCache, MissingChunk
+
+__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
 _NUMERIC = "biufc"  # numpy kinds chute reads: bool, integers, floats, complex
 TABLE_CACHE_BYTES = 256 << 20  # tables up to this size are kept decoded in each process
+CHUNK_CACHE = "256MiB"  # decoded chunks (of more than one row) kept per process by default
+MISSING_CHUNKS = ("error", "fill")
 _METADATA_FILES = ("zarr.json", ".zgroup", ".zarray", ".zattrs")
 
 
@@ -90,10 +103,10 @@ def _document(store: Path, name: str, array) -> Path:
 def _check_sizes(store: Path, name: str, array) -> None:
     """Sizes claimed by `array`'s metadata, bounded by what can exist (issue 26 item 12): a
     decoded chunk of at most MAX_CHUNK_BYTES (2^20 x 2^20 inner dimensions were a raw
-    MemoryError), and a first dimension the files back: absent chunks are fill values, but
-    more than UNBACKED_CHUNKS of them beyond the files in the array's folder (counted only
-    then) is a claim no store backs (300 bytes claiming 2^62 rows kept `verify` running
-    forever). A FormatError naming the document."""
+    MemoryError), and a first dimension the files back: absent chunks may be fill values
+    (missing_chunks="fill"), but more than UNBACKED_CHUNKS of them beyond the files in the
+    array's folder (counted only then) is a claim no store backs (300 bytes claiming 2^62
+    rows kept `verify` running forever). A FormatError naming the document."""
     shape, chunks = [int(d) for d in array.shape], [int(c) for c in array.chunks]
     itemsize = np.dtype(array.dtype).itemsize
     document = _document(store, name, array)
@@ -131,6 +144,27 @@ def _metadata_errors(path: Path):
                           "corrupt or was edited by hand: restore the store") from None
 
 
+def _missing_policy(store: Path, missing_chunks, names: list[str]) -> dict[str, bool]:
+    """Array name -> whether its absent chunk files read as the fill value."""
+    if isinstance(missing_chunks, str):
+        missing_chunks = dict.fromkeys(names, missing_chunks)
+    elif not isinstance(missing_chunks, dict):
+        raise TypeError(f"missing_chunks must be 'error', 'fill' or a dict of them per array, "
+                        f"got {missing_chunks!r}")
+    unknown = sorted(set(missing_chunks) - set(names))
+    if unknown:
+        raise ValueError(f"{store}: missing_chunks names arrays {unknown} that the group does "
+                         f"not have (arrays: {names})")
+    bad = {n: v for n, v in missing_chunks.items() if v not in MISSING_CHUNKS}
+    if bad:
+        raise ValueError(f"missing_chunks: {bad} is not one of {MISSING_CHUNKS}")
+    return {n: missing_chunks.get(n, "error") == "fill" for n in names}
+
+
+def _reopen(path: str, options: dict) -> ZarrDataset:
+    return ZarrDataset(path, **options)
+
+
 class ZarrArrayReader:
     """One zarr array as a FieldReader: rows `ids` of the first dimension.
 
@@ -139,12 +173,14 @@ class ZarrArrayReader:
         sample_shape, dtype: one row's shape and dtype.
     """
 
-    def __init__(self, dataset: ZarrDataset, name: str, shape: tuple, dtype: np.dtype):
+    def __init__(self, dataset: ZarrDataset, name: str, shape: tuple, dtype: np.dtype,
+                 fill_missing: bool = False):
         self.dataset = dataset
         self.field = name
         self.num_rows = int(shape[0])
         self.sample_shape = tuple(int(d) for d in shape[1:])
         self.dtype = np.dtype(dtype)
+        self.fill_missing = fill_missing  # absent chunk files read as zarr's fill value
         self._plan: tuple[int, object] | None = None  # (pid, ChunkPlan or None)
         self._whole: tuple[int, np.ndarray | None] | None = None  # (pid, table read whole)
 
@@ -153,7 +189,8 @@ class ZarrArrayReader:
         if self._plan is None or self._plan[0] != os.getpid():
             from chute.readers.zarr._zarr_chunks import plan
 
-            self._plan = (os.getpid(), plan(self._array(), self.dataset.confined(), self.field))
+            self._plan = (os.getpid(), plan(self._array(), self.dataset.confined(), self.field,
+                                            self.fill_missing))
         return self._plan[1]
 
     def _array(self):
@@ -201,8 +238,22 @@ class ZarrArrayReader:
         if chunk_plan is not None:
             from chute.readers.zarr._zarr_chunks import read_rows
 
-            read_rows(chunk_plan, ids, out, self._where(), status)
+            read_rows(chunk_plan, ids, out, self._where(), status, self.dataset.chunk_cache())
             return out
+        if not self.fill_missing:
+            absent = self.absent_rows(ids)
+            if absent.any():
+                if status is None:
+                    raise self._missing(int(ids[absent][0]))
+                status[absent] = 1
+                out[absent] = 0
+                present = ~absent
+                if present.any():
+                    kept = np.empty((int(present.sum()), *self.sample_shape), self.dtype)
+                    failed = np.zeros(len(kept), np.uint8)
+                    out[present] = self._read_chunks(ids[present], kept, failed)
+                    status[present] = failed
+                return out
         unique, inverse = np.unique(ids, return_inverse=True)
         try:
             values = self._select(unique)
@@ -213,6 +264,43 @@ class ZarrArrayReader:
             return out
         np.take(values, inverse, axis=0, out=out)
         return out
+
+    def _chunk_files(self, chunk: int) -> list[str]:
+        """The files (relative to the store) of chunk (or shard) `chunk` along the first
+        dimension: one per chunk of the inner dimensions."""
+        array = self._array()
+        grid = array.shards if array.shards is not None else array.chunks
+        inner = [range(-(-int(n) // max(int(c), 1))) for n, c in
+                 zip(array.shape[1:], grid[1:], strict=True)]
+        encode = array.metadata.encode_chunk_key
+        return [f"{self.field}/{encode((chunk, *rest))}" for rest in itertools.product(*inner)]
+
+    def chunk_rows(self) -> int:
+        """Rows per chunk (per shard for a sharded array) along the first dimension."""
+        array = self._array()
+        return max(int((array.shards or array.chunks)[0]), 1)
+
+    def absent_chunks(self, chunks) -> list[int]:
+        """Those of `chunks` (indices along the first dimension) with a file absent."""
+        root = self.dataset.path
+        return [c for c in chunks
+                if not all(os.path.lexists(root / f) for f in self._chunk_files(int(c)))]
+
+    def absent_rows(self, ids: np.ndarray) -> np.ndarray:
+        """Which of the rows `ids` (bool [B]) lie in a chunk whose file is absent: zarr would
+        deliver its fill value for them without a word."""
+        chunk_of = ids // self.chunk_rows()
+        touched = np.unique(chunk_of)
+        absent = self.absent_chunks(touched.tolist())
+        return np.isin(chunk_of, np.asarray(absent, np.int64))
+
+    def _missing(self, row: int) -> MissingChunk:
+        from chute.readers.zarr._zarr_chunks import MissingChunk, missing_message
+
+        chunk = row // self.chunk_rows()
+        first = self._chunk_files(chunk)[0]
+        return MissingChunk(missing_message(str(self.dataset.path / first), chunk,
+                                            self._where()))
 
     def _table(self) -> np.ndarray | None:
         """A small table (at most TABLE_CACHE_BYTES) read whole, once per process: a lookup
@@ -260,18 +348,42 @@ class ZarrDataset:
         specs: array name -> {"kind", "dtype", "shape", "chunks", "zarr_format"}.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, sample_array: str | None = None,
+                 missing_chunks: str | dict[str, str] = "error",
+                 chunk_cache: str | int = CHUNK_CACHE, _need_samples: bool = True):
+        """Open the zarr group at `path` (see `chute.open_dataset`).
+
+        Args:
+            path: the group's folder (v2 or v3).
+            sample_array: the array whose rows are the samples (a path such as
+                "latents/base_frames"); needed when the arrays' first dimensions differ.
+            missing_chunks: "error" (default): an absent chunk file fails its rows (raised,
+                or substituted under on_error="skip"); "fill": it reads as zarr's fill value
+                (arrays written sparse on purpose); or {array: "error" | "fill"} per array.
+            chunk_cache: bytes of decoded chunks (of more than one row) kept per process,
+                e.g. "256MiB"; 0 keeps none.
+        """
         self.path = Path(path)
         if not is_zarr_group(self.path):
             raise FormatError(f"{self.path}: not a zarr group (no zarr.json or .zgroup)")
         zarr = _zarr()
+        self._options = {"sample_array": sample_array, "missing_chunks": missing_chunks,
+                         "chunk_cache": chunk_cache}
+        self._cache_bytes = parse_size(chunk_cache)
+        self._cache: tuple[int, ChunkCache] | None = None
         self._opened: tuple[int, object, dict] | None = None  # (pid, store, name -> array)
         store = self._this_process()[1]  # opened here: the folder is resolved once
-        with _metadata_errors(self.path):
-            arrays = dict(sorted(zarr.open_group(store, mode="r").arrays()))
-        for name in arrays:  # each opened as the folder of that name: no way out of the store
-            plain_name(name, "array name", self.path, folder="zarr store",
-                       fix="its metadata (zarr.json, .zmetadata) is corrupt or was edited by hand")
+        with _metadata_errors(self.path), warnings.catch_warnings():
+            # a folder that is no zarr node (notes, a copy's leftovers) is not ours to warn of
+            warnings.filterwarnings("ignore", "Object at .* is not recognized")
+            arrays = dict(sorted((name, node) for name, node in
+                                 zarr.open_group(store, mode="r").members(max_depth=None)
+                                 if isinstance(node, zarr.Array)))
+        for name in arrays:  # each opened as the folder of that path: no way out of the store
+            for part in name.split("/"):
+                plain_name(part, "array name", self.path, folder="zarr store",
+                           fix="its metadata (zarr.json, .zmetadata) is corrupt or was edited "
+                               "by hand")
         # arrays of strings, bytes, objects or records have no fixed-size numeric rows to batch
         self.unreadable: dict[str, str] = {n: str(a.dtype) for n, a in arrays.items()
                                            if np.dtype(a.dtype).kind not in _NUMERIC}
@@ -279,20 +391,43 @@ class ZarrDataset:
         if not arrays:
             others = f" (only arrays of {self.unreadable})" if self.unreadable else ""
             raise FormatError(f"{self.path}: the zarr group holds no arrays of numbers{others}; "
-                              "write the per-sample arrays at its top level")
-        scalar_shaped = [a for a in arrays.values() if a.ndim == 0]
+                              "write the per-sample arrays into it (or into its subgroups)")
+        scalar_shaped = [n for n, a in arrays.items() if a.ndim == 0]
         if scalar_shaped:
-            raise FormatError(f"{self.path}: array {scalar_shaped[0].basename!r} is 0-d; every "
+            raise FormatError(f"{self.path}: array {scalar_shaped[0]!r} is 0-d; every "
                               "array needs a first dimension (samples or table rows)")
         for name, array in arrays.items():
             _check_sizes(self.path, name, array)
-        self._len = max(int(a.shape[0]) for a in arrays.values())
+        self._len = self._samples(arrays, sample_array, _need_samples)
+        fill = _missing_policy(self.path, missing_chunks, list(arrays))
         self.fingerprint = _fingerprint(store.confined)
         self.specs: dict[str, dict] = {name: self._spec(a) for name, a in arrays.items()}
         self.fields: dict[str, str] = {n: s["kind"] for n, s in self.specs.items()}
-        self._readers = {n: ZarrArrayReader(self, n, tuple(s["shape"]), np.dtype(s["dtype"]))
+        self._readers = {n: ZarrArrayReader(self, n, tuple(s["shape"]), np.dtype(s["dtype"]),
+                                            fill[n])
                          for n, s in self.specs.items()}
         self._columns: dict[str, np.ndarray] = {}
+
+    def _samples(self, arrays: dict, sample_array: str | None, need: bool) -> int:
+        """The sample count: the first dimension of `sample_array`, else the one every array
+        shares; differing ones without a choice are refused (a FormatError saying what to
+        pass), or, when not `need`ed (verify), the largest."""
+        firsts = {n: int(a.shape[0]) for n, a in arrays.items()}
+        if sample_array is not None:
+            if sample_array not in firsts:
+                why = f" holds {self.unreadable[sample_array]} values, not numbers" \
+                    if sample_array in self.unreadable else " is not an array of the group"
+                raise FormatError(f"{self.path}: sample_array {sample_array!r}{why}; pass one "
+                                  f"of {sorted(firsts)}")
+            return firsts[sample_array]
+        if len(set(firsts.values())) > 1 and need:
+            shown = ", ".join(f"{n} {v}" for n, v in sorted(firsts.items(),
+                                                              key=lambda kv: -kv[1]))
+            raise FormatError(f"{self.path}: the arrays' first dimensions differ ({shown}), so "
+                              "which one counts the samples is ambiguous; name it: "
+                              "open_dataset(path, sample_array=NAME), or --sample-array NAME "
+                              "on the command line")
+        return max(firsts.values())
 
     def _spec(self, array) -> dict:
         shape = [int(d) for d in array.shape]
@@ -338,8 +473,24 @@ class ZarrDataset:
     def url(self) -> str:
         return self.path.absolute().as_uri()
 
+    def chunk_cache(self) -> ChunkCache | None:
+        """This process's cache of decoded chunks (None when chunk_cache=0)."""
+        if not self._cache_bytes:
+            return None
+        if self._cache is None or self._cache[0] != os.getpid():
+            from chute.readers.zarr._zarr_chunks import ChunkCache
+
+            self._cache = (os.getpid(), ChunkCache(self._cache_bytes))
+        return self._cache[1]
+
+    @property
+    def open_options(self) -> dict:
+        """What `open_dataset` takes, besides the path, to open this group the same way."""
+        return {k: v for k, v in self._options.items()
+                if v != {"missing_chunks": "error", "chunk_cache": CHUNK_CACHE}.get(k)}
+
     def __reduce__(self):
-        return (ZarrDataset, (str(self.path),))
+        return (_reopen, (str(self.path), self._options))
 
     def __len__(self) -> int:
         return self._len

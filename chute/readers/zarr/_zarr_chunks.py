@@ -6,12 +6,18 @@ Simple means: a local store, chunks spanning every dimension but the first, no f
 at most one compressor (v2: `compressor`, any numcodecs one; v3: `bytes` little-endian then
 `zstd`/`blosc`). Anything else (sharded v3 arrays, other codecs) returns None from `plan` and
 is read through zarr itself.
+
+A chunk file that is absent is a `MissingChunk` (its rows fail, as a corrupt chunk's do) unless
+the array was opened with `missing_chunks="fill"` (docs/latents.md, "Missing chunks"). Chunks
+of more than one row are kept decoded in a per-process `ChunkCache`, so the batches that share a
+chunk decode it once.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +33,8 @@ from chute.readers.zarr._zstd_native import decoder
 MAX_CHUNK_BYTES = 1 << 31  # as `_zarr.MAX_CHUNK_BYTES` (a decoded chunk chute reads)
 _LZMA_MEMORY = 128 << 20
 
-__all__ = ["ChunkPlan", "plan", "read_rows", "read_threads"]
+__all__ = ["ChunkCache", "ChunkPlan", "MissingChunk", "missing_message", "plan", "read_rows",
+           "read_threads"]
 
 _LOCAL = threading.local()  # per-thread read buffer: a fresh large allocation per chunk costs
 # page faults comparable to decompressing it
@@ -45,6 +52,56 @@ def _pool() -> ProcessPool:
     return _POOL
 
 
+class MissingChunk(FormatError):
+    """A chunk (or shard) file of an array opened with missing_chunks="error" is absent."""
+
+
+def missing_message(file: str, chunk: int, where: str) -> str:
+    """The one-line message of a missing chunk `chunk` (file `file`) of `where`."""
+    return (f"{file}: chunk {chunk} of {where} is missing (its rows would read as zarr's fill "
+            "value); restore the store, or, if the array was written sparse on purpose (zarr "
+            "skips chunks equal to the fill value), open it with missing_chunks='fill'")
+
+
+class ChunkCache:
+    """Decoded chunks of a store's arrays in one process, least recently used dropped beyond
+    `limit` bytes (thread-safe): rows of one chunk spread over several batches (sequential
+    reads smaller than a chunk, a substitute, a chunk-window order) decode it once.
+
+    Attributes:
+        limit: bytes kept at most. decoded: chunks decoded into the cache (for measurements).
+    """
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.decoded = 0
+        self._lock = threading.Lock()
+        self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, field: str, chunk: int) -> np.ndarray | None:
+        with self._lock:
+            data = self._chunks.get((field, chunk))
+            if data is not None:
+                self._chunks.move_to_end((field, chunk))
+            return data
+
+    def put(self, field: str, chunk: int, data: np.ndarray) -> None:
+        """Keep `data` (read-only; the caller's own copy) unless it alone exceeds the limit."""
+        if data.nbytes > self.limit:
+            return
+        data.flags.writeable = False
+        with self._lock:
+            self.decoded += 1
+            old = self._chunks.pop((field, chunk), None)
+            self._bytes -= 0 if old is None else old.nbytes
+            self._chunks[(field, chunk)] = data
+            self._bytes += data.nbytes
+            while self._bytes > self.limit:
+                _, dropped = self._chunks.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+
 @dataclass(frozen=True)
 class ChunkPlan:
     folder: Path  # the array's, for messages
@@ -58,6 +115,7 @@ class ChunkPlan:
     decode: Callable[..., Any] | None  # (raw, out=None) -> the bytes; None: stored uncompressed
     nbytes: int = 0  # of one decoded chunk
     key_parts: tuple[str, str] | None = None  # chunk c's key is parts[0] + str(c) + parts[1]
+    fill_missing: bool = False  # an absent chunk file reads as `fill` (else MissingChunk)
 
     def path(self, chunk: int) -> str:
         return f"{self.folder}{os.sep}{self.key(chunk)}"
@@ -211,9 +269,9 @@ def _zstd_decode(raw, out=None):
     return flat[:done] if not extra else bytes(done + extra)  # wrong sizes are named upstream
 
 
-def plan(array, store: Confined, field: str) -> ChunkPlan | None:
+def plan(array, store: Confined, field: str, fill_missing: bool = False) -> ChunkPlan | None:
     """How to read `array` (the folder `field` of `store`) chunks directly, or None when zarr
-    must do it."""
+    must do it. `fill_missing`: absent chunk files read as the fill value (else they fail)."""
     meta = array.metadata
     shape, chunks = tuple(array.shape), tuple(array.chunks)
     if chunks[1:] != shape[1:] or np.dtype(array.dtype).byteorder == ">":
@@ -235,7 +293,7 @@ def plan(array, store: Confined, field: str) -> ChunkPlan | None:
     key, parts = _key_function(meta.encode_chunk_key, zeros)
     nbytes = int(chunks[0]) * dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     return ChunkPlan(store.root / field, store, field, int(chunks[0]), shape[1:], dtype,
-                     meta.fill_value, key, decode, nbytes, parts)
+                     meta.fill_value, key, decode, nbytes, parts, fill_missing)
 
 
 def _scratch(nbytes: int) -> np.ndarray:
@@ -299,9 +357,10 @@ def _read(fd: int, dest: np.ndarray | None):
 
 
 def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
-              status: np.ndarray | None) -> None:
+              status: np.ndarray | None, cache: ChunkCache | None = None) -> None:
     """Rows `ids` into `out`: each touched chunk read and decompressed once, in parallel, by
-    the thread that then writes its rows (rows of different chunks never overlap)."""
+    the thread that then writes its rows (rows of different chunks never overlap). Chunks of
+    more than one row come from `cache` when it holds them, and go into it when decoded."""
     chunk_of = ids // p.rows
     direct = p.rows == 1 and out.flags.c_contiguous
     if direct and _native_batch(p):
@@ -310,19 +369,30 @@ def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
     order = np.argsort(chunk_of, kind="stable")
     touched, starts = np.unique(chunk_of[order], return_index=True)
     groups = np.split(order, starts[1:])  # rows of each touched chunk, first one first
+    if p.rows == 1:
+        cache = None  # a one-row chunk is decoded straight into its row: nothing to share
 
     def one(k: int):
         rows, chunk = groups[k], int(touched[k])
-        dest = out[rows[0]:rows[0] + 1] if direct else None  # a view, also for 1-D out
+        data = None if cache is None else cache.get(p.field, chunk)
+        if data is not None:
+            out[rows] = data[ids[rows] - chunk * p.rows]
+            return None
+        dest = out[rows[0]:rows[0] + 1] if direct else \
+            np.empty((p.rows, *p.inner), p.dtype) if cache is not None else None
         try:
             data = _load(p, chunk, where, dest)
         except FormatError as exc:
             return exc
         if data is None:
+            if not p.fill_missing:
+                return MissingChunk(missing_message(p.path(chunk), chunk, where))
             out[rows] = p.fill if p.fill is not None else 0
         elif direct:
             out[rows[1:]] = out[rows[0]]  # repeats of a sample in the batch
         else:
+            if cache is not None:
+                cache.put(p.field, chunk, data)  # `dest`: this call's own array
             out[rows] = data[ids[rows] - chunk * p.rows]
         return None
 
@@ -347,7 +417,7 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
                  status: np.ndarray | None) -> None:
     """One-row chunks `chunk_of` decompressed by the C shim into `out` (each distinct chunk
     once, into its first row), on every reading thread at once; repeats copied, missing chunks
-    filled, failures named."""
+    filled (missing_chunks="fill") or failed, failures named."""
     from chute.readers.zarr._chunk_native import (
         CHUNK_ERRORS,
         MISSING,
@@ -375,15 +445,21 @@ def _read_native(p: ChunkPlan, chunk_of: np.ndarray, out: np.ndarray, where: str
         source = first[inverse]
         repeats = np.flatnonzero(source != np.arange(len(chunk_of)))
         out[repeats] = out[source[repeats]]
-    missing = codes[inverse] == MISSING  # rows of chunks never written, all at once
-    if missing.any():
-        out[missing] = p.fill if p.fill is not None else 0
-    for k in np.flatnonzero((codes != 0) & (codes != MISSING)).tolist():
+    if p.fill_missing:
+        missing = codes[inverse] == MISSING  # rows of chunks never written, all at once
+        if missing.any():
+            out[missing] = p.fill if p.fill is not None else 0
+    failing = codes != 0
+    if p.fill_missing:
+        failing &= codes != MISSING
+    for k in np.flatnonzero(failing).tolist():
         rows, code = np.flatnonzero(inverse == k), int(codes[k])
         chunk = int(touched[k])
-        error = FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} "
-                            f"{CHUNK_ERRORS.get(code, f'failed (code {code})')}; the chunk is "
-                            "corrupt: restore the store")
+        error = MissingChunk(missing_message(p.path(chunk), chunk, where)) \
+            if code == MISSING else \
+            FormatError(f"{p.path(chunk)}: chunk {chunk} of {where} "
+                        f"{CHUNK_ERRORS.get(code, f'failed (code {code})')}; the chunk is "
+                        "corrupt: restore the store")
         if status is None:
             raise error
         status[rows] = 1
