@@ -5,6 +5,7 @@ every shard; the manifest rename switches readers over atomically, then the old 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ class MetaUpdate:
     updated: int
     unmatched: list[str]  # keys in the file that match no sample (only with allow_unmatched)
     files: list[str]  # metadata files written
+    # (key#segmentN, why) of segments an audio dataset cannot deliver, dropped as convert does
+    dropped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
@@ -59,21 +62,38 @@ def _next_stem(field: str, stem: str) -> str:
 
 
 def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge: bool = False,
-                    allow_unmatched: bool = False, wait: float = 60.0) -> MetaUpdate:
+                    allow_unmatched: bool = False, strict: bool = False,
+                    wait: float = 60.0) -> MetaUpdate:
     """Replace (or with `merge`, update) the metadata of the samples whose `meta[key]` equals a
     record's `key` in FILE.jsonl (one JSON object per line). Other samples keep theirs.
 
+    On an audio dataset (`num_frames` and `sample_rate` columns) the "segments" of every updated
+    record are checked as `chute convert audio` checks them: a segment past the end of its
+    recording, negative, reversed or empty is dropped and listed in `MetaUpdate.dropped` (with
+    `strict`, the update is refused and nothing is written).
+
     The dataset's lock (the one a convert holds) is taken first, waiting up to `wait` seconds
     for another update or convert: two updates run one after the other, and the second reads
-    the first one's result, so none is lost."""
+    the first one's result, so none is lost.
+
+    Args:
+        path: the dataset folder.
+        jsonl: the records, one JSON object per line.
+        key: the metadata entry records are matched on.
+        field: the JSON field updated.
+        merge: merge each record into the current metadata instead of replacing it.
+        allow_unmatched: ignore records whose key matches no sample (default: an error).
+        strict: refuse an update holding a segment the recording cannot deliver.
+        wait: seconds to wait for the dataset's lock.
+    """
     root = local_path(path)
     root = root.parent if root.name == MANIFEST else root
     with DestinationLock(root, purpose="chute meta update", wait=wait):
-        return _update(path, jsonl, key, field, merge, allow_unmatched)
+        return _update(path, jsonl, key, field, merge, allow_unmatched, strict)
 
 
-def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: bool
-            ) -> MetaUpdate:
+def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: bool,
+            strict: bool = False) -> MetaUpdate:
     ds = open_dataset(path)
     if not isinstance(ds, Dataset) or ds.manifest["format"] != "chute" or field not in ds.fields:
         raise ChuteError(f"{ds.path}: has no metadata field {field!r} to update")
@@ -94,11 +114,49 @@ def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: boo
     if unmatched and not allow_unmatched:
         raise ChuteError(f"{jsonl}: {len(unmatched)} keys match no sample of {ds.path} "
                          f"(first: {unmatched[0]!r}); fix them or pass --allow-unmatched")
+    dropped: list[tuple[str, str]] = []
+    audio = None  # (sample rates, frame counts) of an audio dataset's recordings
+    if {"num_frames", "sample_rate"} <= set(ds.fields):
+        audio = (np.asarray(ds.column("sample_rate"), np.int64),
+                 np.asarray(ds.column("num_frames"), np.int64))
     for k, record in updates.items():
         if k in ids:
             i = ids[k]
             current[i] = {**current[i], **record} if merge else record
-    return MetaUpdate(len(updates) - len(unmatched), unmatched, _rewrite(ds, field, current))
+            if audio is not None:
+                current[i] = _checked_segments(jsonl, i, current[i], int(audio[0][i]),
+                                               int(audio[1][i]), strict, dropped)
+    return MetaUpdate(len(updates) - len(unmatched), unmatched, _rewrite(ds, field, current),
+                      dropped)
+
+
+def _checked_segments(jsonl, i: int, record: dict, rate: int, frames: int, strict: bool,
+                      dropped: list[tuple[str, str]]) -> dict:
+    """`record` with the segments recording `i` (`frames` frames at `rate`) cannot deliver
+    dropped and listed in `dropped`, as `convert_audio` drops them; with `strict` the first
+    one raises. A record without "segments" is returned as it is."""
+    from chute.readers.convert._audio_sources import check_segments
+
+    segments = record.get("segments")
+    if segments is None:
+        return record
+    name = record.get("key", f"sample {i}")
+    if not isinstance(segments, list):
+        raise ChuteError(f"{jsonl}: the record of {name!r} has \"segments\" of type "
+                         f"{type(segments).__name__}; it must be a list of "
+                         '{"start", "end", "txt"} objects (seconds)')
+    problems = check_segments(segments, rate, frames)
+    bad = [(f"{name}#segment{s}", why) for s, why in enumerate(problems) if why is not None]
+    if bad and strict:
+        where, why = bad[0]
+        raise ChuteError(f"{jsonl}: segment {where}: {why}; {len(bad)} segment(s) of this "
+                         "record cannot be delivered: fix them, or update without --strict "
+                         "to drop them as convert does (nothing was written)")
+    if not bad:
+        return record
+    dropped.extend(bad)
+    return {**record, "segments": [seg for seg, why in zip(segments, problems, strict=True)
+                                   if why is None]}
 
 
 def _rewrite(ds, field: str, records: list) -> list[str]:

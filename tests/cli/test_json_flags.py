@@ -78,4 +78,4 @@ def test_meta_update_json(dataset, tmp_path, capsys):
     capsys.readouterr()
     assert main(["meta", "update", str(dataset), str(lines), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"path": str(dataset), "updated": 1,
-                                                   "unmatched": []}
+                                                   "unmatched": [], "dropped_segments": []}

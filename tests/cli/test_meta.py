@@ -97,3 +97,25 @@ def test_a_metadata_field_whose_name_has_a_dot_gets_new_generations(tmp_path):
         ds = open_dataset(tmp_path / "d")
         assert ds.specs["meta.v2"]["file"] == f"meta.v2.{generation}"
         assert ds[1]["meta.v2"] == {"key": "k1", "text": f"g{generation}"}
+
+
+def test_update_lists_the_segments_it_drops_and_strict_refuses(tmp_path, capsys):
+    # issue 27 item 13: segments past the end of their recording are checked as convert does
+    pytest.importorskip("soundfile")
+    from tests._audio import convert_recordings
+
+    folder = convert_recordings(tmp_path, names=("d.wav",))  # 0.7 s
+    lines = tmp_path / "u.jsonl"
+    lines.write_text(json.dumps({"key": "d.wav", "segments": [
+        {"start": 0.0, "end": 0.5}, {"start": 0.5, "end": 0.9}]}) + "\n")
+    assert main(["meta", "update", str(folder), str(lines), "--strict"]) == 1
+    assert "d.wav#segment1: ends at 0.9 s, past the end" in capsys.readouterr().err
+    assert main(["meta", "update", str(folder), str(lines)]) == 0
+    out = capsys.readouterr().out
+    assert "dropped 1 segments" in out and "d.wav#segment1: ends at 0.9 s" in out
+    assert open_dataset(folder)[0]["meta"]["segments"] == [{"start": 0.0, "end": 0.5}]
+    assert main(["meta", "update", str(folder), str(lines), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dropped_segments"] == [
+        {"segment": "d.wav#segment1",
+         "reason": "ends at 0.9 s, past the end of the recording (0.700000 s)"}]

@@ -44,11 +44,14 @@ def test_segment_ids_map_to_recording_and_frames(folder):
         sample_unit(ds, "word")
 
 
-def test_segments_broken_by_a_metadata_update_raise_naming_them(tmp_path):
+def test_broken_segments_in_stored_metadata_raise_naming_them(tmp_path):
+    # metadata written before `chute meta update` checked segments (it now drops these)
+    from chute.readers._meta_update import _rewrite
+
     folder = convert_recordings(tmp_path, names=("a.wav", "b.flac"))
     bad = {"key": "b.flac", "segments": [{"start": 0, "end": 1}, {"start": 1.5, "end": 1.2}]}
-    (tmp_path / "u.jsonl").write_text(json.dumps(bad) + "\n")
-    update_metadata(folder, tmp_path / "u.jsonl")
+    ds = open_dataset(folder)
+    _rewrite(ds, "meta", [ds[0]["meta"], bad])
     with pytest.raises(FormatError, match=r"recording 1 \('b.flac'\).*segment 1.*not after"):
         Pipeline(folder, 4, fields=SEGMENTS)
 
@@ -146,7 +149,11 @@ def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
         np.testing.assert_array_equal(batch["audio"][row, :len(want)].numpy(), want)
         assert batch["audio_segment"][row]["end"] == seg["end"]  # as listed, not snapped
     (tmp_path / "u.jsonl").write_text(json.dumps({"key": "r", "segments": segments}) + "\n")
-    update_metadata(tmp_path / "ds", tmp_path / "u.jsonl")
+    assert update_metadata(tmp_path / "ds", tmp_path / "u.jsonl").dropped == [
+        ("r#segment2", "ends at 1.25 s, past the end of the recording (1.234500 s)")]
+    from chute.readers._meta_update import _rewrite  # as written before updates were checked
+
+    _rewrite(open_dataset(tmp_path / "ds"), "meta", [{"key": "r", "segments": segments}])
     with pytest.raises(FormatError, match=r"recording 0 \('r'\).*segment 2.*past the end"):
         Pipeline(tmp_path / "ds", 2, fields={"audio": AudioOptions(unit="segment")})
 

@@ -64,3 +64,36 @@ def test_meta_update_replaces_segments_without_touching_audio(tmp_path):
     assert ds[0]["meta"]["segments"] == new["segments"]
     assert (tmp_path / "ds" / "00000" / "audio.bin").read_bytes() == audio
     assert np.asarray(ds.column("num_frames")).tolist() == [24000]
+
+
+def test_meta_update_checks_segments_as_convert_does(tmp_path):
+    # issue 27 item 13: an update could list a segment past the end of its recording, and the
+    # Pipeline then refused to build the dataset at all, even with on_error="skip"
+    from chute.pipelines import AudioOptions, Pipeline
+
+    jsonl = write_recordings(tmp_path, names=("a.wav", "b.flac"))
+    convert_audio(jsonl, tmp_path / "ds", _options())
+    segments = [{"start": 0.2, "end": 0.9, "txt": "ok"},
+                {"start": 1.2, "end": 1.8, "txt": "past the end of a.wav (1.5 s)"},
+                {"start": 0.7, "end": 0.4, "txt": "reversed"},
+                {"start": 1.0, "end": 1.5, "txt": "to the last frame"}]
+    new = {"key": "a.wav", "txt": "new", "segments": segments}
+    (tmp_path / "new.jsonl").write_text(json.dumps(new) + "\n")
+    before = open_dataset(tmp_path / "ds")[0]["meta"]
+    with pytest.raises(ChuteError, match=r"segment a.wav#segment1: ends at 1.8 s, past the end"
+                                         r".*2 segment\(s\).*without --strict"):
+        update_metadata(tmp_path / "ds", tmp_path / "new.jsonl", strict=True)
+    assert open_dataset(tmp_path / "ds")[0]["meta"] == before  # nothing written
+    result = update_metadata(tmp_path / "ds", tmp_path / "new.jsonl")
+    assert [w for w, _ in result.dropped] == ["a.wav#segment1", "a.wav#segment2"]
+    assert "not after start" in result.dropped[1][1]
+    assert open_dataset(tmp_path / "ds")[0]["meta"]["segments"] == [segments[0], segments[3]]
+    pipe = Pipeline(tmp_path / "ds", 8, fields={"audio": AudioOptions(unit="segment")},
+                    augment="eval", shuffle=False)
+    got = [seg for batch in pipe for seg in batch["audio_segment"]]
+    assert [(s["key"], s["txt"]) for s in got[:2]] == [("a.wav", "ok"),
+                                                       ("a.wav", "to the last frame")]
+    assert len(got) == 2 + 3  # b.flac's three segments untouched
+    (tmp_path / "obj.jsonl").write_text(json.dumps({"key": "b.flac", "segments": {}}) + "\n")
+    with pytest.raises(ChuteError, match=r"'b.flac' has \"segments\" of type dict"):
+        update_metadata(tmp_path / "ds", tmp_path / "obj.jsonl")

@@ -174,7 +174,8 @@ def _frames(dataset, meta, r: int, s: int, seg, rate: int, frames: int) -> tuple
     if isinstance(found, str):
         raise FormatError(
             f"recording {r} ({meta.get('key')!r}) of {dataset.path}, segment {s}: {found}. "
-            "Fix the segment list with `chute meta update`.")
+            "Fix the segment list with `chute meta update` (which drops segments a recording "
+            "cannot deliver).")
     return found
 
 
