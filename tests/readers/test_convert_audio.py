@@ -97,3 +97,34 @@ def test_meta_update_checks_segments_as_convert_does(tmp_path):
     (tmp_path / "obj.jsonl").write_text(json.dumps({"key": "b.flac", "segments": {}}) + "\n")
     with pytest.raises(ChuteError, match=r"'b.flac' has \"segments\" of type dict"):
         update_metadata(tmp_path / "ds", tmp_path / "obj.jsonl")
+
+
+def test_a_recording_listed_twice_is_stored_once_with_every_listings_segments(tmp_path):
+    # issue 27 item 15: a WeNet data.list / utterance-per-line JSONL lists a file per utterance
+    from chute.pipelines import AudioOptions, Pipeline
+
+    write_recordings(tmp_path, names=("a.wav", "b.flac"))
+    lines = [{"key": "u1", "wav": "a.wav", "txt": "one", "start": 0.1, "end": 0.6},
+             {"key": "u2", "wav": "b.flac", "txt": "whole b"},
+             {"key": "u3", "wav": "a.wav", "txt": "three", "start": 0.5, "end": 1.5},
+             {"key": "u4", "wav": "b.flac", "txt": "b again", "speaker": "s4"}]
+    (tmp_path / "data.list").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    report = convert_audio(tmp_path / "data.list", tmp_path / "ds", _options())
+    assert (report.written, report.segments, report.skipped) == (2, 4, [])
+    ds = open_dataset(tmp_path / "ds")
+    assert [bytes(ds[i]["audio"]) for i in range(2)] == [
+        (tmp_path / n).read_bytes() for n in ("a.wav", "b.flac")]
+    assert ds[0]["meta"]["key"] == "u1" and ds[1]["meta"]["segments"] == [
+        {"key": "u2", "start": 0.0, "end": 2.0, "txt": "whole b"},
+        {"key": "u4", "start": 0.0, "end": 2.0, "txt": "b again", "speaker": "s4"}]
+    pipe = Pipeline(tmp_path / "ds", 4, fields={"audio": AudioOptions(unit="segment")},
+                    augment="eval", shuffle=False)
+    (batch,) = list(pipe)
+    assert [(s["key"], s["txt"], s["start"], s["end"]) for s in batch["audio_segment"]] == [
+        ("u1", "one", 0.1, 0.6), ("u3", "three", 0.5, 1.5), ("u2", "whole b", 0.0, 2.0),
+        ("u4", "b again", 0.0, 2.0)]
+    assert batch["audio_lengths"].tolist() == [8000, 16000, 32000, 32000]
+    (tmp_path / "rates.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [
+        {"wav": "a.wav", "sample_rate": 16000}, {"wav": "a.wav", "sample_rate": 8000}]))
+    report = convert_audio(tmp_path / "rates.jsonl", tmp_path / "r", _options())
+    assert report.written == 0 and "different sample rates [8000, 16000]" in report.skipped[0][1]

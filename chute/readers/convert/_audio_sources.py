@@ -20,7 +20,7 @@ from chute.readers.convert._sources import list_csv
 from chute.readers.storage._files import read_regular_file
 
 __all__ = ["AudioSource", "Probed", "list_audio_jsonl", "list_audio_csv", "probe_audio",
-           "check_segments", "segment_frames", "END_SLACK"]
+           "check_segments", "segment_frames", "merge_listed", "END_SLACK"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class AudioSource:
     sample_rate: int | None = None  # what the metadata claims; checked against the file
     segments: list | None = None  # [{"start", "end", "txt"?}, ...]; None = the whole file
     info: dict = field(default_factory=dict)  # other metadata, stored as it is
+    conflicting_rates: list = field(default_factory=list)  # rates claimed by its listings
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Probed:
 
 # what a JSONL record names besides its audio file; every other top-level entry is kept as
 # metadata (as "info" is)
-_RECORD_KEYS = ("key", "path", "wav", "txt", "sample_rate", "info")
+_RECORD_KEYS = ("key", "path", "wav", "txt", "sample_rate", "info", "start", "end")
 
 
 def list_audio_jsonl(path, root=None) -> list[AudioSource]:
@@ -53,7 +54,8 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
     [{"start", "end", "txt", ...}, ...], ...}}`, or with "wav" naming the file instead of
     "path" (TouchDataset's and WeNet's records); `path` is relative to `root` (default: the
     file's folder) and `key` defaults to it. Other top-level entries are kept in the metadata
-    beside "info"'s (which win).
+    beside "info"'s (which win). A record with top-level "start" and "end" (one utterance of
+    a file, as in a WeNet data.list) is that one segment, keyed and transcribed by the record.
 
     Args:
         path: the JSONL file.
@@ -86,15 +88,52 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
             info.update(row.get("info") or {})
             segments = info.pop("segments", None)
             rate = row.get("sample_rate")
-            sources.append(AudioSource(root / file, str(row.get("key", file)),
-                                       str(row.get("txt", "")),
+            key, txt = str(row.get("key", file)), str(row.get("txt", ""))
+            if segments is None and "start" in row and "end" in row:
+                segments = [{"key": key, "start": row["start"], "end": row["end"], "txt": txt}]
+            sources.append(AudioSource(root / file, key, txt,
                                        None if rate is None else int(rate), segments, info))
         except (TypeError, ValueError) as exc:
             raise FormatError(f"{where}: not a recording record ({exc}); \"info\" must be an "
                               'object and "sample_rate" an integer') from None
     if not sources:
         raise FormatError(f"{path}: lists no recordings")
-    return sources
+    return merge_listed(sources)
+
+
+def merge_listed(sources: list[AudioSource]) -> list[AudioSource]:
+    """One source per file, in the order files are first listed: a file listed several times
+    (one line per utterance, as WeNet data.list and Kaldi segments do) becomes one recording
+    whose segments are every listing's, each keeping its key, transcript and metadata (a
+    listing of the whole file is the segment {"start": 0.0, "end": None}: to its end). Its key
+    is the first listing's; a sample rate claimed is checked against the file.
+
+    Args:
+        sources: the listed recordings.
+    """
+    by_path: dict[Path, list[AudioSource]] = {}
+    for source in sources:
+        by_path.setdefault(Path(source.path), []).append(source)
+    merged = []
+    for listed in by_path.values():
+        if len(listed) == 1:
+            merged.append(listed[0])
+            continue
+        segments: list = []
+        for source in listed:
+            if source.segments is None:
+                segments.append({"key": source.key, "start": 0.0, "end": None,
+                                 "txt": source.txt, **source.info})
+            elif isinstance(source.segments, list):
+                segments.extend(source.segments)
+            else:
+                segments.append(source.segments)  # probe_audio reports it
+        rates = {s.sample_rate for s in listed if s.sample_rate is not None}
+        first = listed[0]
+        merged.append(AudioSource(first.path, first.key, first.txt,
+                                  min(rates) if len(rates) == 1 else None, segments,
+                                  dict(first.info), conflicting_rates=sorted(rates)))
+    return merged
 
 
 def list_audio_csv(path, root=None) -> list[AudioSource]:
@@ -106,10 +145,11 @@ def list_audio_csv(path, root=None) -> list[AudioSource]:
     rows = _csv_rows(path)
     header = [cell.strip() for cell in rows[0]] if rows else None
     if header is not None and "path" not in header and Path(header[0]).suffix:
-        return _headerless_csv(path, rows, Path(root) if root is not None else path.parent)
+        return merge_listed(_headerless_csv(path, rows,
+                                            Path(root) if root is not None else path.parent))
     sources, _ = list_csv(path, root)
-    return [AudioSource(s.path, s.key, s.meta.get("text") or s.meta.get("txt") or "")
-            for s in sources]
+    return merge_listed([AudioSource(s.path, s.key, s.meta.get("text") or s.meta.get("txt")
+                                     or "") for s in sources])
 
 
 def _csv_rows(path: Path) -> list[list[str]]:
@@ -204,12 +244,18 @@ def probe_audio(source: AudioSource) -> Probed | str:
         return f"decodes to {decoded} frames but its header says {frames} (corrupt or truncated)"
     if source.sample_rate is not None and source.sample_rate != rate:
         return f"metadata says sample_rate {source.sample_rate} but the file has {rate}"
+    if len(source.conflicting_rates) > 1:
+        return (f"it is listed several times with different sample rates "
+                f"{source.conflicting_rates}; the file has {rate}")
     segments = source.segments
     if segments is None:
         segments = [{"start": 0.0, "end": frames / rate, "txt": source.txt}]
     elif not isinstance(segments, list):
         return (f'its "segments" is a {type(segments).__name__}, not a list of '
                 '{"start", "end", "txt"} objects')
+    # "end": null is the recording's end (a whole file listed beside its segments)
+    segments = [{**seg, "end": frames / rate} if isinstance(seg, dict) and "end" in seg
+                and seg["end"] is None else seg for seg in segments]
     kept, dropped = [], []
     for index, (seg, problem) in enumerate(zip(segments, check_segments(segments, rate, frames),
                                                strict=True)):
