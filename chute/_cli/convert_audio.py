@@ -1,5 +1,6 @@
-"""`chute convert audio FILE DST`: recordings (JSONL metainfo or CSV path,text) -> a chute
-dataset, registered under `chute convert` by `add_parser`."""
+"""`chute convert audio FILE DST`: recordings (JSONL metainfo, a WeNet data.list, CSV
+path,text or a Kaldi data folder) -> a chute dataset, registered under `chute convert` by
+`add_parser`."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ def add_parser(kinds, size) -> None:
         description="Each recording's bytes are stored as they are (FLAC, WAV, OGG, MP3), with "
         "sample_rate, channels, num_frames and duration columns and JSON metadata (key, txt, "
         "segments) that `chute meta update` can replace. Files that do not decode and invalid "
-        "segments are skipped and listed in a report.")
-    parser.add_argument("src", metavar="FILE", help="recordings: .jsonl (one per line) or .csv "
-                        "(path,text; header row optional)")
+        "segments are skipped and listed in a report. A file listed on several lines is "
+        "stored once, with every line's segments.")
+    parser.add_argument("src", metavar="FILE", help="recordings: .jsonl (one per line; also a "
+                        "WeNet data.list), .csv (path,text; header row optional) or a Kaldi "
+                        "data folder (wav.scp, segments, text, utt2spk)")
     parser.add_argument("dst", metavar="DST", help="new dataset folder")
-    parser.add_argument("--root", metavar="DIR", help="folder the paths are relative to")
+    parser.add_argument("--root", metavar="DIR", help="folder the paths are relative to "
+                        "(default: the listing's folder; for a Kaldi wav.scp the current one)")
     parser.add_argument("--shard-size", type=size, default="1GiB", metavar="SIZE",
                         help="payload bytes per shard (default 1GiB)")
     parser.add_argument("--workers", type=positive(int), default=None, metavar="N",

@@ -26,3 +26,23 @@ def test_convert_audio_jsonl_with_workers_and_csv(tmp_path, capsys):
     assert main(["convert", "audio", str(tmp_path / "src" / "list.csv"), str(tmp_path / "s"),
                  "--no-progress", "--strict"]) == 1
     assert "missing.wav" in capsys.readouterr().err
+
+
+def test_convert_audio_from_a_kaldi_data_folder(tmp_path, capsys, monkeypatch):
+    # issue 27 item 15: wav.scp paths are relative to the recipe folder Kaldi runs from
+    write_recordings(tmp_path, names=("a.wav", "b.flac"))
+    data = tmp_path / "data" / "dev"
+    data.mkdir(parents=True)
+    (data / "wav.scp").write_text("r1 a.wav\nr2 b.flac\n")
+    (data / "segments").write_text("u1 r1 0.0 0.5\nu2 r2 0.5 1.0\nu3 r2 1.0 9.0\n")
+    (data / "text").write_text("u1 one\nu2 two\nu3 past the end\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["convert", "audio", "data/dev", str(tmp_path / "ds"), "--no-progress",
+                 "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "wrote 2 recordings (2 segments)" in printed and "0 files and 1 segments" in printed
+    ds = open_dataset(tmp_path / "ds")
+    assert [s["txt"] for i in range(2) for s in ds[i]["meta"]["segments"]] == ["one", "two"]
+    assert main(["convert", "audio", "data/dev/wav.scp", str(tmp_path / "s"), "--strict",
+                 "--no-progress"]) == 1
+    assert "b.flac#segment1 (u3): ends at 9.0 s" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from chute.errors import ChuteError
+from chute.errors import ChuteError, FormatError
 from chute.readers import AudioConvertOptions, convert_audio, open_dataset, update_metadata
 from tests._audio import RECORDINGS, pcm_of, write_recordings
 
@@ -128,3 +128,62 @@ def test_a_recording_listed_twice_is_stored_once_with_every_listings_segments(tm
         {"wav": "a.wav", "sample_rate": 16000}, {"wav": "a.wav", "sample_rate": 8000}]))
     report = convert_audio(tmp_path / "rates.jsonl", tmp_path / "r", _options())
     assert report.written == 0 and "different sample rates [8000, 16000]" in report.skipped[0][1]
+
+
+def _kaldi_folder(tmp_path):
+    """A Kaldi data folder over a.wav and b.flac: a.wav listed twice under two recording ids
+    (stored once), utterances with speakers, an end of -1, one recording without any."""
+    write_recordings(tmp_path, names=("a.wav", "b.flac", "c.flac"))
+    data = tmp_path / "data" / "train"
+    data.mkdir(parents=True)
+    (data / "wav.scp").write_text(f"recA {tmp_path / 'a.wav'}\nrecB b.flac\n"
+                                  f"recA2 {tmp_path / 'a.wav'}\nrecC c.flac\n")
+    (data / "segments").write_text("uA1 recA 0.10 0.60\nuB1 recB 0.25 1.00\n"
+                                   "uB2 recB 1.50 -1\nuA2 recA2 0.50 1.20\n")
+    (data / "text").write_text("uA1 hello  there\nuB1 good morning\nuB2\nuA2 again\n")
+    (data / "utt2spk").write_text("uA1 spk1\nuB1 spk2\nuB2 spk2\nuA2 spk1\n")
+    return data
+
+
+def test_kaldi_data_folder_converts_each_file_once_with_its_utterances(tmp_path):
+    # issue 27 item 15: Kaldi data folders (wav.scp, segments, text, utt2spk)
+    from chute.pipelines import AudioOptions, Pipeline
+
+    data = _kaldi_folder(tmp_path)
+    report = convert_audio(data, tmp_path / "ds", _options(root=tmp_path))
+    assert (report.written, report.segments, report.skipped) == (3, 4, [])
+    ds = open_dataset(tmp_path / "ds")
+    assert [ds[i]["meta"]["key"] for i in range(3)] == ["recA", "recB", "recC"]
+    assert bytes(ds[0]["audio"]) == (tmp_path / "a.wav").read_bytes()
+    assert ds[0]["meta"]["segments"] == [
+        {"key": "uA1", "start": 0.1, "end": 0.6, "txt": "hello  there", "speaker": "spk1"},
+        {"key": "uA2", "start": 0.5, "end": 1.2, "txt": "again", "speaker": "spk1"}]
+    assert ds[1]["meta"]["segments"][1] == {"key": "uB2", "start": 1.5, "end": 2.0, "txt": "",
+                                            "speaker": "spk2"}
+    assert ds[2]["meta"]["segments"] == []
+    pipe = Pipeline(tmp_path / "ds", 8, augment="eval", shuffle=False,
+                    fields={"audio": AudioOptions(unit="segment", sample_rate=16000)})
+    (batch,) = list(pipe)
+    assert [s["key"] for s in batch["audio_segment"]] == ["uA1", "uA2", "uB1", "uB2"]
+    assert batch["audio_lengths"].tolist() == [8000, 11200, 12000, 8000]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("wav.scp", "r1 sox x.wav -t wav - |\n", r"wav.scp, line 1: recording 'r1' is a command"),
+    ("wav.scp", "r1 raw.ark:1234\n", r"inside a Kaldi archive"),
+    ("wav.scp", "r1\n", r"recording 'r1' names no file"),
+    ("segments", "u1 nowhere 0 1\n", r"segments, line 1: .*'nowhere', which wav.scp does not"),
+    ("segments", "u1 r1 zero 1\n", r"segments, line 1: 'zero' is not a time"),
+    ("segments", "u1 r1 0\n", r"segments, line 1: 3 fields, expected 4"),
+    ("text", "u1 a\nu1 b\n", r"text, line 2: id 'u1' appears twice"),
+])
+def test_kaldi_folder_errors_name_the_file_and_line(tmp_path, name, content, message):
+    from chute.readers.convert._audio_kaldi import list_kaldi
+
+    (tmp_path / "wav.scp").write_text("r1 a.wav\n")
+    (tmp_path / name).write_text(content)
+    with pytest.raises(FormatError, match=message):
+        list_kaldi(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ChuteError, match="empty: a folder without wav.scp"):
+        convert_audio(tmp_path / "empty", tmp_path / "ds", _options())

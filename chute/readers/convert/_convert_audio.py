@@ -13,6 +13,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from chute.errors import ChuteError
+from chute.readers.convert._audio_kaldi import is_kaldi_folder, list_kaldi
 from chute.readers.convert._audio_sources import (
     AudioSource,
     Probed,
@@ -24,7 +25,8 @@ from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import write_skipped
 from chute.readers.storage._storage import local_path
 
-__all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "AUDIO_FIELDS"]
+__all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "list_recordings",
+           "AUDIO_FIELDS"]
 
 AUDIO_FIELDS: dict[str, str | dict] = {
     "audio": {"kind": "bytes", "media": "audio"}, "sample_rate": "int32", "channels": "int32",
@@ -39,7 +41,7 @@ class AudioConvertOptions:
     overwrite: bool = False
     progress: bool = True
     report: Path | None = None  # default DST/skipped.tsv
-    root: Path | None = None  # folder the listed paths are relative to
+    root: Path | None = None  # folder the listed paths are relative to (Kaldi: the cwd)
 
 
 @dataclass
@@ -68,14 +70,40 @@ def _sample(source: AudioSource, probed: Probed) -> dict:
             "duration": probed.num_frames / probed.sample_rate, "meta": meta}
 
 
+def _named(source: AudioSource, index: int) -> str:
+    """" (its key)" for a listed segment that has its own key (an utterance id), else ""."""
+    seg = source.segments[index] if isinstance(source.segments, list) else None
+    return f" ({seg['key']})" if isinstance(seg, dict) and "key" in seg else ""
+
+
 def _refuse(options: AudioConvertOptions, where: str, reason: str) -> None:
     if options.strict:
         raise ChuteError(f"{where}: {reason}; fix it, or convert without --strict to skip it")
 
 
+def list_recordings(src, root=None) -> list[AudioSource]:
+    """The recordings `src` lists: a Kaldi data folder (or its wav.scp), a `.csv` of
+    path,text, or JSONL metainfo (also a WeNet data.list); one source per file.
+
+    Args:
+        src: the listing.
+        root: the folder its paths are relative to.
+    """
+    src = Path(src)
+    if is_kaldi_folder(src) or src.name == "wav.scp":
+        return list_kaldi(src, root)
+    if src.is_dir():
+        raise ChuteError(f"{src}: a folder without wav.scp; pass a Kaldi data folder, a JSONL "
+                         "file of recordings or a CSV of path,text")
+    if src.suffix.lower() == ".csv":
+        return list_audio_csv(src, root)
+    return list_audio_jsonl(src, root)
+
+
 def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
                   ) -> AudioConvertReport:
-    """Convert the recordings listed in `src` (`.jsonl` metainfo, or `.csv` with path,text).
+    """Convert the recordings listed in `src`: `.jsonl` metainfo (or a WeNet data.list),
+    a `.csv` with path,text, or a Kaldi data folder (wav.scp, segments, text, utt2spk).
 
     Args:
         src: the list of recordings.
@@ -83,8 +111,7 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
         options: shard size, workers, strictness, report location, path root.
     """
     src, dst = Path(src), local_path(dst, writing=True)
-    listing = list_audio_csv if src.suffix.lower() == ".csv" else list_audio_jsonl
-    sources = listing(src, options.root)
+    sources = list_recordings(src, options.root)
     report = AudioConvertReport()
     with ShardWriter(dst, AUDIO_FIELDS, shard_size=options.shard_size,
                      overwrite=options.overwrite) as writer:
@@ -99,7 +126,7 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
                     report.skipped.append((str(source.path), probed))
                     continue
                 for index, reason in probed.dropped:
-                    where = f"{source.path}#segment{index}"
+                    where = f"{source.path}#segment{index}{_named(source, index)}"
                     _refuse(options, where, reason)
                     report.skipped.append((where, reason))
                 report.dropped_segments += len(probed.dropped)
