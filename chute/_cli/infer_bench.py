@@ -4,8 +4,11 @@ batch sizes from measurement (docs/design.md, "Inference pipelines")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from chute._cli._args import positive
@@ -18,7 +21,10 @@ def add_parser(subparsers) -> None:
         description="Start the pipeline of CONFIG (JSON, or YAML with PyYAML) on DATASET, offer "
         "REQUESTS requests (sample ids 0, 1, ... of DATASET, repeated) as a Poisson process "
         "of RATE requests/s, and print throughput, latency p50/p95/p99, per-stage busy "
-        "fraction, batch sizes, queue waits, dropped and failed requests.")
+        "fraction, batch sizes, queue waits, service times, dropped and failed requests. "
+        "Exit status: 0 when every accepted request succeeded (dropped requests are load "
+        "shed, not failures), 3 when some failed, 4 when none succeeded, 130 on Ctrl-C "
+        "(after the partial report).")
     parser.add_argument("config", metavar="CONFIG", type=Path, help="inference config file")
     parser.add_argument("dataset", metavar="DATASET", help="dataset handed to the stages "
                         "(e.g. one made by `chute convert video`)")
@@ -59,7 +65,54 @@ def _save(config, path: Path) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
+# exit status of a run whose requests failed (docs/cli.md, "chute infer-bench")
+SOME_FAILED = 3
+NONE_SUCCEEDED = 4
+INTERRUPTED = 130
+
+
+class _Interrupt:
+    """Ctrl-C as a flag the clients poll, instead of a KeyboardInterrupt raised wherever the
+    main thread happens to be (inside a queue's or a lock's bookkeeping, or half-way through
+    a replica restart it is waiting for): the run stops, the partial report is printed, the
+    pipeline closes in order. A second Ctrl-C raises KeyboardInterrupt at once."""
+
+    def __init__(self) -> None:
+        self.set = False
+
+    def __call__(self) -> bool:
+        return self.set
+
+    def _handler(self, signum, frame) -> None:
+        self.set = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self  # signal handlers belong to the main thread (e.g. under a test runner)
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _status(report: dict) -> int:
+    if report["failed"] or report["unfinished"]:
+        return NONE_SUCCEEDED if report["completed"] == 0 else SOME_FAILED
+    return 0 if report["completed"] or not report["requests"] else NONE_SUCCEEDED
+
+
 def run(args) -> int:
+    out = sys.stderr if args.json else sys.stdout
+    interrupt = _Interrupt()
+    with interrupt.installed():
+        return _run(args, out, interrupt)
+
+
+def _run(args, out, interrupt: _Interrupt) -> int:
     from tqdm import tqdm
 
     from chute.infer import (
@@ -74,7 +127,6 @@ def run(args) -> int:
     )
     from chute.readers import open_dataset
 
-    out = sys.stderr if args.json else sys.stdout
     config = load_config(args.config)
     config.dataset = str(args.dataset)
     n = len(open_dataset(args.dataset))
@@ -86,9 +138,13 @@ def run(args) -> int:
               f"{args.budget_s:g} s, {len(probe)} requests per measurement)", file=out)
         found = search(config, probe, slo_ms=args.slo_ms, budget_s=args.budget_s,
                        waits=args.search_waits, seed=args.seed,
-                       log=lambda line: print(line, file=sys.stderr))
+                       log=lambda line: print(line, file=sys.stderr), stop=interrupt)
         table = format_trials(found.trials)
         print(table, file=out)
+        if interrupt():
+            print("interrupted during the search (the table holds what it measured)",
+                  file=sys.stderr)
+            return INTERRUPTED
         picked = {s.name: {"replicas": s.replicas, "max_batch": s.max_batch,
                            "max_wait_ms": s.max_wait_ms} for s in found.best.stages}
         print(f"picked ({found.best_rate:.2f} req/s sustained, {found.seconds:.0f} s of "
@@ -100,18 +156,29 @@ def run(args) -> int:
         _save(config, args.save_config)
     with InferServer(config) as server:
         warm = sum(s.replicas * s.max_batch for s in config.stages)
-        run_bulk(server, inputs[:warm], timeout=300)  # first calls pay for lazy setup
+        # first calls pay for lazy setup
+        run_bulk(server, inputs[:warm], timeout=300, stop=interrupt)
+        if interrupt():
+            print("interrupted while warming up (nothing measured yet)", file=sys.stderr)
+            return INTERRUPTED
         with tqdm(total=len(inputs), unit="req", file=sys.stderr, disable=args.no_progress,
                   desc="infer-bench") as bar:
             if args.rate is None:
-                measured = run_bulk(server, inputs, progress=bar)
+                measured = run_bulk(server, inputs, progress=bar, stop=interrupt)
             else:
-                measured = run_poisson(server, inputs, args.rate, seed=args.seed, progress=bar)
+                measured = run_poisson(server, inputs, args.rate, seed=args.seed, progress=bar,
+                                       stop=interrupt)
         report = summarize(measured, server)
         events = list(server.events)
+    if measured.stopped:
+        print("interrupted: the report covers the requests offered so far", file=out)
     print(format_report(report), file=out)
     for event in events:
         print(f"event: {event}", file=out)
     if args.json:
-        print_json({**report, **result, "events": events})
-    return 0
+        print_json({**report, **result, "events": events, "exit_status": _exit(report, measured)})
+    return _exit(report, measured)
+
+
+def _exit(report: dict, measured) -> int:
+    return INTERRUPTED if measured.stopped else _status(report)

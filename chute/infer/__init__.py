@@ -14,6 +14,7 @@ _LAZY = {
     "InferConfig": "chute.infer._config",
     "load_config": "chute.infer._config",
     "InferServer": "chute.infer._server",
+    "StartupError": "chute.infer._replica_handle",
     "InferRequest": "chute.infer._request",
     "StageTimes": "chute.infer._request",
     "VideoClipLoader": "chute.infer._video_loader",

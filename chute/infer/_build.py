@@ -13,7 +13,46 @@ from typing import Any
 
 from chute.errors import FormatError
 
-__all__ = ["resolve", "build_stage"]
+__all__ = ["resolve", "build_stage", "check_spec"]
+
+
+def _split(spec: str, base: str | None) -> tuple[str, Path | None, str]:
+    """(module name or file, the file's path or None for a module, attribute) of a spec."""
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr:
+        raise FormatError(f"stage fn {spec!r}: expected 'module:attr' or 'file.py:attr'")
+    if not where.endswith(".py"):
+        return where, None, attr
+    path = Path(where)
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    if not path.is_file():
+        raise FormatError(f"stage fn {spec!r}: no file {path}")
+    return where, path, attr
+
+
+def check_spec(spec: Any, base: str | None = None) -> None:
+    """Refuse a spec that names no file or no importable module, without importing it (the
+    parent checks this before it spawns a replica: a typo fails at once, not once per
+    replica).
+
+    Args:
+        spec: the stage's `fn`.
+        base: folder a relative "file.py" is looked up in.
+    """
+    if not isinstance(spec, str):
+        return
+    where, path, _ = _split(spec, base)
+    if path is not None:
+        return
+    try:
+        found = importlib.util.find_spec(where)  # imports the parent packages, not `where`
+    except (ImportError, ValueError) as exc:
+        raise FormatError(f"stage fn {spec!r}: cannot import {where} ({exc}); is it on "
+                          "PYTHONPATH?") from None
+    if found is None:
+        raise FormatError(f"stage fn {spec!r}: no module named {where!r}; is it on "
+                          "PYTHONPATH?")
 
 
 def resolve(spec: Any, base: str | None = None) -> Any:
@@ -25,15 +64,8 @@ def resolve(spec: Any, base: str | None = None) -> Any:
     """
     if not isinstance(spec, str):
         return spec
-    where, _, attr = spec.rpartition(":")
-    if not where or not attr:
-        raise FormatError(f"stage fn {spec!r}: expected 'module:attr' or 'file.py:attr'")
-    if where.endswith(".py"):
-        path = Path(where)
-        if not path.is_absolute() and base is not None:
-            path = Path(base) / path
-        if not path.is_file():
-            raise FormatError(f"stage fn {spec!r}: no file {path}")
+    where, path, attr = _split(spec, base)
+    if path is not None:
         name = f"_chute_stage_{abs(hash(str(path.resolve())))}"
         module = sys.modules.get(name)
         if module is None:

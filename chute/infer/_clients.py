@@ -30,6 +30,8 @@ class RunResult:
         complete: False if the wait for results timed out.
         gave_up: True if the client stopped offering early (its `give_up` said so); the
             inputs it did not offer are not counted in `offered`.
+        stopped: True if its `stop` said so (e.g. Ctrl-C, or a time budget): it offered no
+            more and did not wait for the requests in flight (they count as unfinished).
     """
 
     requests: list[InferRequest]
@@ -40,6 +42,7 @@ class RunResult:
     rate: float | None
     complete: bool = True
     gave_up: bool = False
+    stopped: bool = False
 
     @property
     def failed(self) -> int:
@@ -59,24 +62,33 @@ class _Progress:
                 self.bar.update(settled - self.bar.n)
 
 
+Stop = Callable[[], bool]
+
+
 def _finish(server, accepted: list, offered: int, dropped: int, start: float, rate,
-            timeout, progress: _Progress) -> RunResult:
+            timeout, progress: _Progress, stop: Stop | None) -> RunResult:
     deadline = None if timeout is None else time.monotonic() + timeout
-    complete = True
-    while not server.wait(accepted, 0.2):
-        progress.tick(dropped)
-        if deadline is not None and time.monotonic() > deadline:
-            complete = False
-            break
+    complete = stopped = True
+    if stop is None or not stop():
+        stopped = False
+        while not server.wait(accepted, 0.2):
+            progress.tick(dropped)
+            stopped = stop is not None and stop()
+            if stopped or (deadline is not None and time.monotonic() > deadline):
+                complete = False
+                break
+    else:
+        complete = server.wait(accepted, 0)
     progress.tick(dropped)
     done = [r.done for r in accepted if r.finished]
-    end = max(done) if done else time.monotonic()
-    return RunResult(accepted, offered, dropped, start, end, rate, complete)
+    end = time.monotonic() if stopped or not done else max(done)
+    return RunResult(accepted, offered, dropped, start, end, rate, complete, stopped=stopped)
 
 
 def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
                 timeout: float | None = None, progress=None,
-                give_up: Callable[[list[InferRequest], int], bool] | None = None) -> RunResult:
+                give_up: Callable[[list[InferRequest], int], bool] | None = None,
+                stop: Stop | None = None) -> RunResult:
     """Offer `inputs` at exponentially distributed intervals (a Poisson process of `rate`).
 
     Args:
@@ -89,6 +101,9 @@ def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
         give_up: optional `give_up(accepted, dropped)`, asked between arrivals; when it says
             True the client offers nothing more (e.g. the run can no longer meet an SLO) and
             waits for the requests it offered.
+        stop: optional `stop()`, asked at least every 0.1 s; when it says True the client
+            returns at once with what has finished (`RunResult.stopped`; e.g. Ctrl-C or a
+            time budget).
 
     Returns:
         The run's RunResult; a request that finds the first queue full is dropped, not retried.
@@ -105,10 +120,12 @@ def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
     start = time.monotonic()
     for when, item in zip(arrivals.tolist(), inputs, strict=True):
         while not gave_up and (left := start + when - time.monotonic()) > 0:
+            if stop is not None and stop():
+                break
             time.sleep(min(left, 0.1))
             bar.tick(dropped)
             gave_up = give_up is not None and give_up(accepted, dropped)
-        if gave_up:
+        if gave_up or (stop is not None and stop()):
             break
         offered += 1
         request = server.submit(item)
@@ -116,13 +133,13 @@ def run_poisson(server, inputs: Sequence[Any], rate: float, *, seed: int = 0,
             dropped += 1
         else:
             accepted.append(request)
-    result = _finish(server, accepted, offered, dropped, start, rate, timeout, bar)
+    result = _finish(server, accepted, offered, dropped, start, rate, timeout, bar, stop)
     result.gave_up = gave_up
     return result
 
 
 def run_bulk(server, inputs: Sequence[Any], *, timeout: float | None = None,
-             progress=None) -> RunResult:
+             progress=None, stop: Stop | None = None) -> RunResult:
     """Offer every input as soon as the first queue has room (measures capacity).
 
     Args:
@@ -130,11 +147,20 @@ def run_bulk(server, inputs: Sequence[Any], *, timeout: float | None = None,
         inputs: one first-stage input per request.
         timeout: seconds to wait for results after the last submission (None: no limit).
         progress: optional tqdm-like bar with total=len(inputs).
+        stop: as in `run_poisson`.
     """
     bar = _Progress(progress, server)
-    accepted = []
+    accepted: list[InferRequest] = []
+    offered = 0
     start = time.monotonic()
     for item in inputs:
-        accepted.append(server.submit(item, block=True))
+        request = None
+        while request is None and not (stop is not None and stop()):
+            # a bounded wait for room, so that `stop` is heard while the queue is full
+            request = server.submit(item, block=True, timeout=None if stop is None else 0.1)
+        if request is None:
+            break
+        offered += 1
+        accepted.append(request)
         bar.tick(0)
-    return _finish(server, accepted, len(inputs), 0, start, None, timeout, bar)
+    return _finish(server, accepted, offered, 0, start, None, timeout, bar, stop)

@@ -10,7 +10,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-__all__ = ["Failure", "replica_main", "run_batch"]
+__all__ = ["Failure", "replica_main", "run_batch", "startup_summary"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,19 @@ class Failure:
 
 def _failure(exc: BaseException) -> Failure:
     return Failure(f"{type(exc).__name__}: {exc}")
+
+
+def startup_summary(exc: BaseException) -> str:
+    """One line on why a stage could not be built: the exception, and for an error outside
+    chute the file and line that raised it (the full traceback goes along separately)."""
+    from chute.errors import ChuteError
+
+    text = " ".join(str(exc).split())
+    if isinstance(exc, ChuteError):
+        return text
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {text}{where}"
 
 
 def _items(out, n: int) -> list:
@@ -93,8 +106,12 @@ def replica_main(conn, spec, options, base, device, dataset, threads,
         threads: torch intra-op threads, or None for torch's default.
         send_cuda: the next stage runs on a GPU: CUDA outputs go to it by CUDA IPC.
     """
-    # Ctrl-C reaches the whole process group; the parent stops replicas itself, in order.
+    # Ctrl-C reaches the whole process group; the parent stops replicas itself, in order. The
+    # parent started this process with SIGINT blocked (a Ctrl-C during its start-up stays
+    # pending instead of killing it half-started): ignore it first, then unblock, and a
+    # pending one is discarded.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         import torch
         import torch.multiprocessing  # noqa: F401  (registers the shared-memory reductions)
@@ -107,8 +124,8 @@ def replica_main(conn, spec, options, base, device, dataset, threads,
         fn = build_stage(spec, options, base=base, device=device, dataset=dataset)
         if not send_cuda:
             fn = _on_host(fn)
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
+    except BaseException as exc:
+        conn.send(("error", startup_summary(exc), traceback.format_exc()))
         return
     conn.send(("ready", os.getpid()))
     while True:

@@ -6,24 +6,62 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
+import signal
 import threading
 import time
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from chute.errors import ChuteError
 from chute.infer._cuda_ipc import on_cuda
 from chute.infer._replica import Failure, replica_main
 
-__all__ = ["ReplicaHandle", "StartupError"]
+__all__ = ["ReplicaHandle", "StartupError", "REPLICA_NAME", "NO_MAIN_GUARD_EXIT",
+           "HOLD_RESTART_ENV"]
 
 log = logging.getLogger("chute.infer")
 _POLL = 0.05
 
 
 class StartupError(ChuteError):
-    """A replica could not build its stage."""
+    """A stage could not be built, or its replica process could not start.
+
+    Attributes:
+        remote_traceback: the replica's traceback of the error, when it raised one.
+    """
+
+    def __init__(self, message: str, remote_traceback: str | None = None):
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+
+# Replica processes are named f"{REPLICA_NAME}{stage}-{index}"; a process of that name that
+# reaches InferServer while it imports the parent's main script exits with NO_MAIN_GUARD_EXIT,
+# which the parent reports as one line (docs/inference.md, "Scripts").
+REPLICA_NAME = "chute-infer-"
+NO_MAIN_GUARD_EXIT = 87
+
+# Test hook (docs/testing.md): when this names a file, a replica restart creates it once the
+# new process is spawned and then waits until the pipeline closes, so that a test interrupts
+# the pipeline exactly in the middle of a restart.
+HOLD_RESTART_ENV = "CHUTE_TEST_HOLD_RESTART"
+
+
+def _spawn_blocking_sigint(process: BaseProcess) -> None:
+    """Start `process` with SIGINT blocked: the child inherits the mask through exec, so a
+    Ctrl-C while it starts waits until replica_main ignores SIGINT (and is then discarded)
+    instead of killing it with a traceback half-way through its imports."""
+    if not hasattr(signal, "pthread_sigmask"):
+        process.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class ReplicaHandle:
@@ -40,20 +78,27 @@ class ReplicaHandle:
 
     # -- process ----------------------------------------------------------------------------
     def spawn(self) -> None:
-        """Start the process (without waiting for it to be ready)."""
+        """Start the process (without waiting for it to be ready). `process` and `conn` are
+        set together, and only once the process has started: a start that fails leaves
+        nothing to stop."""
         ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
         config = self.stage.config
         following = self.stage.server.config.stages[self.stage.position + 1:]
         send_cuda = bool(following) and on_cuda(following[0].devices)
-        self.process = process = ctx.Process(
-            target=replica_main, daemon=True, name=f"chute-infer-{config.name}-{self.index}",
-            args=(child, config.fn, config.options, self.stage.base, config.device(self.index),
-                  self.stage.dataset, config.threads, send_cuda))
-        process.start()
-        child.close()
-        self.conn = parent
+        parent, child = ctx.Pipe()
+        try:
+            process = ctx.Process(
+                target=replica_main, daemon=True, name=f"{REPLICA_NAME}{config.name}-{self.index}",
+                args=(child, config.fn, config.options, self.stage.base,
+                      config.device(self.index), self.stage.dataset, config.threads, send_cuda))
+            _spawn_blocking_sigint(process)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
         assert process.pid is not None  # started
+        self.process, self.conn = process, parent
         self.pids.append(process.pid)
 
     def _started(self) -> tuple[BaseProcess, Connection]:
@@ -62,45 +107,77 @@ class ReplicaHandle:
         assert process is not None and conn is not None, "the replica has no process"
         return process, conn
 
+    def _exited(self, process: BaseProcess) -> StartupError:
+        stage = self.stage
+        if process.exitcode == NO_MAIN_GUARD_EXIT:
+            import __main__
+
+            script = getattr(__main__, "__file__", None) or "the main script"
+            return StartupError(
+                f"stage {stage.name!r}: its replica process ran {script} again and reached "
+                "InferServer while starting (processes are spawned and import the main "
+                "script): start the server under `if __name__ == \"__main__\":` (see "
+                "docs/inference.md, Scripts)")
+        return StartupError(f"replica {self.index} of stage {stage.name!r} exited while "
+                            f"starting (exit code {process.exitcode}); its messages are above")
+
+    def check_ready(self) -> bool:
+        """True once the process has built its stage, False while it is still starting.
+
+        Raises:
+            StartupError: the stage could not be built or the process exited.
+        """
+        process, conn = self._started()
+        if not conn.poll():
+            if process.is_alive():
+                return False
+            process.join(1.0)  # reaped: its exit code is known
+            if not conn.poll():  # (a message sent just before it exited is still read)
+                raise self._exited(process)
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            process.join(1.0)
+            raise self._exited(process) from None
+        if message[0] == "error":
+            _, summary, remote = message
+            raise StartupError(f"stage {self.stage.name!r} (fn {self.stage.config.fn!r}) cannot "
+                               f"be built: {summary}", remote)
+        return True
+
     def await_ready(self, timeout: float) -> None:
         """Wait until the process has built its stage; raise StartupError if it cannot."""
         process, conn = self._started()
         deadline = time.monotonic() + timeout
-        while not conn.poll(_POLL):
+        while not self.check_ready():
             if self.stage.server.closing.is_set():
                 raise StartupError(f"the pipeline closed while replica {self.index} of stage "
                                    f"{self.stage.name!r} was starting")
-            if not process.is_alive():
-                raise StartupError(f"replica {self.index} of stage {self.stage.name!r} exited "
-                                   f"while starting (exit code {process.exitcode})")
             if time.monotonic() > deadline:
                 raise StartupError(f"replica {self.index} of stage {self.stage.name!r} was not "
                                    f"ready after {timeout:.0f} s")
-        kind, detail = conn.recv()
-        if kind == "error":
-            raise StartupError(f"stage {self.stage.name!r} (fn {self.stage.config.fn!r}) could "
-                               f"not be built in replica {self.index}:\n{detail}")
+            wait([conn, process.sentinel], _POLL)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the process to exit, then make sure it has."""
+        """Ask the process to exit, then make sure it has (idempotent)."""
         process, conn = self.process, self.conn
-        if process is None:
-            return
-        assert conn is not None  # set with the process
-        try:
-            conn.send(("stop",))
-        except (BrokenPipeError, OSError):
-            pass
-        process.join(timeout)
-        if process.is_alive():
-            process.terminate()
+        self.process = self.conn = None
+        if conn is not None:
+            try:
+                conn.send(("stop",))
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+        if process is not None:
             process.join(timeout)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        conn.close()
-        process.close()
-        self.process = None
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            process.close()
+        if conn is not None:
+            conn.close()
 
     def _restart(self, process: BaseProcess, why: str) -> None:
         stage = self.stage
@@ -119,8 +196,12 @@ class ReplicaHandle:
             return
         try:
             self.spawn()
+            hold = os.environ.get(HOLD_RESTART_ENV)
+            if hold:
+                Path(hold).touch()
+                stage.server.closing.wait()
             self.await_ready(stage.server.startup_timeout)
-        except StartupError as exc:
+        except Exception as exc:  # noqa: BLE001  (a failed start must not end this thread)
             self.stop(timeout=1.0)
             stage.server.events.append(f"restart failed: {exc}")
             log.error("restart failed: %s", exc)

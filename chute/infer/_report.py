@@ -26,7 +26,9 @@ def summarize(run, server) -> dict:
         {"throughput" (successful requests/s over the run), "offered_rate", "requests",
         "completed", "dropped", "failed", "latency_ms" {p50, p95, p99}, "stages" {name:
         {replicas, batch_size (max_batch), mean_batch, busy (fraction of replica time in
-        calls), queue_wait_ms {mean, p95}, restarts}}, "errors" (a few failure messages)}.
+        calls), queue_wait_ms {mean, p95}, service_ms {mean, p95} (duration of one call),
+        calls, restarts}}, "errors" (a few failure messages), "stopped" (the client stopped
+        early, e.g. on Ctrl-C: a partial report)}.
     """
     done = [r for r in run.requests if r.finished]
     ok = [r for r in done if r.error is None]
@@ -37,6 +39,7 @@ def summarize(run, server) -> dict:
         waits = [t.queue_wait * 1000 for t in times if np.isfinite(t.queue_wait)]
         sizes = [t.batch_size for t in times if t.batch_size]
         replicas = stage.config.replicas
+        calls = [s * 1000 for s in stage.service_seconds(run.start, run.end)]
         stages[stage.name] = {
             "replicas": replicas,
             "batch_size": stage.config.max_batch,
@@ -45,6 +48,9 @@ def summarize(run, server) -> dict:
             "busy": stage.busy_seconds(run.start, run.end) / (window * replicas),
             "queue_wait_ms": {"mean": float(np.mean(waits)) if waits else None,
                               "p95": float(np.percentile(waits, 95)) if waits else None},
+            "service_ms": {"mean": float(np.mean(calls)) if calls else None,
+                           "p95": float(np.percentile(calls, 95)) if calls else None},
+            "calls": len(calls),
             "restarts": stage.restarts,
         }
     errors = sorted({r.error for r in done if r.error is not None})
@@ -60,6 +66,7 @@ def summarize(run, server) -> dict:
         "latency_ms": _percentiles([r.latency * 1000 for r in ok]),
         "stages": stages,
         "errors": errors[:5],
+        "stopped": run.stopped,
     }
 
 
@@ -74,17 +81,20 @@ def format_report(report: dict) -> str:
     lines = [
         f"offered {'bulk' if rate is None else f'{rate:g} req/s'}: {report['requests']} "
         f"requests, {report['completed']} done, {report['dropped']} dropped, "
-        f"{report['failed']} failed in {report['seconds']:.1f} s",
+        f"{report['failed']} failed"
+        + (f", {report['unfinished']} unfinished" if report["unfinished"] else "")
+        + f" in {report['seconds']:.1f} s",
         f"throughput {report['throughput']:.2f} req/s; latency ms p50 {_ms(lat['p50'])} "
         f"p95 {_ms(lat['p95'])} p99 {_ms(lat['p99'])}",
         "| stage | replicas | max batch | mean batch | busy | queue wait ms (mean/p95) | "
-        "restarts |",
-        "|---|---|---|---|---|---|---|",
+        "service ms per call (mean/p95) | restarts |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, s in report["stages"].items():
         mean = "-" if s["mean_batch"] is None else f"{s['mean_batch']:.1f}"
         lines.append(f"| {name} | {s['replicas']} | {s['batch_size']} | {mean} | "
                      f"{s['busy']:.0%} | {_ms(s['queue_wait_ms']['mean'])}/"
-                     f"{_ms(s['queue_wait_ms']['p95'])} | {s['restarts']} |")
+                     f"{_ms(s['queue_wait_ms']['p95'])} | {_ms(s['service_ms']['mean'])}/"
+                     f"{_ms(s['service_ms']['p95'])} | {s['restarts']} |")
     lines += [f"error: {e}" for e in report["errors"]]
     return "\n".join(lines)

@@ -10,7 +10,7 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -91,7 +91,8 @@ def hopeless(slo_ms: float, n: int):
 
 def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
                    fractions: Sequence[float] = PROBES, floor: float = 0.0,
-                   seed: int = 0) -> tuple[float, list]:
+                   seed: int = 0, stop: Callable[[], bool] | None = None
+                   ) -> tuple[float, list]:
     """The highest of `fractions` x `capacity` that `server` sustains under the SLO.
 
     Args:
@@ -102,6 +103,8 @@ def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
         fractions: probe rates as fractions of capacity, highest first.
         floor: probes at or below this rate are not run (they cannot beat it).
         seed: seed of the arrivals.
+        stop: optional `stop()`; when it says True the probe running ends (it is not
+            counted) and no more are run.
 
     Returns:
         (rate, probes): the rate (0.0 when no probe met the SLO) and (rate, p95, dropped,
@@ -114,7 +117,9 @@ def sustained_rate(server, inputs: Sequence, *, slo_ms: float, capacity: float,
             break
         timeout = max(30.0, 10 * slo_ms / 1000)
         run = run_poisson(server, inputs, rate, seed=seed, timeout=timeout,
-                          give_up=hopeless(slo_ms, len(inputs)))
+                          give_up=hopeless(slo_ms, len(inputs)), stop=stop)
+        if run.stopped:
+            break
         report = summarize(run, server)
         probes.append((rate, math.inf if run.gave_up else report["latency_ms"]["p95"],
                        report["dropped"], report["failed"]))
@@ -137,10 +142,14 @@ def _key(trial: Trial) -> tuple:
     return tuple(sorted((n, r, b, trial.waits.get(n)) for n, (r, b) in trial.stages.items()))
 
 
-def _probe(config: InferConfig, inputs: Sequence, rate: float, seed: int):
+def _probe(config: InferConfig, inputs: Sequence, rate: float, seed: int, stop):
+    """(rate, p95, dropped, failed) of one Poisson run on a fresh server, None if stopped."""
     with InferServer(config) as server:
-        run_bulk(server, list(inputs[:_warm(config)]), timeout=120)
-        report = summarize(run_poisson(server, inputs, rate, seed=seed, timeout=120), server)
+        run_bulk(server, list(inputs[:_warm(config)]), timeout=120, stop=stop)
+        run = run_poisson(server, inputs, rate, seed=seed, timeout=120, stop=stop)
+        report = summarize(run, server)
+    if run.stopped:
+        return None
     return rate, report["latency_ms"]["p95"], report["dropped"], report["failed"]
 
 
@@ -149,13 +158,17 @@ def _warm(config: InferConfig) -> int:
 
 
 def _final_round(leaders: list[tuple[Trial, InferConfig]], inputs: Sequence, slo_ms: float,
-                 seed: int, say) -> tuple[Trial, InferConfig]:
+                 seed: int, say, stop) -> tuple[Trial, InferConfig] | None:
     """Re-measure the leading configurations back to back at the best rate any of them
     sustained (single measurements on a shared machine are noisy); the winner meets the SLO
-    there with the lowest p95, or, when none does, has the lowest p95."""
+    there with the lowest p95, or, when none does, has the lowest p95. None when `stop` cut
+    the round short (its measurements are then not comparable)."""
     rate = max(t.sustained for t, _ in leaders)
     for trial, config in leaders:
-        trial.final = _probe(config, inputs, rate, seed + 1)
+        trial.final = _probe(config, inputs, rate, seed + 1, stop)
+        if trial.final is None:
+            trial.skipped = "budget (final round cut short)"
+            return None
         say(format_trials([trial], header=False))
 
     def key(item):
@@ -166,39 +179,68 @@ def _final_round(leaders: list[tuple[Trial, InferConfig]], inputs: Sequence, slo
     return min(leaders, key=key)
 
 
+class _Clock:
+    """The search's time budget: what a server start and stop and a trial have cost so far,
+    so that work which cannot finish in the time left is not started, and a deadline that
+    ends the runs under way early enough to close their servers within the budget."""
+
+    def __init__(self, budget_s: float, stop: Callable[[], bool] | None):
+        self.started = time.monotonic()
+        self.end = self.started + budget_s
+        self.interrupt = stop
+        self.server_s = 0.0  # the longest start + warm-up + close of a server
+        self.close_s = 0.0  # the longest close of a server
+        self.trial_s = 0.0  # the longest trial on a running server
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def interrupted(self) -> bool:
+        return self.interrupt is not None and self.interrupt()
+
+    def stop(self) -> bool:
+        """True once the runs must end (interrupted, or the budget left only closes)."""
+        return self.interrupted() or self.left() <= self.close_s + 0.5
+
+    def fits(self, seconds: float) -> bool:
+        return not self.interrupted() and self.left() > seconds + self.close_s + 0.5
+
+
 def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: float,
            replicas: Sequence[int] | None = None, batches: Sequence[int] = (1, 2, 4),
            waits: Sequence[float] | None = None, finalists: int = 3, seed: int = 0,
-           log=None) -> SearchResult:
+           log=None, stop: Callable[[], bool] | None = None) -> SearchResult:
     """Measure a small grid of (replicas, max_batch) per stage; keep the best sustained rate.
 
     Args:
         config: the starting configuration (its settings are tried first).
         inputs: the requests of every measurement (e.g. a few dozen sample ids).
         slo_ms: p95 latency bound in milliseconds.
-        budget_s: seconds the search may take; trials that would start later are skipped
-            (the one running is finished, and the starting configuration is always measured).
+        budget_s: seconds the search may take. The starting configuration is always
+            measured; after it, a server or a trial is started only when what such work has
+            cost so far still fits in the time left, and runs under way end early enough to
+            close their server in time (a trial cut short says so and does not count).
         replicas: replica counts to try (default 1 and 2, up to the CPU count).
         batches: max_batch values to try.
         waits: max_wait_ms values to try with each max_batch above 1 (None: only the
             stage's own; each value adds a trial per batch size, so it costs budget).
         finalists: how many of the best configurations a final round measures again, back
-            to back, at the best sustained rate (when the budget allows; its last quarter is
-            kept for it).
+            to back, at the best sustained rate (when the time left allows it).
         seed: seed of the Poisson arrivals.
         log: optional callable taking one line of progress text.
+        stop: optional `stop()` (e.g. Ctrl-C): when it says True the search ends at once
+            and returns what it has measured.
 
     Returns:
         A SearchResult; `best` is `config` itself if nothing beat it.
     """
-    started = time.monotonic()
+    clock = _Clock(budget_s, stop)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     replicas = tuple(replicas or [r for r in (1, 2) if r <= max(cores or 1, 1)])
     best, best_rate = config, -1.0
     trials: list[Trial] = []
     measured: dict[tuple, Trial] = {}
     configs: dict[tuple, InferConfig] = {}
-    grid_budget = budget_s * (0.75 if finalists > 1 else 1.0)
     say = log or (lambda line: None)
     for stage in config.stages:
         base = best
@@ -211,43 +253,69 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
             todo = [c for c in candidates if _key(_trial(c, stage.name)) not in measured]
             if not todo:
                 continue
-            if measured and time.monotonic() - started > grid_budget:
+            if measured and not clock.fits(clock.server_s + clock.trial_s):
                 for c in todo:
-                    trials.append(dataclasses.replace(_trial(c, stage.name), skipped="budget"))
+                    trials.append(dataclasses.replace(
+                        _trial(c, stage.name),
+                        skipped="interrupted" if clock.interrupted() else "budget"))
                 continue
+            first_trial = not measured
             # one server per replica count: the batch size changes while it runs
+            opened = time.monotonic()
             with InferServer(todo[0]) as server:
-                run_bulk(server, list(inputs[:_warm(todo[0])]), timeout=120)
+                run_bulk(server, list(inputs[:_warm(todo[0])]), timeout=120,
+                         stop=None if first_trial else clock.stop)
+                clock.server_s = max(clock.server_s, time.monotonic() - opened)
                 for c in todo:
                     trial = _trial(c, stage.name)
                     key = _key(trial)
                     measured[key], configs[key] = trial, c
                     trials.append(trial)
-                    if len(measured) > 1 and time.monotonic() - started > grid_budget:
-                        trial.skipped = "budget"
+                    if len(measured) > 1 and not clock.fits(clock.trial_s):
+                        trial.skipped = "interrupted" if clock.interrupted() else "budget"
                         continue
+                    began = time.monotonic()
+                    # the starting configuration is measured whatever the budget
+                    until = None if len(measured) == 1 else clock.stop
                     target = c.stage(stage.name)
                     server.set_batching(stage.name, target.max_batch, target.max_wait_ms)
-                    bulk = summarize(run_bulk(server, inputs, timeout=120), server)
+                    run = run_bulk(server, inputs, timeout=120, stop=until)
+                    bulk = summarize(run, server)
                     trial.capacity = bulk["throughput"] if bulk["failed"] == 0 else 0.0
-                    if max(PROBES) * trial.capacity <= best_rate:
+                    if run.stopped:
+                        trial.skipped = "budget (cut short)"
+                        trial.capacity = 0.0
+                    elif max(PROBES) * trial.capacity <= best_rate:
                         trial.skipped = "cannot beat the best"
                     else:
                         trial.sustained, trial.probes = sustained_rate(
                             server, inputs, slo_ms=slo_ms, capacity=trial.capacity,
-                            floor=best_rate, seed=seed)
+                            floor=best_rate, seed=seed, stop=until)
+                        if until is not None and until() and not trial.sustained:
+                            trial.skipped = "budget (cut short)"
                         if trial.sustained > best_rate:
                             best, best_rate = c, trial.sustained
+                    clock.trial_s = max(clock.trial_s, time.monotonic() - began)
                     say(format_trials([trial], header=False))
+                closing = time.monotonic()
+            clock.close_s = max(clock.close_s, time.monotonic() - closing)
+            clock.server_s = max(clock.server_s, clock.close_s)
     ranked = sorted((t for t in trials if t.sustained > 0), key=lambda t: -t.sustained)
     leaders = [(t, configs[_key(t)]) for t in ranked[:finalists]]
-    if len(leaders) > 1 and time.monotonic() - started < budget_s:
-        winner, best = _final_round(leaders, inputs, slo_ms, seed, say)
-        assert winner.final is not None  # the final round measured every leader
-        rate, p95, dropped, failed = winner.final
-        met = p95 is not None and p95 <= slo_ms and not dropped and not failed
-        best_rate = rate if met else winner.sustained
-    return SearchResult(best, max(best_rate, 0.0), trials, time.monotonic() - started)
+    # each finalist: a fresh server, its warm-up, and one probe at the best rate
+    rate = max((t.sustained for t, _ in leaders), default=0.0)
+    per_final = clock.server_s + (len(inputs) / rate if rate else 0.0) + 1.0
+    while len(leaders) > 1 and not clock.fits(len(leaders) * per_final):
+        leaders.pop()
+    if len(leaders) > 1:
+        picked = _final_round(leaders, inputs, slo_ms, seed, say, clock.stop)
+        if picked is not None:
+            winner, best = picked
+            assert winner.final is not None  # the final round measured every leader
+            rate, p95, dropped, failed = winner.final
+            met = p95 is not None and p95 <= slo_ms and not dropped and not failed
+            best_rate = rate if met else winner.sustained
+    return SearchResult(best, max(best_rate, 0.0), trials, time.monotonic() - clock.started)
 
 
 def _p95(p95: float | None) -> str:

@@ -5,18 +5,71 @@ waiting for room there (back-pressure) (docs/design.md, "Inference pipelines")."
 from __future__ import annotations
 
 import itertools
+import logging
+import multiprocessing.process
 import queue
+import sys
 import threading
 import time
+from multiprocessing.connection import wait as wait_for_any
 from typing import Any
 
+from chute.errors import ChuteError
+from chute.infer._build import check_spec
 from chute.infer._config import InferConfig
+from chute.infer._replica_handle import (
+    NO_MAIN_GUARD_EXIT,
+    REPLICA_NAME,
+    ReplicaHandle,
+    StartupError,
+)
 from chute.infer._request import InferRequest, StageTimes
 from chute.infer._stage import Stage
 
 __all__ = ["InferServer"]
 
+log = logging.getLogger("chute.infer")
 _POLL = 0.05
+# how long close() waits for a replica's thread before it stops the process under it
+_JOIN_S = 10.0
+
+
+def _refuse_while_importing_main() -> None:
+    """Refuse to start a server in a spawned process that is still importing the parent's main
+    script (a script without a `__main__` guard): every replica would start a server of its
+    own. multiprocessing's own check reads the same flag, but only after the process is
+    spawned, with a traceback per replica."""
+    current = multiprocessing.process.current_process()
+    if not getattr(current, "_inheriting", False):
+        return
+    if current.name.startswith(REPLICA_NAME):
+        sys.exit(NO_MAIN_GUARD_EXIT)  # quietly: the parent reports it, once
+    raise ChuteError("InferServer was started while a spawned process imported the main "
+                     "script: start it under `if __name__ == \"__main__\":` (see "
+                     "docs/inference.md, Scripts)")
+
+
+def _await_ready(replicas: list[ReplicaHandle], timeout: float,
+                 closing: threading.Event) -> None:
+    """Wait until every replica in `replicas` is ready; the first that fails raises."""
+    deadline = time.monotonic() + timeout
+    pending = list(replicas)
+    while True:
+        pending = [r for r in pending if not r.check_ready()]
+        if not pending:
+            return
+        if closing.is_set():
+            raise StartupError("the pipeline closed while its replicas were starting")
+        if time.monotonic() > deadline:
+            r = pending[0]
+            raise StartupError(f"replica {r.index} of stage {r.stage.name!r} was not ready "
+                               f"after {timeout:.0f} s")
+        handles: list[Any] = []
+        for r in pending:
+            process, conn = r.process, r.conn
+            assert process is not None and conn is not None  # spawned
+            handles += [conn, process.sentinel]
+        wait_for_any(handles, _POLL)
 
 
 def _own_memory(output: Any) -> Any:
@@ -49,25 +102,35 @@ class InferServer:
     """
 
     def __init__(self, config: InferConfig, *, startup_timeout: float = 300.0):
-        import torch.multiprocessing  # noqa: F401  (tensors in messages go through shared memory)
-
         self.config = config
         self.startup_timeout = startup_timeout
         self.closing = threading.Event()
         self.events: list[str] = []
-        self.stages = [Stage(c, k, self) for k, c in enumerate(config.stages)]
+        self.stages: list[Stage] = []
         self.completed: list[InferRequest] = []
         self.dropped = 0
         self._ids = itertools.count()
         self._done = threading.Condition()
         self._closed = False
+        _refuse_while_importing_main()
+        import torch.multiprocessing  # noqa: F401  (tensors in messages go through shared memory)
+
+        for stage_config in config.stages:
+            try:
+                check_spec(stage_config.fn, config.base)
+            except ChuteError as exc:
+                raise StartupError(f"stage {stage_config.name!r} cannot be built: {exc}") \
+                    from None
+        self.stages = [Stage(c, k, self) for k, c in enumerate(config.stages)]
+        # One replica of every stage first: a stage that cannot be built fails once, before
+        # the other replicas are spawned.
+        waves = [[s.replicas[0] for s in self.stages],
+                 [r for s in self.stages for r in s.replicas[1:]]]
         try:
-            for stage in self.stages:
-                for replica in stage.replicas:
+            for wave in waves:
+                for replica in wave:
                     replica.spawn()
-            for stage in self.stages:
-                for replica in stage.replicas:
-                    replica.await_ready(startup_timeout)
+                _await_ready(wave, startup_timeout, self.closing)
         except BaseException:
             self.close()
             raise
@@ -92,7 +155,8 @@ class InferServer:
             timeout: with block, the longest wait (None: no limit).
 
         Returns:
-            The request's record, or None when it was dropped (the first queue was full).
+            The request's record, or None when it was not accepted: dropped (the first queue
+            was full; counted in `dropped`), or with block, no room within `timeout`.
         """
         if self.closing.is_set():
             raise RuntimeError("this InferServer is closed")
@@ -102,7 +166,8 @@ class InferServer:
         try:
             first.queue.put((request, item), block=block, timeout=timeout)
         except queue.Full:
-            self.dropped += 1
+            if not block:
+                self.dropped += 1
             return None
         return request
 
@@ -193,21 +258,39 @@ class InferServer:
 
     # -- shutdown ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop every replica process and drop the requests still queued (idempotent)."""
+        """Stop every replica process and drop the requests still queued (idempotent; never
+        raises, also on a server whose start failed half-way)."""
         if self._closed:
             return
         self._closed = True
         self.closing.set()
+        replicas = [r for stage in self.stages for r in stage.replicas]
+        for replica in replicas:
+            if replica.thread.is_alive():
+                replica.thread.join(_JOIN_S)
+            if replica.thread.is_alive():
+                # stopping the process ends any wait of the thread on it
+                self._event(f"replica {replica.index} of stage {replica.stage.name!r} did not "
+                            f"stop within {_JOIN_S:g} s; stopping its process")
+                self._stop(replica)
+                replica.thread.join(_JOIN_S)
+        for replica in replicas:
+            self._stop(replica)
         for stage in self.stages:
-            for replica in stage.replicas:
-                if replica.thread.is_alive():
-                    replica.thread.join()
-        for stage in self.stages:
-            for replica in stage.replicas:
-                replica.stop()
             while True:
                 try:
                     request, _ = stage.queue.get_nowait()
                 except queue.Empty:
                     break
                 self.fail(request, stage.name, "the pipeline was closed before it ran")
+
+    def _stop(self, replica: ReplicaHandle) -> None:
+        try:
+            replica.stop()
+        except Exception as exc:  # noqa: BLE001  (the others must still be stopped)
+            self._event(f"replica {replica.index} of stage {replica.stage.name!r} could not "
+                        f"be stopped: {type(exc).__name__}: {exc}")
+
+    def _event(self, message: str) -> None:
+        log.warning(message)
+        self.events.append(message)

@@ -48,6 +48,11 @@ class Stage:
             batches = list(self.batches)
         return sum(max(0.0, min(b.finished, end) - max(b.started, start)) for b in batches)
 
+    def service_seconds(self, start: float, end: float) -> list[float]:
+        """Durations of the calls that started within [start, end]."""
+        with self._lock:
+            return [b.finished - b.started for b in self.batches if start <= b.started <= end]
+
     @property
     def pids(self) -> list[int]:
         """Every process id this stage's replicas have had (restarts included)."""

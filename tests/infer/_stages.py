@@ -80,3 +80,13 @@ def slow_marked(items: list) -> list:
 
     (Path(os.environ["CHUTE_TEST_MARKS"]) / str(os.getpid())).touch()
     return slow(items)
+
+
+def always_fails(items: list) -> list:
+    """Every request fails."""
+    raise ValueError("this stage refuses everything")
+
+
+def broken_factory(**options):
+    """A factory that cannot build its stage."""
+    raise ZeroDivisionError("the model cannot be built")

@@ -15,13 +15,13 @@ def test_the_final_round_picks_the_lowest_p95_that_meets_the_slo(monkeypatch):
     measured = {1: (4.0, 1400.0, 0, 0), 2: (4.0, 900.0, 0, 0), 3: (4.0, 800.0, 1, 0)}
     seen = []
 
-    def probe(config, inputs, rate, seed):
+    def probe(config, inputs, rate, seed, stop):
         seen.append((config.stage("s").replicas, rate))
         return measured[config.stage("s").replicas]
 
     monkeypatch.setattr(_search, "_probe", probe)
     trial, config = _search._final_round(list(zip(trials, configs, strict=True)), [0], 1000.0,
-                                         0, lambda line: None)
+                                         0, lambda line: None, None)
     # all three at the best rate any sustained; replicas=3 drops one, replicas=1 is too slow
     assert seen == [(1, 4.0), (2, 4.0), (3, 4.0)]
     assert config.stage("s").replicas == 2 and trial is trials[1]
@@ -32,9 +32,9 @@ def test_when_no_finalist_meets_the_slo_the_lowest_p95_wins(monkeypatch):
     base = InferConfig([StageConfig("s", "m:f")])
     leaders = [(Trial({"s": (r, 1)}, "s", sustained=2.0), base.replace("s", replicas=r))
                for r in (1, 2)]
-    monkeypatch.setattr(_search, "_probe", lambda c, i, rate, seed: (
+    monkeypatch.setattr(_search, "_probe", lambda c, i, rate, seed, stop: (
         rate, {1: 1500.0, 2: 1200.0}[c.stage("s").replicas], 0, 0))
-    _, config = _search._final_round(leaders, [0], 1000.0, 0, lambda line: None)
+    _, config = _search._final_round(leaders, [0], 1000.0, 0, lambda line: None, None)
     assert config.stage("s").replicas == 2
 
 
