@@ -13,6 +13,15 @@ chute datasets (uncompressed and zstd). Then, at batch 1 and 64, on the same cor
   (c) chute on the converted datasets (uncompressed and zstd);
   (d) bounds: memcpy of the same bytes; zstd decompression alone of the same chunks.
 Prints a markdown table: segments/s, GB/s (of base_frames + clip_emb bytes), ratio to (a).
+
+    python benchmarks/bench_latents.py --chunk-rows 64 [--segments 2000] [--frames 4]
+        [--samples 2000] [--repeat N]
+
+instead measures chunks of many rows (issue 27 item 11): one zstd store chunked --chunk-rows
+segments, chute reading `base_frames` at batch 16 and 64, shuffled and in order, with the
+per-process chunk cache off (`chunk_cache=0`: each batch decodes every chunk it touches, as
+before the cache) and on (a cache smaller than the store, and the default 256 MiB). Prints
+rows/s and the chunks decoded per epoch.
 """
 
 from __future__ import annotations
@@ -78,7 +87,11 @@ def run_dataloader(path: Path, batch: int, samples: int) -> float:
 
 
 def run_chute(path: Path, batch: int, samples: int) -> float:
-    with Pipeline(path, batch, fields=FIELDS, device="cpu") as pipe:
+    from chute.readers import open_dataset
+
+    # a zarr store's arrays differ in first dimension (segments, videos): name the samples
+    source = open_dataset(path, sample_array="base_frames") if path.suffix == ".zarr" else path
+    with Pipeline(source, batch, fields=FIELDS, device="cpu") as pipe:
         it = iter(pipe)
         next(it)
         t0, done = time.perf_counter(), 0
@@ -135,6 +148,60 @@ def run_decompress(path: Path, batch: int, samples: int) -> float:
     return done / (time.perf_counter() - t0)
 
 
+def run_chunked(path: Path, batch: int, samples: int, shuffle: bool,
+                cache: str | int) -> tuple[float, int]:
+    """rows/s of `base_frames` from a store of many-row chunks, and the chunks decoded."""
+    from chute.readers import open_dataset
+    from chute.readers.zarr import _zarr_chunks
+
+    decoded = [0]
+    load = _zarr_chunks._load
+
+    def counted(*args, **kwargs):
+        decoded[0] += 1
+        return load(*args, **kwargs)
+
+    _zarr_chunks._load = counted  # type: ignore[assignment]
+    try:
+        ds = open_dataset(path, sample_array="base_frames", chunk_cache=cache)
+        with Pipeline(ds, batch, fields={"base_frames": None}, device="cpu",
+                      shuffle=shuffle, seed=0) as pipe:
+            t0, done = time.perf_counter(), 0
+            while done < samples:
+                for b in pipe:
+                    done += len(b["index"])
+                    if done >= samples:
+                        break
+            return done / (time.perf_counter() - t0), decoded[0]
+    finally:
+        _zarr_chunks._load = load  # type: ignore[assignment]
+
+
+def main_chunked(args) -> None:
+    with tempfile.TemporaryDirectory(prefix="chute-latents-") as tmp:
+        store = make_latents(Path(tmp) / "chunked.zarr", args.segments, args.videos,
+                             args.chunk_rows, "zstd", frames=args.frames)
+        row = args.frames * 4 * 32 * 32 * 2
+        chunk_mib = args.chunk_rows * row / 2**20
+        small = max(1, args.segments // args.chunk_rows // 4) * args.chunk_rows * row
+        caches = {"off (0)": 0, f"{small / 2**20:.0f} MiB (1/4 of the store)": small,
+                  "256 MiB (default)": "256MiB"}
+        print(f"segments {args.segments}, {row} B/segment, chunks of {args.chunk_rows} rows "
+              f"({chunk_mib:.1f} MiB decoded), store {args.segments * row / 2**20:.0f} MiB, "
+              f"{os.cpu_count()} cores, median of {args.repeat} run(s), {args.samples} rows "
+              "per run\n")
+        print("| batch | order | chunk cache | rows/s | chunks decoded |")
+        print("|---:|---|---|---:|---:|")
+        for batch in (16, 64):
+            for shuffle in (True, False):
+                for name, cache in caches.items():
+                    runs = [run_chunked(store, batch, args.samples, shuffle, cache)
+                            for _ in range(args.repeat)]
+                    rate = float(np.median([r for r, _ in runs]))
+                    print(f"| {batch} | {'shuffled' if shuffle else 'in order'} | {name} | "
+                          f"{rate:,.0f} | {runs[-1][1]} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--segments", type=int, default=2000)
@@ -143,15 +210,21 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1,
                         help="measure every row this many times, in turn; report medians")
+    parser.add_argument("--chunk-rows", type=int, default=None,
+                        help="measure a store of chunks this many rows long instead (cache "
+                        "off and on)")
     args = parser.parse_args()
+    if args.chunk_rows:
+        main_chunked(args)
+        return
     with tempfile.TemporaryDirectory(prefix="chute-latents-") as tmp:
         tmp = Path(tmp)
         zstd = make_latents(tmp / "zstd.zarr", args.segments, args.videos, 1, "zstd",
                             frames=args.frames)
         plain = make_latents(tmp / "none.zarr", args.segments, args.videos, 1, "none",
                              frames=args.frames)
-        convert_zarr(plain, tmp / "none.chute")
-        convert_zarr(plain, tmp / "zstd.chute", compression="zstd")
+        convert_zarr(plain, tmp / "none.chute", sample_array="base_frames")
+        convert_zarr(plain, tmp / "zstd.chute", compression="zstd", sample_array="base_frames")
         sample_bytes = args.frames * 4 * 32 * 32 * 2 + 512 * 2
         rows, ratios = [], []
         for batch in (1, 64):

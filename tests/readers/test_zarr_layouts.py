@@ -196,8 +196,23 @@ def test_the_cache_keeps_at_most_its_bytes(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES, chunk=16)
     chunk_bytes = 16 * VALUES["base_frames"][0].nbytes
     ds = open_latents(store, chunk_cache=2 * chunk_bytes)
-    ds.read("base_frames", np.arange(S))
+    ds.read("base_frames", np.arange(S))  # every row of each chunk: nothing left to keep
     cache = ds.chunk_cache()
-    assert cache.decoded == 3 and cache._bytes <= 2 * chunk_bytes
-    kept = [c for c in range(3) if cache.get("base_frames", c) is not None]
-    assert len(kept) == 2  # the one decoded first is dropped (threads decode in any order)
+    assert cache.decoded == 1  # only the last chunk, which the array fills half
+    ds.read("base_frames", np.array([0, 16]))  # one row of each: the rest kept for later
+    assert cache.decoded == 3 and cache._bytes <= 2 * chunk_bytes  # chunk 2 dropped
+    assert [c for c in range(3) if cache.get("base_frames", c) is not None] == [0, 1]
+
+
+def test_a_reference_reopens_the_group_with_its_options(tmp_path):
+    import pickle
+
+    from chute.readers import DatasetRef
+
+    store = write_store(tmp_path / "x.zarr", VALUES)
+    ds = open_latents(store, missing_chunks={"clip_emb": "fill"})
+    ref = DatasetRef.of(ds)
+    hash(ref)
+    for copy in (ref.open(), pickle.loads(pickle.dumps(ds))):
+        assert len(copy) == S and copy.fields == ds.fields
+        assert copy.reader("clip_emb").fill_missing and not copy.reader("base_frames").fill_missing

@@ -148,6 +148,8 @@ def _missing_policy(store: Path, missing_chunks, names: list[str]) -> dict[str, 
     """Array name -> whether its absent chunk files read as the fill value."""
     if isinstance(missing_chunks, str):
         missing_chunks = dict.fromkeys(names, missing_chunks)
+    elif isinstance(missing_chunks, tuple):  # (name, policy) pairs: `open_options`
+        missing_chunks = dict(missing_chunks)
     elif not isinstance(missing_chunks, dict):
         raise TypeError(f"missing_chunks must be 'error', 'fill' or a dict of them per array, "
                         f"got {missing_chunks!r}")
@@ -486,8 +488,13 @@ class ZarrDataset:
     @property
     def open_options(self) -> dict:
         """What `open_dataset` takes, besides the path, to open this group the same way."""
-        return {k: v for k, v in self._options.items()
-                if v != {"missing_chunks": "error", "chunk_cache": CHUNK_CACHE}.get(k)}
+        found: dict[str, object] = {
+            k: v for k, v in self._options.items()
+            if v != {"missing_chunks": "error", "chunk_cache": CHUNK_CACHE}.get(k)}
+        missing = found.get("missing_chunks")
+        if isinstance(missing, dict):  # hashable, as a DatasetRef is
+            found["missing_chunks"] = tuple(sorted(missing.items()))
+        return found
 
     def __reduce__(self):
         return (_reopen, (str(self.path), self._options))

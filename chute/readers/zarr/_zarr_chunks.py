@@ -378,8 +378,11 @@ def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
         if data is not None:
             out[rows] = data[ids[rows] - chunk * p.rows]
             return None
+        # a batch taking every row of the chunk (reading in order) leaves none for later
+        # batches: decoded into the thread's scratch buffer, not kept
+        keep = cache is not None and len(np.unique(ids[rows])) < p.rows
         dest = out[rows[0]:rows[0] + 1] if direct else \
-            np.empty((p.rows, *p.inner), p.dtype) if cache is not None else None
+            np.empty((p.rows, *p.inner), p.dtype) if keep else None
         try:
             data = _load(p, chunk, where, dest)
         except FormatError as exc:
@@ -391,7 +394,7 @@ def read_rows(p: ChunkPlan, ids: np.ndarray, out: np.ndarray, where: str,
         elif direct:
             out[rows[1:]] = out[rows[0]]  # repeats of a sample in the batch
         else:
-            if cache is not None:
+            if keep and cache is not None:
                 cache.put(p.field, chunk, data)  # `dest`: this call's own array
             out[rows] = data[ids[rows] - chunk * p.rows]
         return None
