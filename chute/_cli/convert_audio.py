@@ -19,11 +19,14 @@ def add_parser(kinds, size) -> None:
         "segments are skipped and listed in a report. A file listed on several lines is "
         "stored once, with every line's segments.")
     parser.add_argument("src", metavar="FILE", help="recordings: .jsonl (one per line; also a "
-                        "WeNet data.list), .csv (path,text; header row optional) or a Kaldi "
-                        "data folder (wav.scp, segments, text, utt2spk)")
+                        "WeNet data.list), .csv (path,text; header row optional), a Kaldi "
+                        "data folder (wav.scp, segments, text, utt2spk) or a lhotse "
+                        "recordings or cuts manifest (.jsonl or .jsonl.gz)")
     parser.add_argument("dst", metavar="DST", help="new dataset folder")
     parser.add_argument("--root", metavar="DIR", help="folder the paths are relative to "
-                        "(default: the listing's folder; for a Kaldi wav.scp the current one)")
+                        "(default: the listing's folder; for Kaldi and lhotse the current one)")
+    parser.add_argument("--supervisions", metavar="FILE", help="a lhotse supervisions "
+                        "manifest: its segments of the recordings manifest FILE")
     parser.add_argument("--shard-size", type=size, default="1GiB", metavar="SIZE",
                         help="payload bytes per shard (default 1GiB)")
     parser.add_argument("--workers", type=positive(int), default=None, metavar="N",
@@ -42,7 +45,7 @@ def run(args) -> int:
     report = convert_audio(args.src, args.dst, AudioConvertOptions(
         shard_size=args.shard_size, workers=args.workers, strict=args.strict,
         overwrite=args.overwrite, progress=not args.no_progress, report=args.report,
-        root=args.root))
+        root=args.root, supervisions=args.supervisions))
     print(f"wrote {report.written} recordings ({report.segments} segments) to {args.dst}")
     print(f"skipped {len(report.skipped) - report.dropped_segments} files and "
           f"{report.dropped_segments} segments"

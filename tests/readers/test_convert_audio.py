@@ -187,3 +187,76 @@ def test_kaldi_folder_errors_name_the_file_and_line(tmp_path, name, content, mes
     (tmp_path / "empty").mkdir()
     with pytest.raises(ChuteError, match="empty: a folder without wav.scp"):
         convert_audio(tmp_path / "empty", tmp_path / "ds", _options())
+
+
+def _lhotse_recording(tmp_path, name, rid):
+    _, rate, channels, seconds = RECORDINGS[name]
+    return {"id": rid, "sources": [{"type": "file", "channels": list(range(channels)),
+                                    "source": str(tmp_path / name)}],
+            "sampling_rate": rate, "num_samples": round(rate * seconds), "duration": seconds,
+            "channel_ids": list(range(channels))}
+
+
+def _write_jsonl(path, rows):
+    import gzip
+
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def test_lhotse_recordings_and_supervisions_manifests(tmp_path):
+    # issue 27 item 15: lhotse manifests (gzipped JSONL, as lhotse writes them)
+    write_recordings(tmp_path, names=("a.wav", "b.flac"))
+    recs = _write_jsonl(tmp_path / "recordings.jsonl.gz", [
+        _lhotse_recording(tmp_path, "a.wav", "A"), _lhotse_recording(tmp_path, "b.flac", "B")])
+    sups = _write_jsonl(tmp_path / "supervisions.jsonl.gz", [
+        {"id": "B-1", "recording_id": "B", "start": 0.5, "duration": 1.0, "channel": 0,
+         "text": "bee", "speaker": "s2", "language": "en"},
+        {"id": "A-1", "recording_id": "A", "start": 0.25, "duration": 0.5, "channel": 0,
+         "text": "ay", "custom": {"emotion": "calm"}},
+        {"id": "A-2", "recording_id": "A", "start": 1.0, "duration": 0.6, "text": "past"}])
+    report = convert_audio(recs, tmp_path / "ds", _options(supervisions=sups))
+    assert (report.written, report.segments, report.dropped_segments) == (2, 2, 1)
+    assert [w for w, _ in report.skipped] == [f"{tmp_path / 'a.wav'}#segment1 (A-2)"]
+    ds = open_dataset(tmp_path / "ds")
+    assert ds[0]["meta"]["key"] == "A" and ds[0]["meta"]["segments"] == [
+        {"key": "A-1", "start": 0.25, "end": 0.75, "txt": "ay", "channel": 0,
+         "custom": {"emotion": "calm"}}]
+    assert ds[1]["meta"]["segments"] == [{"key": "B-1", "start": 0.5, "end": 1.5, "txt": "bee",
+                                          "channel": 0, "speaker": "s2", "language": "en"}]
+    whole = convert_audio(recs, tmp_path / "whole", _options())  # no supervisions
+    assert (whole.written, whole.segments) == (2, 2)
+    with pytest.raises(FormatError, match="supervisions manifest goes with its recordings"):
+        convert_audio(sups, tmp_path / "x", _options())
+    bad = _write_jsonl(tmp_path / "bad.jsonl", [{"id": "Z-1", "recording_id": "Z",
+                                                 "start": 0, "duration": 1}])
+    with pytest.raises(FormatError, match=r"bad.jsonl, line 1: supervision of recording 'Z'"):
+        convert_audio(recs, tmp_path / "x", _options(supervisions=bad))
+    url = dict(_lhotse_recording(tmp_path, "a.wav", "U"),
+               sources=[{"type": "url", "channels": [0], "source": "https://x/a.wav"}])
+    with pytest.raises(FormatError, match=r"line 1: recording 'U' is a 'url' source"):
+        convert_audio(_write_jsonl(tmp_path / "u.jsonl", [url]), tmp_path / "x", _options())
+
+
+def test_lhotse_cuts_manifest_each_cut_a_segment_of_its_recording_stored_once(tmp_path):
+    write_recordings(tmp_path, names=("b.flac",))
+    rec = _lhotse_recording(tmp_path, "b.flac", "B")
+    sup = {"id": "s", "recording_id": "B", "start": 0.1, "duration": 0.3, "text": "hello"}
+    cuts = _write_jsonl(tmp_path / "cuts.jsonl", [
+        {"id": "c1", "start": 0.0, "duration": 1.0, "channel": 0, "supervisions": [sup],
+         "recording": rec, "type": "MonoCut"},
+        {"id": "c2", "start": 1.0, "duration": 0.75, "channel": 0,
+         "supervisions": [dict(sup, text="world"), dict(sup, text="again")], "recording": rec,
+         "type": "MonoCut"}])
+    report = convert_audio(cuts, tmp_path / "ds", _options())
+    assert (report.written, report.segments, report.skipped) == (1, 2, [])
+    (meta,) = [open_dataset(tmp_path / "ds")[0]["meta"]]
+    assert bytes(open_dataset(tmp_path / "ds")[0]["audio"]) == (tmp_path / "b.flac").read_bytes()
+    assert [(s["key"], s["start"], s["end"], s["txt"]) for s in meta["segments"]] == [
+        ("c1", 0.0, 1.0, "hello"), ("c2", 1.0, 1.75, "world again")]
+    assert meta["segments"][1]["supervisions"][0]["start"] == 0.1  # relative, as lhotse has it

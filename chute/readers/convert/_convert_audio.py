@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from chute.errors import ChuteError
 from chute.readers.convert._audio_kaldi import is_kaldi_folder, list_kaldi
+from chute.readers.convert._audio_lhotse import lhotse_kind, list_lhotse
 from chute.readers.convert._audio_sources import (
     AudioSource,
     Probed,
@@ -41,7 +42,8 @@ class AudioConvertOptions:
     overwrite: bool = False
     progress: bool = True
     report: Path | None = None  # default DST/skipped.tsv
-    root: Path | None = None  # folder the listed paths are relative to (Kaldi: the cwd)
+    root: Path | None = None  # folder the listed paths are relative to (Kaldi, lhotse: the cwd)
+    supervisions: Path | None = None  # a lhotse supervisions manifest (with its recordings)
 
 
 @dataclass
@@ -81,15 +83,22 @@ def _refuse(options: AudioConvertOptions, where: str, reason: str) -> None:
         raise ChuteError(f"{where}: {reason}; fix it, or convert without --strict to skip it")
 
 
-def list_recordings(src, root=None) -> list[AudioSource]:
-    """The recordings `src` lists: a Kaldi data folder (or its wav.scp), a `.csv` of
-    path,text, or JSONL metainfo (also a WeNet data.list); one source per file.
+def list_recordings(src, root=None, supervisions=None) -> list[AudioSource]:
+    """The recordings `src` lists: a Kaldi data folder (or its wav.scp), a lhotse recordings
+    manifest (with `supervisions`) or cuts manifest, a `.csv` of path,text, or JSONL metainfo
+    (also a WeNet data.list); one source per file.
 
     Args:
         src: the listing.
         root: the folder its paths are relative to.
+        supervisions: a lhotse supervisions manifest for a recordings manifest `src`.
     """
     src = Path(src)
+    if src.is_file() and lhotse_kind(src) is not None:
+        return list_lhotse(src, supervisions, root)
+    if supervisions is not None:
+        raise ChuteError(f"{src}: not a lhotse recordings manifest; supervisions ("
+                         f"{supervisions}) go with one")
     if is_kaldi_folder(src) or src.name == "wav.scp":
         return list_kaldi(src, root)
     if src.is_dir():
@@ -103,7 +112,8 @@ def list_recordings(src, root=None) -> list[AudioSource]:
 def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
                   ) -> AudioConvertReport:
     """Convert the recordings listed in `src`: `.jsonl` metainfo (or a WeNet data.list),
-    a `.csv` with path,text, or a Kaldi data folder (wav.scp, segments, text, utt2spk).
+    a `.csv` with path,text, a Kaldi data folder (wav.scp, segments, text, utt2spk) or a
+    lhotse recordings (with `options.supervisions`) or cuts manifest.
 
     Args:
         src: the list of recordings.
@@ -111,7 +121,7 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
         options: shard size, workers, strictness, report location, path root.
     """
     src, dst = Path(src), local_path(dst, writing=True)
-    sources = list_recordings(src, options.root)
+    sources = list_recordings(src, options.root, options.supervisions)
     report = AudioConvertReport()
     with ShardWriter(dst, AUDIO_FIELDS, shard_size=options.shard_size,
                      overwrite=options.overwrite) as writer:
