@@ -27,6 +27,7 @@ _LAZY = {
     "CropConfig": "chute.pipelines",
     "PipelineDataset": "chute.pipelines",
     "crop_boxes": "chute.pipelines",
+    "View": "chute.pipelines",
 }
 
 __all__ = [

@@ -7,7 +7,13 @@ and writes into buffers it is given. Video frames are decoded with FFmpeg throug
 """
 
 from chute._lazy import lazy_attributes
-from chute.fallbacks._decode import IMAGENET_MEAN, IMAGENET_STD, decode_batch, release_scratch
+from chute.fallbacks._decode import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    decode_batch,
+    decode_views,
+    release_scratch,
+)
 from chute.fallbacks._limits import MAX_IMAGE_PIXELS, max_image_pixels
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8, resample_into
 from chute.fallbacks._roi_library import RoiDecoderStatus, roi_decoder_status
@@ -25,6 +31,7 @@ _LAZY = {
 
 __all__ = [
     "decode_batch",
+    "decode_views",
     "release_scratch",
     "max_image_pixels",
     "MAX_IMAGE_PIXELS",

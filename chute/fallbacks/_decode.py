@@ -26,15 +26,25 @@ from numpy.typing import ArrayLike
 from chute._fork import ProcessLock, on_fork_in_child
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD, scaled_mean_std
 from chute._output_types import Layout, check_layout, image_size_of, output_dtype
+from chute._resize_box import BOX_SLACK, boxes_outside
 from chute.errors import BackendUnavailableError
 from chute.fallbacks import _roi_library, _turbojpeg
-from chute.fallbacks._kernels import PLAN_COLUMNS, decode_resample_batch, plan_batch
+from chute.fallbacks._kernels import (
+    P_HEIGHT,
+    P_SCALE,
+    P_STATUS,
+    P_WIDTH,
+    PLAN_COLUMNS,
+    decode_resample_batch,
+    decode_views_batch,
+    plan_batch,
+)
 from chute.fallbacks._limits import max_image_pixels
 from chute.fallbacks._resample import KIND_FLOAT16, KIND_FLOAT32, KIND_UINT8
 from chute.fallbacks._slow_path import decode_warned_jpeg, decode_with_pil, resample_decoded
-from chute.fallbacks._status import JPEG_WARNING, NEEDS_PIL, OK
+from chute.fallbacks._status import BOX_OUTSIDE, JPEG_WARNING, NEEDS_PIL, OK
 
-__all__ = ["decode_batch", "release_scratch", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["decode_batch", "decode_views", "release_scratch", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 # DCT-domain downscaling by s is used when the crop is at least DCT_HEADROOM * s times the
 # output. libjpeg's scaled IDCT filters unlike the antialiased bilinear resize, so a larger
@@ -271,3 +281,145 @@ def decode_batch(
         if status[i] != OK:
             out[i] = 0
     return status.astype(np.uint8)
+
+
+def decode_views(
+    data: ArrayLike,
+    offsets: ArrayLike,
+    boxes: ArrayLike,
+    flips: ArrayLike,
+    outs: Sequence[np.ndarray],
+    *,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    layout: Layout = "NCHW",
+    dct_scaling: bool = True,
+    roi_decode: bool | None = None,
+    threads: int | None = None,
+    fast_dct: bool = False,
+    sizes: ArrayLike | None = None,
+    max_pixels: int | None = None,
+) -> np.ndarray:
+    """Decode each encoded image once and crop, resize, flip and normalise V views of it, view
+    v into `outs[v]` (multi-crop; docs/views.md).
+
+    Every view equals what `decode_batch` gives for that view's box and flip alone when both
+    decode at full size (`dct_scaling=False`, or crops too small for DCT scaling): the pixels
+    a view's resample reads are those of a full decode, whatever region is decoded. With
+    `dct_scaling`, an image is decoded at the largest DCT scale every one of its views allows
+    (the one the view with the least headroom allows), so a large view may be resampled from a
+    finer decode than it would get alone.
+
+    Args:
+        data: uint8 [N], the B payloads back to back (what Dataset.gather returns).
+        offsets: int [B + 1]; payload k is data[offsets[k]:offsets[k + 1]].
+        boxes: [B, V, 4], every view's (top, left, height, width) in full-image pixels.
+        flips: bool [B, V]; True mirrors that view horizontally.
+        outs: V preallocated, C-contiguous, writeable batches of B images, one dtype (uint8,
+            float16 or float32) and `layout`, each view its own size.
+        mean, std, layout, dct_scaling, roi_decode, threads, fast_dct, sizes, max_pixels: as
+            `decode_batch` takes them.
+
+    Returns:
+        uint8 [B]: 0 where the sample was decoded, else its DecodeStatus (a box of any view
+        outside its image fails the sample); failed samples are zero-filled in every view.
+
+    Raises:
+        ValueError: an argument has the wrong type, shape or value (the message names it).
+        BackendUnavailableError: roi_decode=True and the ROI decoder cannot be built here.
+    """
+    data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
+    flips = np.ascontiguousarray(flips, dtype=np.bool_)
+    outs = list(outs)
+    if boxes.ndim != 3 or boxes.shape[1:] != (len(outs), 4) or flips.shape != boxes.shape[:2]:
+        raise ValueError(f"boxes must be [B, V, 4] and flips [B, V] for V={len(outs)} outputs, "
+                         f"got {boxes.shape} and {flips.shape}")
+    if not outs:
+        raise ValueError("outs must hold at least one output batch (one per view)")
+    n = boxes.shape[0]
+    kinds = {_check_arguments(data, offsets, boxes[:, v], flips[:, v], out, layout)
+             for v, out in enumerate(outs)}
+    if len(kinds) != 1 or len({out.dtype for out in outs}) != 1:
+        raise ValueError(f"outs must share one dtype, got {sorted({str(o.dtype) for o in outs})}")
+    kind = kinds.pop()
+    sizes = _check_sizes(sizes, n)
+    max_pixels = max_image_pixels(max_pixels)
+    mean255, std255 = scaled_mean_std(mean, std)
+    nchw = layout == "NCHW"
+    out_sizes = np.array([image_size_of(out.shape, layout) for out in outs], dtype=np.float64)
+    targets = tuple(out.view(np.uint16) if kind == KIND_FLOAT16 else out for out in outs)
+    plan = np.zeros((n, PLAN_COLUMNS), dtype=np.int64)
+    header = np.zeros((n, 4), dtype=np.int32)
+    flags = _turbojpeg.TJFLAG_FASTDCT if fast_dct else 0
+    roi_flags = _roi_library.ROI_FLAG_FASTDCT if fast_dct else 0
+
+    previous = numba.get_num_threads()
+    with _lock:
+        try:
+            if threads is not None:
+                most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+                numba.set_num_threads(max(1, min(int(threads), most)))
+            res = _acquire(0, 0)
+            roi_handles = _roi_handles(res, roi_decode)
+            # The header pass at full size (view 0's box checked there), then every view's box
+            # and the one DCT scale all views allow.
+            first = np.ascontiguousarray(boxes[:, 0])
+            plan_batch(data, offsets, first, sizes, max_pixels, int(out_sizes[0, 0]),
+                       int(out_sizes[0, 1]), 0.0, res.handles, header, plan)
+            _plan_views(plan, header, boxes, out_sizes, DCT_HEADROOM if dct_scaling else 0.0)
+            fast = plan[:, 0] == OK
+            pixels = plan[fast, 2] * plan[fast, 3]
+            bpp = np.where(plan[fast, 4] == _turbojpeg.TJPF_CMYK, 4, 3)
+            need = int((pixels * bpp).max()) if fast.any() else 0
+            widest = int(plan[fast, 3].max()) * 3 if fast.any() else 0
+            res = _acquire(need, widest)
+            with numba.parallel_chunksize(1):
+                decode_views_batch(data, offsets, boxes, flips, plan, res.handles, roi_handles,
+                                   res.geometry, res.scratch, res.rows, flags, roi_flags,
+                                   targets, kind, nchw, mean255, std255)
+        finally:
+            numba.set_num_threads(previous)
+
+    status = plan[:, 0].copy()
+    for i in np.flatnonzero((status == NEEDS_PIL) | (status == JPEG_WARNING)):
+        payload = data[offsets[i]:offsets[i + 1]]
+        if status[i] == NEEDS_PIL:
+            expected = tuple(sizes[i]) if len(sizes) else None
+            status[i], pixels_rgb = decode_with_pil(payload, expected, max_pixels)
+        else:
+            status[i], pixels_rgb = decode_warned_jpeg(payload)
+        for v, target in enumerate(targets):
+            if pixels_rgb is None or status[i] != OK:
+                break
+            status[i] = resample_decoded(pixels_rgb, boxes[i, v], flips[i, v], target, int(i),
+                                         kind, nchw, mean255, std255)
+        if status[i] != OK:
+            for out in outs:
+                out[i] = 0
+    return status.astype(np.uint8)
+
+
+def _plan_views(plan: np.ndarray, header: np.ndarray, boxes: np.ndarray,
+                out_sizes: np.ndarray, dct_headroom: float) -> None:
+    """Fail samples with a view outside the image; give the others the largest DCT scale
+    (8, 4, 2) at which every view's box is at least dct_headroom * scale * its output, and the
+    decoded size at that scale."""
+    ok = plan[:, P_STATUS] == OK
+    full = np.stack([header[:, 1], header[:, 0]], axis=1).astype(np.int64)  # height, width
+    for v in range(boxes.shape[1]):
+        outside = ok & boxes_outside(boxes[:, v], full, BOX_SLACK)
+        plan[outside, P_STATUS] = BOX_OUTSIDE
+        ok &= ~outside
+    scale = np.ones(len(plan), dtype=np.int64)
+    if dct_headroom > 0:
+        chosen = np.zeros(len(plan), dtype=bool)
+        for s in (8, 4, 2):
+            fits = np.all(boxes[:, :, 2:] >= dct_headroom * s * out_sizes[None], axis=(1, 2))
+            take = fits & ~chosen
+            scale[take] = s
+            chosen |= take
+    plan[ok, P_SCALE] = scale[ok]
+    plan[ok, P_HEIGHT] = -(-full[ok, 0] // scale[ok])
+    plan[ok, P_WIDTH] = -(-full[ok, 1] // scale[ok])

@@ -41,7 +41,7 @@ from chute.fallbacks._turbojpeg import (
     tj_init_decompress,
 )
 
-__all__ = ["plan_batch", "decode_resample_batch", "PLAN_COLUMNS"]
+__all__ = ["plan_batch", "decode_resample_batch", "decode_views_batch", "PLAN_COLUMNS"]
 
 # Columns of the int64 plan array [B, PLAN_COLUMNS].
 P_STATUS, P_SCALE, P_HEIGHT, P_WIDTH, P_FORMAT = range(5)
@@ -198,3 +198,75 @@ def decode_resample_batch(data, offsets, boxes, flips, plan, handles, roi_handle
             _cmyk_to_rgb_inplace(src, height * width)
         resample_into(src, height, width, top, left, box_h, box_w, flips[i], out, i, kind, nchw,
                       mean255, std255, rows[t])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def decode_views_batch(data, offsets, boxes, flips, plan, handles, roi_handles, geometry,
+                       scratch, rows, flags, roi_flags, outs, kind, nchw, mean255, std255):
+    """Decode every planned JPEG once and resample each of its views into outs[v][i].
+
+    boxes: float64 [B, V, 4] and flips bool [B, V], in full-image pixels; outs: a tuple of V
+    output batches (each its own size, one dtype and layout). With ROI decoders the decoded
+    region is the union of every view's span (each view's span with its margin lies inside it,
+    so every view reads the pixels of a full decode). Slots of failed samples are zero-filled
+    in every view.
+    """
+    base = data.ctypes.data
+    views = boxes.shape[1]
+    use_roi = roi_handles.shape[0] > 0
+    for i in prange(boxes.shape[0]):
+        if plan[i, P_STATUS] != OK:
+            for v in range(views):
+                outs[v][i] = 0
+            continue
+        t = get_thread_id()
+        src = scratch[t]
+        start = offsets[i]
+        size = offsets[i + 1] - start
+        height = plan[i, P_HEIGHT]
+        width = plan[i, P_WIDTH]
+        s = np.float64(plan[i, P_SCALE])
+        if use_roi and _ends_with_eoi(data, start, start + size):
+            y0, y1, x0, x1 = height, np.int64(0), width, np.int64(0)
+            for v in range(views):
+                out = outs[v]
+                out_h = out.shape[2] if nchw else out.shape[1]
+                out_w = out.shape[3] if nchw else out.shape[2]
+                a, b = _span(boxes[i, v, 0] / s, boxes[i, v, 2] / s, out_h, height)
+                c, d = _span(boxes[i, v, 1] / s, boxes[i, v, 3] / s, out_w, width)
+                y0, y1, x0, x1 = min(y0, a), max(y1, b), min(x0, c), max(x1, d)
+            g = geometry[t]
+            code = roi_decode(roi_handles[t], base + start, size, plan[i, P_SCALE], y0, y1, x0,
+                              x1, src.ctypes.data, src.shape[0], roi_flags, g.ctypes.data)
+            if code == ROI_OK:
+                region_w = np.int64(g[1])
+                region_h = np.int64(y1 - y0)
+                if g[2] == 4:
+                    _cmyk_to_rgb_inplace(src, region_h * region_w)
+                for v in range(views):
+                    resample_into(src, region_h, region_w, boxes[i, v, 0] / s - y0,
+                                  boxes[i, v, 1] / s - g[0], boxes[i, v, 2] / s,
+                                  boxes[i, v, 3] / s, flips[i, v], outs[v], i, kind, nchw,
+                                  mean255, std255, rows[t])
+                continue
+            if code == ROI_WARNING:
+                plan[i, P_STATUS] = JPEG_WARNING
+                for v in range(views):
+                    outs[v][i] = 0
+                continue
+            # Rejected: the full-frame decode below classifies the failure.
+        pixel_format = plan[i, P_FORMAT]
+        status = tj_decompress2(handles[t], base + start, size,
+                                src.ctypes.data, width, 0, height, pixel_format, flags)
+        if status != 0:
+            plan[i, P_STATUS] = JPEG_WARNING if tj_get_error_code(handles[t]) == 0 else CORRUPT
+            _renew_handle(handles, t)
+            for v in range(views):
+                outs[v][i] = 0
+            continue
+        if pixel_format == TJPF_CMYK:
+            _cmyk_to_rgb_inplace(src, height * width)
+        for v in range(views):
+            resample_into(src, height, width, boxes[i, v, 0] / s, boxes[i, v, 1] / s,
+                          boxes[i, v, 2] / s, boxes[i, v, 3] / s, flips[i, v], outs[v], i,
+                          kind, nchw, mean255, std255, rows[t])

@@ -21,6 +21,7 @@ from chute.pipelines.producers.audio._options import AudioOptions
 from chute.pipelines.producers.image._auto import tune_dataset
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 from chute.pipelines.producers.image._options import ImageOptions
+from chute.pipelines.producers.image._views import View, view_seed
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
 from chute.pipelines.producers.video._cpu import VideoProducer
@@ -59,6 +60,7 @@ __all__ = [
     "SequentialEpoch",
     "VideoOptions",
     "VideoProducer",
+    "View",
     "create_producer",
     "crop_boxes",
     "default_fields",
@@ -66,5 +68,6 @@ __all__ = [
     "image_size_of",
     "tune_dataset",
     "tune_video",
+    "view_seed",
     "warm_cpu_decoder",
 ]

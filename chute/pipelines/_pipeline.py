@@ -211,6 +211,7 @@ class Pipeline:
         self._producers = []
         self._families = {f: family.name for f, (family, _) in requested.items()}
         self._finishers: dict[str, Callable] = {}
+        self._parts: dict[str, tuple[str, ...]] = {}  # field -> output keys delivered as a list
         self.stats = PipelineStats()
         self.backend = None  # the first image field's producer (round-2 attribute)
         by_recording = self._unit is not None and self._unit.name == "segment"
@@ -223,6 +224,8 @@ class Pipeline:
             self._producers.append(ByRecording(producer) if by_recording else producer)
             if built.finish is not None:
                 self._finishers[f] = built.finish
+            if built.parts:
+                self._parts[f] = built.parts
             if built.decision is not None:
                 self.stats.field_backends[f] = built.decision
                 if family.name == "image" and self.backend is None:
@@ -457,7 +460,10 @@ class Pipeline:
 
     def _finish(self, batch: dict) -> dict:
         """Output options applied on the device: each field's finish (dtype cast, memory
-        format), casts of stored fields, the transform, the copy."""
+        format), casts of stored fields, the transform, the copy. A field with parts (an image
+        field's views) becomes the list of its parts first."""
+        for name, keys in self._parts.items():
+            batch[name] = [batch.pop(k) for k in keys]
         for key, finish in self._finishers.items():
             batch[key] = finish(batch[key])
         for key, output in self._outputs.items():
@@ -470,7 +476,8 @@ class Pipeline:
                                 f"{type(batch).__name__}, not the batch dict; return the batch "
                                 "(e.g. `return {**batch, 'image': f(batch['image'])}`)")
         if self.copy:
-            batch = {k: v.clone() if isinstance(v, torch.Tensor) else list(v)
+            batch = {k: v.clone() if isinstance(v, torch.Tensor) else
+                     [x.clone() if isinstance(x, torch.Tensor) else x for x in v]
                      for k, v in batch.items()}
         return batch
 

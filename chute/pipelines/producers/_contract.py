@@ -102,7 +102,9 @@ class ProducerSpec:
 class ImageSpec(ProducerSpec):
     """A ProducerSpec for image decoders: output size (H, W), dtype ("uint8", "float16",
     "float32"), layout ("NCHW" | "NHWC"), mean/std as fractions of 255, the crop config and the
-    dataset columns with the full image sizes."""
+    dataset columns with the full image sizes. `views`: the crop config of every view (after
+    `count` expansion) when the field delivers multi-crop views (`ImageOptions.views`), whose
+    output keys are `view_key(field, v)`; empty for one image per sample."""
 
     size: tuple[int, int] = (224, 224)
     dtype: str = "float16"
@@ -111,6 +113,7 @@ class ImageSpec(ProducerSpec):
     std: tuple[float, float, float] = IMAGENET_STD
     crop: Any = None
     size_fields: tuple[str, str] = ("height", "width")
+    views: tuple = ()
 
     @property
     def numpy_dtype(self) -> np.dtype:

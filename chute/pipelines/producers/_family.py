@@ -62,11 +62,15 @@ class FieldBuild:
             (a cast, a memory format), or None.
         decision: {"backend", "options", "reason"}: the backend chosen and why, for families
             with a choice of backend (images always; video when its options say "auto").
+        parts: output keys the Pipeline delivers as one list under the field's name, in this
+            order (an image field's views), before `finish` (which then gets the list); empty:
+            the field's outputs are delivered as they are.
     """
 
     spec: ProducerSpec
     finish: Callable[[Any], Any] | None = None
     decision: dict | None = None
+    parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

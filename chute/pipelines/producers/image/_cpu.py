@@ -15,6 +15,8 @@ bombs").
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from chute.pipelines._distributed import default_threads
@@ -35,10 +37,17 @@ class CpuBackend(ImageProducerBase):
     def __init__(self, spec: ImageSpec):
         check_options("cpu", spec.options, _OPTIONS)
         super().__init__(spec)
-        from chute.fallbacks import decode_batch, load_turbojpeg, max_image_pixels, release_scratch
+        from chute.fallbacks import (
+            decode_batch,
+            decode_views,
+            load_turbojpeg,
+            max_image_pixels,
+            release_scratch,
+        )
 
         load_turbojpeg()  # a missing libturbojpeg fails here, at construction, not at next()
         self._decode_batch = decode_batch
+        self._decode_views = decode_views
         self._release_scratch = release_scratch
         self.max_pixels = max_image_pixels(spec.options.get("max_pixels"))
         self._sizes = self.size_table()
@@ -56,19 +65,30 @@ class CpuBackend(ImageProducerBase):
         return SequentialEpoch(self, first_iteration)  # decoding is stateless between batches
 
     def fill(self, request, out: dict) -> np.ndarray:
+        if self.spec.views:  # one decode per sample, every view resampled from it
+            return self.decode(request.ids, request.params[f"{self.field}.view_boxes"],
+                               request.params[f"{self.field}.view_flips"],
+                               [out[key] for key in self.view_shapes(1)])
         return self.decode(request.ids, request.params["boxes"], request.params["flips"],
                            out[self.field])
 
-    def decode(self, ids, boxes, flips, out: np.ndarray) -> np.ndarray:
-        """Decode samples `ids` with crops `boxes`/`flips` into `out`; status per sample."""
+    def decode(self, ids, boxes, flips, out) -> np.ndarray:
+        """Decode samples `ids` with crops `boxes`/`flips` into `out`; status per sample.
+        Views: boxes [B, V, 4], flips [B, V] and `out` a list of V batches."""
         data, offsets = self.spec.dataset.gather(ids, self.field, out=self._scratch)
         if not np.shares_memory(data, self._scratch):
             self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
-        float_out = out.dtype != np.uint8
-        variant = f"{out.dtype}-{self.spec.layout}"
+        variant = f"{self.spec.numpy_dtype}-{self.spec.layout}"
+        if isinstance(out, list):  # the views kernel compiles per number of views
+            variant = f"{len(out)}views-{variant}"
         if not self._compiled:
             note_first_compile(variant)
-        status = self._decode_batch(
+        decode: Any = self._decode_batch
+        if isinstance(out, list):
+            decode, float_out = self._decode_views, out[0].dtype != np.uint8
+        else:
+            float_out = out.dtype != np.uint8
+        status = decode(
             data, offsets, boxes, flips, out,
             mean=self.spec.mean if float_out else None,
             std=self.spec.std if float_out else None,

@@ -20,6 +20,7 @@ from chute.pipelines.producers._contract import ImageSpec
 from chute.pipelines.producers._family import Family, FieldBuild, FieldContext
 from chute.pipelines.producers.image._crops import CropConfig
 from chute.pipelines.producers.image._options import ImageOptions
+from chute.pipelines.producers.image._views import View, expand_views, view_key
 
 __all__ = ["FAMILY", "crop_config"]
 
@@ -76,6 +77,8 @@ def build(field: str, options: ImageOptions, ctx: FieldContext) -> FieldBuild:
     produced, cast = output_dtype(options.dtype)
     mean, std = mean_std_fractions(options.mean, options.std)
     user = check_backend_options(dict(options.backend_options or {}))
+    if options.views is not None:
+        return _build_views(field, options, ctx, user, channels_last, produced, cast, mean, std)
     crop = crop_config(options.crop, options.size, ctx.augment)
     if options.eval_crop is not None:
         crop = replace(crop, eval_crop=options.eval_crop)
@@ -99,6 +102,49 @@ def build(field: str, options: ImageOptions, ctx: FieldContext) -> FieldBuild:
     return FieldBuild(spec, _finish(channels_last, cast),
                       decision or {"backend": name, "options": backend_options,
                                    "reason": reason})
+
+
+# The backends that decode views (the GPU kernels do not take them yet; docs/views.md).
+VIEW_BACKENDS = ("cpu",)
+
+
+def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dict,
+                 channels_last: bool, produced: str, cast, mean, std) -> FieldBuild:
+    """An image field delivering multi-crop views: one decode per sample, every view resampled
+    from it by the cpu backend, delivered as a list of tensors in view order."""
+    where = f"ImageOptions of field {field!r}"
+    given = [k for k in ("size", "crop", "eval_crop") if getattr(options, k) is not None]
+    if given:
+        raise ValueError(f"{where}: views= gives every view its own size and crop; leave "
+                         f"{given} unset (e.g. View(224, scale=(0.32, 1.0), count=2))")
+    views: tuple[View, ...] = expand_views(options.views or (), where)
+    if options.backend == "auto":
+        name = "cpu"
+        reason = "views= are decoded by the cpu backend (docs/views.md)"
+    elif options.backend in VIEW_BACKENDS:
+        name, reason = options.backend, f"backend={options.backend!r} was requested"
+    else:
+        raise ValueError(f"{where}: backend={options.backend!r} does not decode views yet; "
+                         f"use backend='cpu' or 'auto' with views= (docs/views.md)")
+    _check_columns(field, ctx.dataset)
+    crops = tuple(view.crop(ctx.augment) for view in views)
+    spec = ctx.spec(name, field, dict(user), spec_type=ImageSpec, size=crops[0].size,
+                    dtype=produced, layout="NHWC" if channels_last else options.layout,
+                    mean=mean, std=std, crop=crops[0], views=crops)
+    each = _finish(channels_last, cast)
+
+    def finish(images: list) -> list:
+        out = []
+        for image, view in zip(images, views, strict=True):
+            if each is not None:
+                image = each(image)
+            if view.transform is not None:
+                image = view.transform(image)
+            out.append(image)
+        return out
+
+    return FieldBuild(spec, finish, {"backend": name, "options": dict(user), "reason": reason},
+                      parts=tuple(view_key(field, v) for v in range(len(views))))
 
 
 FAMILY = Family("image", ImageOptions, build)

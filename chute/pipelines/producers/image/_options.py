@@ -10,6 +10,7 @@ import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.pipelines.producers.image._crops import CropConfig
+from chute.pipelines.producers.image._views import View
 
 __all__ = ["ImageOptions", "ImageBackend"]
 
@@ -38,6 +39,10 @@ class ImageOptions:
             "crop-resize" (FFCV's center box resized to S); None keeps `crop`'s.
         memory_format: `torch.channels_last` delivers NCHW images stored NHWC at no extra cost;
             `torch.contiguous_format` (default) is plain NCHW.
+        views: a list of `View`s for multi-crop (DINO, SwAV): each image is decoded once and
+            every view cropped, resized, flipped and normalised from that decode; the batch
+            holds the field as a list of tensors in view order, `count` expanded
+            (docs/views.md). Excludes `size`, `crop` and `eval_crop`; cpu backend.
     """
 
     size: int | tuple[int, int] | str | None = None
@@ -50,3 +55,8 @@ class ImageOptions:
     crop: CropConfig | None = None
     eval_crop: Literal["torchvision", "crop-resize"] | None = None
     memory_format: torch.memory_format = torch.contiguous_format
+    views: Sequence[View] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.views, list):  # a frozen value: lists become tuples
+            object.__setattr__(self, "views", tuple(self.views))
