@@ -81,3 +81,32 @@ def test_infer_bench_help_names_every_option(capsys):
                    "--slo-ms", "--budget-s", "--search-waits", "--search-requests",
                    "--save-config", "--no-progress"):
         assert option in text, option
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fn", "status"), [("tests.infer._stages:always_fails", 4),
+                                            ("tests.infer._stages:fail_on_three", 3),
+                                            ("tests.infer._stages:slow", 0)])
+def test_infer_bench_exit_status_says_whether_requests_failed(tmp_path, video_dataset, capsys,
+                                                              fn, status):
+    config = _write(tmp_path / "c.json", [{"name": "s", "fn": fn}])
+    code = main(["infer-bench", config, str(video_dataset), "--requests", "4", "--json",
+                 "--no-progress"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == status == result["exit_status"]
+    assert result["failed"] == {4: 4, 3: 1, 0: 0}[status]
+    service = result["stages"]["s"]["service_ms"]
+    assert result["stages"]["s"]["calls"] >= 1 and service["mean"] <= service["p95"]
+    if fn.endswith(":slow"):  # a call sleeps 0.2 s
+        assert 195 <= service["mean"] < 1000, service
+
+
+@pytest.mark.slow
+def test_infer_bench_search_keeps_to_its_budget(tmp_path, video_dataset, capsys):
+    config = _write(tmp_path / "c.json", [{"name": "s", "fn": "tests.infer._stages:slow"}])
+    code = main(["infer-bench", config, str(video_dataset), "--requests", "8", "--search",
+                 "--slo-ms", "2000", "--budget-s", "12", "--json", "--no-progress"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert result["search"]["seconds"] <= 12.0, result["search"]["table"]
+    assert "budget" in result["search"]["table"]  # some of the grid did not fit

@@ -60,12 +60,13 @@ def test_ctrl_c_after_a_killed_replica_stops_every_process_and_frees_shared_memo
         assert _wait_for(lambda: len(serving()) == 3, 120), "no restarted replica served"
         seen |= _children_of(cli.pid)
         cli.send_signal(signal.SIGINT)
-        _, err = cli.communicate(timeout=60)
+        out, err = cli.communicate(timeout=60)
     finally:
         if cli.poll() is None:
             cli.kill()
     assert cli.returncode == 130, err
-    assert "interrupted" in err and f"(pid {victim}) died" in err
+    assert "interrupted" in out and f"(pid {victim}) died" in err
+    assert "| slow | 2 |" in out  # the partial report
     assert serving() <= seen and len(seen) >= 3
     assert _wait_for(lambda: not [p for p in seen if Path(f"/proc/{p}").exists()], 10), \
         f"processes left: {[p for p in seen if Path(f'/proc/{p}').exists()]}"
@@ -73,3 +74,40 @@ def test_ctrl_c_after_a_killed_replica_stops_every_process_and_frees_shared_memo
     left = [n for n in os.listdir("/dev/shm")
             for p in seen | {cli.pid} if n.startswith(f"torch_{p}_")]
     assert not left, left
+
+
+def test_ctrl_c_in_the_middle_of_a_replica_restart_stops_at_once(tmp_path, video_dataset):
+    """The interrupt lands while a killed replica's successor is spawned but not yet ready
+    (held there by the test hook until the pipeline closes)."""
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"stages": [
+        {"name": "slow", "fn": "tests.infer._stages:slow_marked", "replicas": 2}]}))
+    marks, held = tmp_path / "marks", tmp_path / "restarting"
+    marks.mkdir()
+    env = {**os.environ, "CHUTE_TEST_MARKS": str(marks), "CHUTE_TEST_HOLD_RESTART": str(held),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cli = subprocess.Popen([sys.executable, "-m", "chute.cli", "infer-bench", str(config),
+                            str(video_dataset), "--requests", "4000", "--no-progress", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    seen: set[int] = set()
+    try:
+        assert _wait_for(lambda: len(list(marks.iterdir())) == 2, 120), "no replica served"
+        time.sleep(2.0)  # past the warm-up (two 0.2 s calls): the measured run is under way
+        os.kill(min(int(p.name) for p in marks.iterdir()), signal.SIGKILL)
+        assert _wait_for(held.exists, 60), "the restart was not reached"
+        seen |= _children_of(cli.pid)
+        began = time.monotonic()
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert time.monotonic() - began < 20
+    assert cli.returncode == 130, err
+    assert out, err
+    report = json.loads(out)
+    assert report["stopped"] and report["exit_status"] == 130 and report["completed"] > 0
+    assert report["stages"]["slow"]["restarts"] == 1
+    assert len(seen) >= 3  # the two replicas' successors and the resource tracker
+    assert _wait_for(lambda: not [p for p in seen if Path(f"/proc/{p}").exists()], 10), \
+        f"processes left: {[p for p in seen if Path(f'/proc/{p}').exists()]}"
