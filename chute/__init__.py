@@ -28,6 +28,7 @@ _LAZY = {
     "PipelineDataset": "chute.pipelines",
     "crop_boxes": "chute.pipelines",
     "View": "chute.pipelines",
+    "mix": "chute.pipelines",
 }
 
 __all__ = [

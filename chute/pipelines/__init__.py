@@ -3,6 +3,7 @@ field producers (image decoders, video clips, audio, array gathers, columns, met
 per-field typed options and one batching contract."""
 
 from chute.pipelines._fields import default_fields
+from chute.pipelines._mix import MixedDataset, MixSampler, mix
 from chute.pipelines._options import image_size_of
 from chute.pipelines._pipeline import Pipeline, PipelineStats
 from chute.pipelines._request import BatchRequest, CropParams, ParamSource
@@ -48,6 +49,8 @@ __all__ = [
     "ImageSpec",
     "Lookup",
     "MaxDuration",
+    "MixSampler",
+    "MixedDataset",
     "Output",
     "PRODUCERS",
     "ParamSource",
@@ -66,6 +69,7 @@ __all__ = [
     "default_fields",
     "family_of",
     "image_size_of",
+    "mix",
     "tune_dataset",
     "tune_video",
     "view_seed",

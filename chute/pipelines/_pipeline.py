@@ -47,7 +47,13 @@ from chute.pipelines._staging import device_views, wait_ready
 from chute.pipelines.producers._contract import Output
 from chute.pipelines.producers._family import FieldContext
 from chute.pipelines.producers._registry import create_producer
-from chute.pipelines.sampling._batching import Batching, Plan, PlanContext, as_batching
+from chute.pipelines.sampling._batching import (
+    Batching,
+    FixedBatches,
+    Plan,
+    PlanContext,
+    as_batching,
+)
 from chute.pipelines.sampling._units import ByRecording, sample_durations
 
 if TYPE_CHECKING:
@@ -85,7 +91,8 @@ class Pipeline:
 
     Args:
         source: a dataset folder, URL or an open dataset (anything meeting
-            `chute.readers.DatasetProtocol`: a chute dataset, a zarr group, a Megatron pair).
+            `chute.readers.DatasetProtocol`: a chute dataset, a zarr group, a Megatron pair), or
+            `chute.mix(...)` of several, interleaved by weight (batches then carry "source").
         batch_size: samples per batch (per rank); with `MaxDuration` the most in one batch;
             None with `Buckets` (each bucket has its own).
         fields: the fields to deliver: names (each with its kind's default options) or
@@ -131,8 +138,9 @@ class Pipeline:
         self._closed = True  # until construction succeeds (close() may run from __del__)
         if isinstance(source, (list, tuple, set, dict)):
             raise TypeError(f"source must be one dataset (a folder, URL or open dataset), got a "
-                            f"{type(source).__name__} of {len(source)}; build one Pipeline per "
-                            "dataset (mixing datasets in one Pipeline is not available yet)")
+                            f"{type(source).__name__} of {len(source)}; mix datasets with "
+                            "chute.mix({'a': path_a, 'b': path_b}, weights={'a': 0.7, 'b': "
+                            "0.3}) (docs/mixing.md)")
         self._own_dataset = isinstance(source, (str, Path))
         self.dataset: DatasetProtocol = (open_dataset(source) if isinstance(source, (str, Path))
                                          else source)
@@ -176,6 +184,13 @@ class Pipeline:
             {f: (family.name, options) for f, (family, options) in requested.items()})
         self.batch_size = self.batching.slot_size(batch_size)
         self._unit = self._sample_unit(requested)
+        # a source with its own epoch order (chute.mix): which rows each epoch holds
+        self._sampler = getattr(self.dataset, "sampler", None)
+        if self._sampler is not None and (self._unit is not None
+                                          or not isinstance(self.batching, FixedBatches)):
+            raise ValueError(f"{self.dataset.path}: a chute.mix source takes fixed batches of "
+                             "whole rows; MaxDuration, Buckets and audio segment units are not "
+                             "available with it (build one Pipeline per dataset for them)")
         self._durations: dict = {}  # (seed, epoch) -> seconds of every sample (MaxDuration)
         self._epoch, self._position = 0, 0
         self._params: tuple = ()  # the plan's parameter sources (set by _build_producers)
@@ -257,6 +272,8 @@ class Pipeline:
 
     def _count(self, seed: int, epoch: int) -> int:
         """Samples of epoch `epoch` (merged segments: a pure function of seed and epoch)."""
+        if self._sampler is not None:
+            return int(self._sampler.count)
         return len(self.dataset) if self._unit is None else self._unit.count(seed, epoch)
 
     def _durations_of(self, seed: int, epoch: int) -> np.ndarray:
@@ -365,7 +382,8 @@ class Pipeline:
             dataset=self.dataset, n=self._n, seed=seed, epoch=epoch, rank=self.rank,
             world_size=self.world_size, batch_size=self.batch_size, drop_last=self.drop_last,
             shuffle=self.shuffle, augment=self.augment, start_position=start, state=state,
-            params=self._params, durations=lambda: self._durations_of(seed, epoch))
+            params=self._params, durations=lambda: self._durations_of(seed, epoch),
+            sampler=self._sampler)
         return self.batching.plan(context)
 
     def __len__(self) -> int:

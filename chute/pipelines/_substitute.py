@@ -89,7 +89,7 @@ class Substitutor:
 
     def _substitute(self, bad: int, out: dict, shapes: dict, row: int,
                     request) -> tuple[int, bool]:
-        n = self.plan.n
+        n = getattr(self.plan, "id_count", self.plan.n)  # a mix draws from all its rows
         for k in range(_MAX_CANDIDATES):
             cand = int(random_u64(self._key, bad, stream=k) % np.uint64(n))
             if cand == bad:

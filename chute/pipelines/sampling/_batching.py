@@ -65,6 +65,8 @@ class PlanContext:
         state: the batching's own resume state at `start_position` ({} at an epoch's start).
         params: parameter sources evaluated for every batch (crops, units, ...).
         durations: seconds every sample of this epoch delivers (for `MaxDuration`).
+        sampler: the source's own epoch order (a `chute.mix`'s `MixSampler`), or None for the
+            keyed permutation of [0, n).
     """
 
     dataset: Any
@@ -81,6 +83,7 @@ class PlanContext:
     state: dict = field(default_factory=dict)
     params: tuple = ()
     durations: Callable[[], np.ndarray] | None = None
+    sampler: Any = None
 
 
 class Batching(Protocol):
@@ -124,7 +127,8 @@ def _plan_args(c: PlanContext, *, drop_last: bool) -> dict:
     """What every BatchPlan (and its subclasses) is made of."""
     return dict(dataset=_ref(c.dataset), n=c.n, seed=c.seed, epoch=c.epoch, rank=c.rank,
                 world_size=c.world_size, batch_size=c.batch_size, drop_last=drop_last,
-                start_position=c.start_position, params=c.params, shuffle=c.shuffle)
+                start_position=c.start_position, params=c.params, shuffle=c.shuffle,
+                sampler=c.sampler)
 
 
 class _FieldFree:

@@ -11,6 +11,7 @@ must reopen it (docs/design.md, "Plans and producers").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,9 @@ class BatchPlan:
         n: samples in the dataset.
         params: parameter sources evaluated for every batch (e.g. `CropParams`).
         shuffle: False: position i is sample i (the dataset's own order).
+        sampler: the source's own epoch order (`order(seed, epoch, shuffle)`: positions ->
+            sample ids, and `rows`: the sample ids' bound), as a `chute.mix` has; None: the
+            keyed permutation of [0, n).
     """
 
     dataset: object
@@ -45,6 +49,7 @@ class BatchPlan:
     start_position: int
     params: tuple[ParamSource, ...] = ()
     shuffle: bool = True
+    sampler: Any = None
 
     @property
     def partition(self) -> Partition:
@@ -55,13 +60,21 @@ class BatchPlan:
 
     @property
     def order(self):
-        """Position -> sample id: the epoch's keyed bijection, or the identity unshuffled."""
+        """Position -> sample id: the epoch's keyed bijection, or the identity unshuffled (or
+        the sampler's order)."""
+        if self.sampler is not None:
+            return self.sampler.order(self.seed, self.epoch, self.shuffle)
         if not self.shuffle:
             return _identity
         return EpochOrder(self.n, self.seed, self.epoch)
 
     def __len__(self) -> int:
         return self.partition.batches
+
+    @property
+    def id_count(self) -> int:
+        """Sample ids lie in [0, id_count): `n`, unless a sampler draws them from more rows."""
+        return self.n if self.sampler is None else int(self.sampler.rows)
 
     def positions(self, iteration: int) -> np.ndarray:
         """Global positions of batch `iteration` (raises StopIteration past the end)."""

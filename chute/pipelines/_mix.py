@@ -1,0 +1,392 @@
+"""`chute.mix`: several datasets as one Pipeline source, interleaved by weight
+(docs/mixing.md).
+
+A mix is a dataset whose rows are its sources' rows back to back (row `offset[s] + i` is row i
+of source s): producers read it as they read any dataset, and each batch carries the "source"
+of every sample. Its `sampler` says which rows an epoch holds and in which order, as a pure
+function of (seed, epoch): source s gets a fixed quota of the epoch's positions (its weight's
+share, largest remainders), the positions are a keyed permutation of those quotas, and the k-th
+draw of source s in the epoch is
+- without replacement (the default): draw `epoch * quota + k` of an endless sequence of keyed
+  permutations of the source (every row once before any row again, across epochs);
+- with replacement: a keyed uniform row of the source.
+Order, DDP partition, equal steps and exact (elastic) resume are then the Pipeline's own, for
+`epoch_samples` positions per epoch. Crops and other random choices are keyed by the row, so a
+row drawn twice in one epoch (with replacement, or a quota above the source's size) gets the
+same choices both times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chute.pipelines.sampling._keyed_random import derive_key, random_u64
+from chute.pipelines.sampling._order import EpochOrder
+
+__all__ = ["mix", "MixedDataset", "MixSampler", "SOURCE_FIELD"]
+
+SOURCE_FIELD = "source"  # the per-sample source index every batch of a mix carries
+_LIST_KINDS = ("json", "bytes")  # kinds that may be optional: a missing value is None
+
+
+def mix(sources: Mapping[str, Any], weights: Mapping[str, float] | None = None, *,
+        epoch_samples: int | None = None, replacement: bool | Mapping[str, bool] = False,
+        optional: Sequence[str] = ()) -> MixedDataset:
+    """Several datasets as one Pipeline source, interleaved by weight:
+    `Pipeline(chute.mix({"a": path_a, "b": path_b}, weights={"a": 0.7, "b": 0.3}), 256)`.
+
+    Args:
+        sources: name -> dataset (a folder, URL or open dataset); the batch's "source" holds
+            each sample's index in this order.
+        weights: name -> share of each epoch's samples (normalised; default: each source's
+            size, i.e. every row once per epoch).
+        epoch_samples: samples per epoch, all sources together (default: the most an epoch
+            can take without repeating a row of any source: min(size / weight)).
+        replacement: draw rows with replacement (per source with a mapping); without it a
+            source's rows come in keyed permutations, each row once before any again.
+        optional: fields (json or bytes) that some sources lack; their samples hold None.
+    """
+    return MixedDataset(sources, weights, epoch_samples, replacement, optional)
+
+
+@dataclass(frozen=True)
+class MixSampler:
+    """Which rows of a mix an epoch holds, in which order (a frozen, picklable value).
+
+    Attributes:
+        sizes: rows of every source.
+        quotas: positions of every source in each epoch (their sum is the epoch's length).
+        replacement: per source, whether its draws are with replacement.
+    """
+
+    sizes: tuple[int, ...]
+    quotas: tuple[int, ...]
+    replacement: tuple[bool, ...]
+
+    @property
+    def count(self) -> int:
+        """Samples (positions) of every epoch."""
+        return sum(self.quotas)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the mix: sample ids lie in [0, rows)."""
+        return sum(self.sizes)
+
+    def order(self, seed: int, epoch: int, shuffle: bool = True) -> MixOrder:
+        """Position -> row id of epoch `epoch`."""
+        return MixOrder(self, int(seed), int(epoch), bool(shuffle))
+
+
+@dataclass(frozen=True)
+class MixOrder:
+    """Positions of one epoch -> row ids of the mix (see the module docstring). Unshuffled, the
+    positions are the sources' quotas in order, each source's draws in its own order."""
+
+    sampler: MixSampler
+    seed: int
+    epoch: int
+    shuffle: bool
+
+    def __call__(self, positions) -> np.ndarray:
+        pos = np.asarray(positions, dtype=np.int64)
+        quotas = np.asarray(self.sampler.quotas, np.int64)
+        starts = np.concatenate([[0], np.cumsum(quotas)])
+        offsets = np.concatenate([[0], np.cumsum(self.sampler.sizes)])
+        slots = pos
+        if self.shuffle:
+            slots = EpochOrder(int(starts[-1]), derive_key(self.seed, "mix") >> 1,
+                               self.epoch)(pos)
+        source = np.searchsorted(starts, slots, side="right") - 1
+        draw = slots - starts[source]
+        rows = np.empty(pos.shape, np.int64)
+        for s, size in enumerate(self.sampler.sizes):
+            chosen = source == s
+            if not chosen.any():
+                continue
+            rows[chosen] = offsets[s] + self._local(s, size, int(quotas[s]), draw[chosen])
+        return rows
+
+    def _local(self, s: int, size: int, quota: int, draw: np.ndarray) -> np.ndarray:
+        if self.sampler.replacement[s]:
+            if not self.shuffle:
+                return draw % size
+            key = derive_key(self.seed, self.epoch, "mix", s)
+            return (random_u64(key, draw.astype(np.uint64)) % np.uint64(size)).astype(np.int64)
+        sequence = self.epoch * quota + draw  # this source's draws continue across epochs
+        cycle, index = np.divmod(sequence, size)
+        if not self.shuffle:
+            return index
+        local = np.empty_like(index)
+        seed = derive_key(self.seed, "mix", s) >> 1
+        for c in np.unique(cycle).tolist():
+            here = cycle == c
+            local[here] = EpochOrder(size, seed, int(c))(index[here])
+        return local
+
+
+class MixedDataset:
+    """The dataset `chute.mix` returns: its sources' rows back to back, read through the
+    sources, with the `sampler` a Pipeline plans its epochs with.
+
+    Attributes:
+        names: the sources' names, in "source" index order.
+        sources: the open datasets.
+        sampler: the epochs' rows and order (`MixSampler`).
+    """
+
+    def __init__(self, sources, weights, epoch_samples, replacement, optional):
+        from chute.readers import open_dataset
+
+        if not isinstance(sources, Mapping) or not sources:
+            raise TypeError(f"chute.mix takes {{name: dataset}} with at least one source, got "
+                            f"{type(sources).__name__}")
+        self.names = tuple(str(n) for n in sources)
+        self._own = [isinstance(s, (str, Path)) for s in sources.values()]
+        self.sources = [open_dataset(s) if own else s
+                        for s, own in zip(sources.values(), self._own, strict=True)]
+        sizes = tuple(len(ds) for ds in self.sources)
+        empty = [n for n, size in zip(self.names, sizes, strict=True) if size == 0]
+        if empty:
+            raise ValueError(f"chute.mix: source {empty[0]!r} holds no samples; leave it out")
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        shares = self._shares(weights, sizes)
+        self.sampler = MixSampler(sizes, _quotas(shares, sizes, epoch_samples),
+                                  self._replacement(replacement))
+        self.optional = tuple(optional)
+        self.fields, self.specs, self._missing = self._fields()
+        self.path = Path("mix(" + ", ".join(f"{n}={ds.path}" for n, ds in
+                                            zip(self.names, self.sources, strict=True)) + ")")
+        parts = [*(f"{n}:{ds.fingerprint}" for n, ds in zip(self.names, self.sources,
+                                                               strict=True)),
+                 repr(self.sampler), repr(self.optional)]
+        self.fingerprint = "mix-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        self.delivered_fields = (SOURCE_FIELD,)
+
+    # -- construction -----------------------------------------------------------------------
+    def _shares(self, weights, sizes) -> np.ndarray:
+        if weights is None:
+            return np.asarray(sizes, np.float64) / sum(sizes)
+        if not isinstance(weights, Mapping) or set(weights) != set(self.names):
+            raise ValueError(f"chute.mix: weights must name every source {list(self.names)} "
+                             f"once, got {weights!r:.200}")
+        values = np.array([float(weights[n]) for n in self.names])
+        if not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError(f"chute.mix: weights must be positive numbers, got {weights!r}")
+        return values / values.sum()
+
+    def _replacement(self, replacement) -> tuple[bool, ...]:
+        if isinstance(replacement, Mapping):
+            unknown = sorted(set(replacement) - set(self.names))
+            if unknown:
+                raise ValueError(f"chute.mix: replacement names {unknown}, which are not "
+                                 f"sources ({list(self.names)})")
+            return tuple(bool(replacement.get(n, False)) for n in self.names)
+        return (bool(replacement),) * len(self.names)
+
+    def _fields(self) -> tuple[dict, dict, dict]:
+        """Fields every source has (with one kind), plus the optional ones; {field: sources
+        lacking it} for the others."""
+        fields: dict[str, str] = {}
+        specs: dict[str, dict] = {}
+        missing: dict[str, list[str]] = {}
+        for name in dict.fromkeys(f for ds in self.sources for f in ds.fields):
+            lacking = [n for n, ds in zip(self.names, self.sources, strict=True)
+                       if name not in ds.fields]
+            having = [ds for ds in self.sources if name in ds.fields]
+            kinds = {ds.fields[name] for ds in having}
+            media = {ds.specs[name].get("media") for ds in having}
+            if len(kinds) > 1 or len(media) > 1:
+                raise ValueError(f"chute.mix: field {name!r} is of kinds {sorted(kinds)} in "
+                                 "different sources; give it one kind in every source")
+            if lacking and name not in self.optional:
+                missing[name] = lacking
+                continue
+            if lacking and kinds.pop() not in _LIST_KINDS:
+                raise ValueError(f"chute.mix: optional field {name!r} is missing from "
+                                 f"{lacking}; only json and bytes fields may be optional "
+                                 "(their missing values are None)")
+            fields[name] = having[0].fields[name]
+            specs[name] = having[0].specs[name]
+        unknown = sorted(set(self.optional) - set(fields) - set(missing))
+        if unknown:
+            raise ValueError(f"chute.mix: optional names {unknown}, which no source has")
+        if SOURCE_FIELD in fields:
+            raise ValueError(f"chute.mix: a source has a field named {SOURCE_FIELD!r}, the "
+                             "name of the mix's source index; rename that field")
+        fields[SOURCE_FIELD] = "scalar"
+        specs[SOURCE_FIELD] = {"kind": "scalar", "dtype": "<i8"}
+        return fields, specs, missing
+
+    def why_missing(self, name: str) -> str | None:
+        """Why `name` is not a field of the mix, when some source has it."""
+        if name not in self._missing:
+            return None
+        return (f"field {name!r} is missing from source(s) {self._missing[name]} of the mix; "
+                f"declare it chute.mix(..., optional=[{name!r}]) (json or bytes fields) or "
+                "leave it out of fields=")
+
+    # -- the dataset protocol ---------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"mix:{self.fingerprint}"
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def split(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(source index, row in that source) of mix rows `ids`."""
+        ids = np.asarray(ids, np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
+            raise IndexError(f"rows of {self.path} lie in [0, {len(self)}), got "
+                             f"{int(ids.min())}..{int(ids.max())}")
+        source = np.searchsorted(self._offsets, ids, side="right") - 1
+        return source, ids - self._offsets[source]
+
+    def _groups(self, ids):
+        source, local = self.split(ids)
+        for s in np.unique(source).tolist():
+            rows = np.flatnonzero(source == s)
+            yield s, rows, local[rows]
+
+    def locate(self, i: int) -> tuple[str, int]:
+        (s,), (local,) = self.split([i])
+        shard, at = self.sources[s].locate(int(local))
+        return f"{self.names[s]}:{shard}", at
+
+    def __getitem__(self, i: int) -> dict:
+        (s,), (local,) = self.split([i])
+        return {**self.sources[s][int(local)], SOURCE_FIELD: int(s)}
+
+    def column(self, name: str) -> np.ndarray:
+        if name == SOURCE_FIELD:
+            return np.repeat(np.arange(len(self.sources)), self.sampler.sizes).astype(np.int64)
+        self._check(name)
+        return np.concatenate([np.asarray(ds.column(name)) for ds in self.sources])
+
+    def _check(self, name: str) -> None:
+        if name not in self.fields:
+            raise KeyError(self.why_missing(name) or f"{self.path} has no field {name!r}")
+
+    def reader(self, field: str) -> _MixReader:
+        self._check(field)
+        readers = [ds.reader(field) if field in ds.fields else None for ds in self.sources]
+        return _MixReader(self, field, readers)
+
+    def read(self, field: str, ids, out: Any = None) -> Any:
+        return self.reader(field).read(np.asarray(ids, np.int64), out)
+
+    def gather(self, ids, field: str = "image", out: np.ndarray | None = None):
+        """Payloads of `ids` back to back (data, offsets), gathered source by source."""
+        self._check(field)
+        ids = np.asarray(ids, np.int64).reshape(-1)
+        pieces: list = [None] * len(ids)
+        for s, rows, local in self._groups(ids):
+            data, offsets = self.sources[s].gather(local, field)
+            for k, row in enumerate(rows.tolist()):
+                pieces[row] = data[offsets[k]:offsets[k + 1]]
+        lengths = np.array([len(p) for p in pieces], np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        total = int(offsets[-1])
+        buffer = out[:total] if out is not None and out.ndim == 1 and len(out) >= total \
+            else np.empty(total, np.uint8)
+        for k, piece in enumerate(pieces):
+            buffer[offsets[k]:offsets[k + 1]] = piece
+        return buffer, offsets
+
+    def close(self) -> None:
+        """Close the sources this mix opened (from paths)."""
+        for ds, own in zip(self.sources, self._own, strict=True):
+            closer = getattr(ds, "close", None)
+            if own and closer is not None:
+                closer()
+
+
+class _MixReader:
+    """One field read through every source: rows grouped by source, read there, put back."""
+
+    def __init__(self, mixed: MixedDataset, field: str, readers: list):
+        self.mixed, self.field, self.readers = mixed, field, readers
+        present = [r for r in readers if r is not None]
+        shapes = {_shape_of(r) for r in present}
+        dtypes = {str(r.dtype) for r in present}
+        ragged = {r.lengths(np.empty(0, np.int64)) is not None for r in present
+                  if hasattr(r, "lengths")}
+        if len(shapes) > 1 and not ragged == {True}:
+            raise ValueError(f"chute.mix: field {field!r} has shapes {sorted(shapes, key=str)} "
+                             "in different sources; one Pipeline field needs one shape")
+        if len(dtypes) > 1:
+            raise ValueError(f"chute.mix: field {field!r} has dtypes {sorted(dtypes)} in "
+                             "different sources; store it with one dtype")
+        first = present[0]
+        self.dtype = first.dtype
+        self.sample_shape = first.sample_shape
+        if ragged == {True} and self.sample_shape is not None:
+            # ragged along the first axis: the longest source's shape sizes the slots
+            self.sample_shape = max((tuple(r.sample_shape) for r in present),
+                                    key=lambda s: s[0])
+
+    def read(self, ids: np.ndarray, out: Any = None, **kw) -> Any:
+        ids = np.asarray(ids, np.int64)
+        if self.sample_shape is None:  # a list of values
+            values: list = [None] * len(ids)
+            for s, rows, local in self.mixed._groups(ids):
+                if self.readers[s] is None:
+                    continue  # an optional field this source lacks: None
+                got = self.readers[s].read(local)
+                for k, row in enumerate(rows.tolist()):
+                    values[row] = got[k]
+            return values
+        status = kw.get("status")
+        if out is None:
+            out = np.zeros((len(ids), *self.sample_shape), self.dtype)
+        for s, rows, local in self.mixed._groups(ids):
+            reader = self.readers[s]
+            part = np.zeros((len(rows), *out.shape[1:]), out.dtype)
+            if status is not None:
+                sub = np.zeros(len(rows), np.uint8)
+                reader.read(local, part, status=sub)
+                status[rows] = sub
+            else:
+                reader.read(local, part)
+            out[rows] = part
+        return out
+
+    def lengths(self, ids: np.ndarray) -> np.ndarray | None:
+        ids = np.asarray(ids, np.int64)
+        present = [r for r in self.readers if r is not None]
+        if not hasattr(present[0], "lengths") or present[0].lengths(ids[:0]) is None:
+            return None
+        found = np.zeros(len(ids), np.int64)
+        for s, rows, local in self.mixed._groups(ids):
+            found[rows] = self.readers[s].lengths(local)
+        return found
+
+    def get(self, shard: int, local: int, global_id: int) -> Any:
+        return self.mixed[global_id][self.field]
+
+
+def _shape_of(reader) -> tuple | None:
+    shape = getattr(reader, "sample_shape", None)
+    return None if shape is None else tuple(shape)
+
+
+def _quotas(shares: np.ndarray, sizes: tuple[int, ...], epoch_samples) -> tuple[int, ...]:
+    """Positions of every source in an epoch: largest remainders of share x epoch_samples."""
+    if epoch_samples is None:
+        epoch_samples = int(min(np.floor(np.asarray(sizes) / shares + 1e-9)))
+    if isinstance(epoch_samples, bool) or int(epoch_samples) < 1:
+        raise ValueError(f"chute.mix: epoch_samples must be a positive integer, got "
+                         f"{epoch_samples!r}")
+    total = int(epoch_samples)
+    exact = shares * total
+    quotas = np.floor(exact).astype(np.int64)
+    order = np.argsort(-(exact - quotas), kind="stable")
+    quotas[order[:total - int(quotas.sum())]] += 1
+    return tuple(int(q) for q in quotas)
