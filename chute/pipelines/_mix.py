@@ -282,6 +282,10 @@ class MixedDataset:
     def read(self, field: str, ids, out: Any = None) -> Any:
         return self.reader(field).read(np.asarray(ids, np.int64), out)
 
+    def views(self, ids, field: str = "image") -> list[np.ndarray]:
+        """Zero-copy uint8 views of the payloads of `ids`, read source by source."""
+        return self.read(field, ids)
+
     def gather(self, ids, field: str = "image", out: np.ndarray | None = None):
         """Payloads of `ids` back to back (data, offsets), gathered source by source."""
         self._check(field)

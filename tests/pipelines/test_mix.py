@@ -172,6 +172,12 @@ def test_images_of_different_sizes_mix(paths):
     with Pipeline(paths[1], 8, fields={"image": image}, device="cpu", rank=0,
                   world_size=1, augment="eval", shuffle=False) as alone:
         b_images = torch.cat([b["image"] for b in run(alone)])
+    # the payload views the nvimgcodec backend reads are the sources' own
+    ids = np.array([NA + 3, 1, NA])
+    data, offsets = mixed.gather(ids)
+    assert [bytes(v) for v in mixed.views(ids)] == [
+        bytes(data[offsets[k]:offsets[k + 1]]) for k in range(3)]
+    assert bytes(mixed.views([NA + 3])[0]) == bytes(mixed.sources[1].views([3])[0])
     images = torch.cat([b["image"] for b in batches])
     index = torch.cat([b["index"] for b in batches])
     assert images.shape[1:] == (3, 16, 16)
