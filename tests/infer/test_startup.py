@@ -3,6 +3,7 @@ built, spawns that fail, and replica restarts interrupted half-way (issue 27, it
 
 import multiprocessing.context
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def test_a_script_without_a_main_guard_fails_once_with_one_clear_line(tmp_path):
     assert err.count("Traceback") == 1, err
     assert "RuntimeError" not in err and "AttributeError" not in err, err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("chute.infer._replica_handle.StartupError: stage 'a'"), last
+    # whichever first replica exits first is named (both stages' start at once)
+    assert re.match(r"chute\.infer\._replica_handle\.StartupError: stage '[ab]': ", last), last
     assert str(script) in last and 'if __name__ == "__main__":' in last
 
 
