@@ -29,6 +29,7 @@ _LAZY = {
     "crop_boxes": "chute.pipelines",
     "View": "chute.pipelines",
     "mix": "chute.pipelines",
+    "ShardWindows": "chute.pipelines",
 }
 
 __all__ = [

@@ -31,20 +31,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the commands whose DST is a dataset, read or written (s3:// allowed)
+_DST_COMMANDS = ("convert", "convert-audio", "info", "verify")
 # the arguments that name files or folders, in any command
 _PATH_ARGS = ("src", "dst", "dataset", "out", "workdir", "config")
 
 
 def _refuse_urls(args) -> None:
-    """Until object storage lands, a URL other than file:// names no place chute can read or
-    write: refuse it before anything is created (a destination s3://b/x became a folder
+    """A URL other than file:// names no place chute can read or write, except `s3://` for a
+    dataset read (info, verify, bench, show, autotune, infer-bench) or written (convert's
+    DST): refuse it before anything is created (a destination s3://b/x became a folder
     "s3:")."""
-    from chute.readers import local_path
+    from chute.readers import is_remote, local_path
 
     for name in _PATH_ARGS:
         values = getattr(args, name, None)
         for value in values if isinstance(values, list) else [values]:
             if isinstance(value, str) and "://" in value:
+                if is_remote(value) and (name == "dataset" or (name == "dst" and args.command
+                                                               in _DST_COMMANDS)):
+                    continue
                 written = name in ("out", "workdir") or (name, args.command) == ("dst", "convert")
                 local_path(value, writing=written)
 

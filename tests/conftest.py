@@ -25,3 +25,35 @@ def shared_images():
     if not path.is_dir() or os.environ.get("CHUTE_NO_SHARED"):
         pytest.skip("../shared/data/imagenet-sample is not present")
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server on loopback for the whole session (tests/_s3.py)."""
+    pytest.importorskip("moto.server", reason="the object storage tests need moto[server]")
+    from tests._s3 import S3Server
+
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch, tmp_path):
+    """A fresh bucket on the loopback S3 server, with the AWS variables pointing at it and a
+    short retry deadline; yields (server, "s3://BUCKET"). A node cache folder is set too."""
+    import secrets
+
+    bucket = f"chute-{secrets.token_hex(6)}"
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "20")
+    monkeypatch.setenv("CHUTE_DATA_CACHE", str(tmp_path / "node-cache"))
+    s3_server.create_bucket(bucket)
+    yield s3_server, f"s3://{bucket}"

@@ -31,6 +31,7 @@ from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, 
 from chute.pipelines.sampling._order import EpochOrder
 from chute.pipelines.sampling._partition import Partition
 from chute.pipelines.sampling._plan import BatchPlan
+from chute.pipelines.sampling._windows import ShardWindows
 
 __all__ = [
     "ArrayOptions",
@@ -61,6 +62,7 @@ __all__ = [
     "Producer",
     "ProducerSpec",
     "SequentialEpoch",
+    "ShardWindows",
     "VideoOptions",
     "VideoProducer",
     "View",

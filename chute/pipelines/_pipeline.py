@@ -55,6 +55,7 @@ from chute.pipelines.sampling._batching import (
     as_batching,
 )
 from chute.pipelines.sampling._units import ByRecording, sample_durations
+from chute.pipelines.sampling._windows import ShardWindows
 
 if TYPE_CHECKING:
     from chute.readers import DatasetProtocol
@@ -106,7 +107,9 @@ class Pipeline:
             (deterministic; every sample once).
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
         seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
-        shuffle: False delivers the dataset's own order (e.g. a sequential evaluation).
+        shuffle: False delivers the dataset's own order (e.g. a sequential evaluation);
+            `ShardWindows(shards=k)` shuffles the shards, then the samples within windows of
+            k shards (a dataset in object storage larger than its node cache: docs/storage.md).
         drop_last: drop the incomplete last batch (default: True in train, False in eval).
         rank: this process's DDP rank (default: from torch.distributed / the environment).
         world_size: the DDP world size (same default).
@@ -127,7 +130,7 @@ class Pipeline:
                  batching: Batching | None = None,
                  augment: Literal["train", "eval"] = "train",
                  device: str | torch.device | None = None, seed: int = 0,
-                 shuffle: bool = True, drop_last: bool | None = None,
+                 shuffle: bool | ShardWindows = True, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: Literal["skip", "raise"] = "skip",
                  transform: Callable[[dict], dict] | None = None, copy: bool = False,
@@ -170,6 +173,7 @@ class Pipeline:
         self.fields = tuple(requested)
         self.augment = augment
         self.seed = int(seed)
+        windows = shuffle if isinstance(shuffle, ShardWindows) else None
         self.shuffle = bool(shuffle)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)
         self.rank, self.world_size = detect_rank_world(rank, world_size)
@@ -186,6 +190,13 @@ class Pipeline:
         self._unit = self._sample_unit(requested)
         # a source with its own epoch order (chute.mix): which rows each epoch holds
         self._sampler = getattr(self.dataset, "sampler", None)
+        if windows is not None:
+            if self._sampler is not None or self._unit is not None or \
+                    not isinstance(self.batching, FixedBatches):
+                raise ValueError(f"{self.dataset.path}: shuffle=ShardWindows(...) orders whole "
+                                 "samples of one dataset in fixed batches; it is not available "
+                                 "with chute.mix, MaxDuration, Buckets or audio segment units")
+            self._sampler = windows.bind(self.dataset)
         if self._sampler is not None and (self._unit is not None
                                           or not isinstance(self.batching, FixedBatches)):
             raise ValueError(f"{self.dataset.path}: a chute.mix source takes fixed batches of "

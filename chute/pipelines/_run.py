@@ -56,6 +56,8 @@ class Run:
                                        device=pipe.device)
         # fields whose failures carry a JPEG decoder's status (chute.fallbacks._status)
         self.images = frozenset(f for f, family in pipe._families.items() if family == "image")
+        # a remote dataset fetches the shards of this pass ahead of it (docs/storage.md)
+        self.read_ahead = _read_ahead(pipe.dataset, plan)
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
 
     def fill(self, slot, iteration: int):
@@ -120,6 +122,9 @@ class Run:
             reader.close()
 
     def close(self) -> None:
+        read_ahead = getattr(self, "read_ahead", None)  # absent when __init__ failed early
+        if read_ahead is not None:
+            read_ahead.close()
         self.prefetcher.close()
         if self.stream is not None:  # kernels/copies may still write the slots being released
             self.stream.synchronize()
@@ -128,3 +133,14 @@ class Run:
         # maps, so Pipeline.close() releases them at once (not at garbage collection).
         self.readers, self.producers, self.substitutor = [], (), None
 
+
+
+def _read_ahead(dataset, plan):
+    """The dataset's fetch-ahead of this pass's batches (None when it has nothing to fetch:
+    a local dataset)."""
+    prefetch = getattr(dataset, "prefetch", None)
+    if prefetch is None:
+        return None
+    ids = getattr(plan, "ids", None)
+    return prefetch(ids(i) if ids is not None else plan.request(i).ids
+                    for i in range(len(plan)))

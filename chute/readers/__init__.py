@@ -1,5 +1,6 @@
 """The chute v1 shard format and its sources, by concept: `format/` (manifest, records, layout,
-writer), `storage/` (confined local files, atomic publish, URLs), `kinds/` (the field kind
+writer), `storage/` (confined local files, atomic publish, URLs, object storage and the
+node cache), `kinds/` (the field kind
 registry), `zarr/` (zarr groups read as datasets), `convert/` (image folders, CSV, WebDataset,
 Hugging Face, audio, video, zarr); here the Dataset, Megatron-LM .bin/.idx import, inspection,
 verification and metadata updates.
@@ -40,6 +41,9 @@ _LAZY = {
     "compressors": "chute.readers.zarr._zarr_codecs",
     "is_zarr_group": "chute.readers.zarr._zarr",
     "TRANSCODE_QUALITY": "chute.readers.convert._transcode",
+    "StorageError": "chute.readers.storage._object_store",
+    "CacheFullError": "chute.readers.storage._node_cache",
+    "is_remote": "chute.readers.storage._object_store",
 }
 
 __all__ = [

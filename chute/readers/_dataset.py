@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -19,23 +20,31 @@ from chute.readers.kinds._kind import FieldReader, OpenArgs
 from chute.readers.kinds._kinds import get_kind
 
 if TYPE_CHECKING:
+    from chute.readers._remote import RemoteSource
+    from chute.readers.storage._shard_files import ShardFiles
     from chute.readers.zarr._zarr import ZarrDataset
 
 __all__ = ["Dataset", "open_dataset"]
 
 
 def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
-                 sample_array: str | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: str | int | None = None, sample_array: str | None = None,
                  missing_chunks: str | dict[str, str] = "error",
                  chunk_cache: str | int = "256MiB") -> Dataset | ZarrDataset:
     """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
 
     Args:
         path: a chute dataset folder (or its chute.json), a zarr group folder (`x.zarr`,
-            read directly: see `chute.readers.zarr._zarr`), a `file://` URL, or a Megatron pair
+            read directly: see `chute.readers.zarr._zarr`), a `file://` URL, a chute dataset
+            in object storage (`s3://bucket/prefix`, docs/storage.md), or a Megatron pair
             given as PREFIX, PREFIX.bin or PREFIX.idx.
         bytes_field: the name of a Megatron pair's one bytes field ("data" unless told
             otherwise, e.g. "image" for a pair of encoded images).
+        cache_dir: for `s3://`: the node cache folder shared by every process of the
+            machine (default: $CHUTE_DATA_CACHE, else the `data` folder of chute's cache).
+        cache_limit: for `s3://`: bytes the cache may hold, e.g. "50GB" (default:
+            $CHUTE_DATA_CACHE_LIMIT, else no limit).
         sample_array: for a zarr group: the array whose rows are the samples (e.g.
             "latents/base_frames"); needed when its arrays' first dimensions differ.
         missing_chunks: for a zarr group: "error" (an absent chunk file fails its rows, as
@@ -47,9 +56,15 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
     Returns:
         The open Dataset, a ZarrDataset for a zarr group (memory-mapped; cheap to pickle).
     """
+    from chute.readers.storage._object_store import is_remote
     from chute.readers.storage._storage import local_path
     from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
+    if is_remote(path):
+        return Dataset.remote(str(path), cache_dir=cache_dir, cache_limit=cache_limit)
+    if cache_dir is not None or cache_limit is not None:
+        raise ValueError(f"{path}: cache_dir and cache_limit are for datasets in object "
+                         "storage (s3://...); a local dataset is read in place")
     local = local_path(path)
     if is_zarr_group(Path(local)):
         return ZarrDataset(local, sample_array=sample_array, missing_chunks=missing_chunks,
@@ -60,8 +75,12 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
     return Dataset(local, bytes_field=bytes_field)
 
 
-def _check_sizes(layout: Layout) -> None:
+def _check_sizes(layout: Layout, lazy=frozenset()) -> None:
+    """Every listed file is present with its size (`lazy` ones, fetched when first read,
+    are checked then)."""
     for path, size in layout.expected_sizes.items():
+        if path in lazy:
+            continue
         try:
             stat = path.stat()
         except FileNotFoundError:
@@ -88,11 +107,13 @@ class Dataset:
         fields: field name -> kind name; `specs` holds the full manifest spec of each field.
     """
 
-    def __init__(self, path: str | Path, *, bytes_field: str = "data"):
+    def __init__(self, path: str | Path, *, bytes_field: str = "data",
+                 remote: RemoteSource | None = None):
         self._source = str(path)
         self._bytes_field = bytes_field
+        self._remote = remote
         layout = resolve_layout(path, bytes_field)
-        _check_sizes(layout)
+        _check_sizes(layout, self._lazy())
         self.path: Path = layout.root
         self.manifest: dict = layout.manifest
         self.fingerprint: str = layout.fingerprint
@@ -108,30 +129,89 @@ class Dataset:
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._starts_list = self._starts.tolist()
         self._len = int(self._starts[-1])
-        self._readers: dict[str, FieldReader] = _open_readers(layout, counts)
+        self._readers: dict[str, FieldReader] = _open_readers(layout, counts, self._files())
         check_columns(self, layout)
+
+    @classmethod
+    def remote(cls, url: str, *, cache_dir=None, cache_limit=None,
+               fingerprint: str | None = None) -> Dataset:
+        """A chute dataset in object storage (see `open_dataset`); `fingerprint`: the version
+        expected (reopening it needs no server when its manifest is cached)."""
+        from chute.readers._remote import open_remote
+
+        source = open_remote(url, cache_dir=cache_dir, cache_limit=cache_limit,
+                             fingerprint=fingerprint)
+        return cls(source.folder, remote=source)
+
+    @property
+    def shard_starts(self) -> np.ndarray:
+        """The first sample of every shard, then the sample count (int64, len shards + 1)."""
+        return self._starts.copy()
+
+    def _lazy(self):
+        return frozenset() if self._remote is None else frozenset(self._remote.files.files)
+
+    def _files(self):
+        return None if self._remote is None else self._remote.files
+
+    def prefetch(self, batches: Iterable[np.ndarray]):
+        """Fetch the shards that `batches` (sample ids, in reading order) need ahead of
+        reading them, on background threads; a handle with `close()`. None for a local
+        dataset (nothing to fetch). A Pipeline calls it at the start of every epoch."""
+        if self._remote is None:
+            return None
+        from chute.readers.storage._shard_files import ReadAhead
+
+        source = self._remote
+        starts = self._starts
+
+        def paths_of(ids: np.ndarray) -> list[Path]:
+            shards = np.searchsorted(starts, ids, side="right") - 1
+            _, first = np.unique(shards, return_index=True)
+            return [p for k in shards[np.sort(first)].tolist() for p in source.shard_paths[k]]
+
+        files = source.files
+        ahead = _read_ahead()
+        if files.keep is not None:
+            ahead = max(1, min(ahead, files.keep - 1))
+        return ReadAhead(files, paths_of, batches, ahead, workers=min(ahead, 4))
 
     def close(self) -> None:
         """Drop the memory maps (and the file descriptors they hold) now rather than at garbage
         collection; views already handed out stay valid. A later read maps the files again
         (after checking that the dataset is still the same one)."""
         self._readers = _ClosedReaders(self)
+        if self._remote is not None:
+            self._remote.files.release()
 
     def _reopen_readers(self) -> dict:
         layout = resolve_layout(self._source, self._bytes_field)
         if layout.fingerprint != self.fingerprint:
             raise FormatError(f"dataset {self.path} changed since it was opened and closed "
                               "(its manifest differs); open it again")
-        _check_sizes(layout)
+        _check_sizes(layout, self._lazy())
         counts = [s["num_samples"] for s in layout.manifest["shards"]]
-        self._readers = _open_readers(layout, counts)
+        self._readers = _open_readers(layout, counts, self._files())
         return self._readers
 
     @property
     def url(self) -> str:
+        if self._remote is not None:
+            return self._remote.url
         return Path(self.path).absolute().as_uri()
 
+    @property
+    def open_options(self) -> dict:
+        """What another process passes to `open_dataset` with `url` to open this dataset the
+        same way (a remote dataset's cache settings)."""
+        if self._remote is None:
+            return {}
+        return {"cache_dir": self._remote.cache_dir, "cache_limit": self._remote.cache_limit}
+
     def __reduce__(self):
+        if self._remote is not None:
+            return (_reopen_remote, (self._remote.url, self._remote.fingerprint,
+                                     self._remote.cache_dir, self._remote.cache_limit))
         return (_reopen, (self._source, self._bytes_field))
 
     def __len__(self) -> int:
@@ -249,11 +329,12 @@ class Dataset:
         return self._capable(field, "gather", "bytes")(self._check_ids(ids), out)
 
 
-def _open_readers(layout: Layout, counts: list[int]) -> dict[str, FieldReader]:
+def _open_readers(layout: Layout, counts: list[int],
+                  files: ShardFiles | None = None) -> dict[str, FieldReader]:
     """Every field's reader (what its kind opens: memory maps of its files)."""
     return {name: get_kind(spec["kind"]).open(OpenArgs(
                 name, spec, layout.stems[name], layout.folders, counts,
-                layout.trailing_index_ok))
+                layout.trailing_index_ok, files))
             for name, spec in layout.manifest["fields"].items()}
 
 
@@ -279,3 +360,18 @@ class _ClosedReaders(dict):
 
 def _reopen(source: str, bytes_field: str) -> Dataset:
     return Dataset(source, bytes_field=bytes_field)
+
+
+def _reopen_remote(url: str, fingerprint: str, cache_dir: str, cache_limit) -> Dataset:
+    return Dataset.remote(url, cache_dir=cache_dir, cache_limit=cache_limit,
+                          fingerprint=fingerprint)
+
+
+def _read_ahead() -> int:
+    """Payload files fetched ahead of the reader: $CHUTE_READ_AHEAD (default 4)."""
+    text = os.environ.get("CHUTE_READ_AHEAD", "4")
+    try:
+        return max(int(text), 1)
+    except ValueError:
+        raise FormatError(f"CHUTE_READ_AHEAD={text!r} is not a count of files; set e.g. "
+                          "4") from None

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from chute.errors import FormatError
 from chute.readers._dataset import open_dataset
+from chute.readers._remote import verify_remote
 from chute.readers.format._layout import listed_files
 from chute.readers.format._manifest import (
     MANIFEST,
@@ -21,6 +22,7 @@ from chute.readers.format._manifest import (
 )
 from chute.readers.kinds._kinds import KINDS, field_files
 from chute.readers.storage._files import CHECKSUM, file_checksum
+from chute.readers.storage._object_store import is_remote
 from chute.readers.zarr._inspect_zarr import verify_zarr, zarr_info
 from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
@@ -64,7 +66,7 @@ def dataset_info(path, *, sample_array: str | None = None) -> dict:
         totals["index"] = Path(f"{ds.path}.idx").stat().st_size
     payload = totals["payload"]
     return {
-        "path": str(ds.path),
+        "path": ds.url if is_remote(ds.url) else str(ds.path),
         "format": manifest["format"],
         "samples": len(ds),
         "fields": ds.fields,
@@ -91,6 +93,8 @@ def verify_dataset(path, *, progress: bool = False,
         missing_chunks: for a zarr group: "error" reports absent chunk files as problems;
             "fill" (or {array: "fill"}) accepts them as fill values, as reading would.
     """
+    if is_remote(path):
+        return verify_remote(str(path), progress=progress)
     root = Path(path)
     if root.name == MANIFEST:
         root = root.parent

@@ -16,7 +16,7 @@ from chute.readers.convert._sources import Source, list_csv, list_imagefolder
 from chute.readers.convert._transcode import TRANSCODE_QUALITY
 from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import read_regular_file, write_skipped
-from chute.readers.storage._storage import local_path
+from chute.readers.storage._storage import beside, destination, name_of
 
 __all__ = ["ConvertOptions", "ConvertReport", "convert_sources", "convert_imagefolder",
            "convert_csv", "REPORT_NAME"]
@@ -41,7 +41,7 @@ class ConvertReport:
     written: int = 0
     actions: Counter = field(default_factory=Counter)  # stored / transcoded / resized
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    report_path: Path | None = None
+    report_path: Path | str | None = None
 
 
 def _prepare(job: tuple[Source, int | None, int]):
@@ -88,7 +88,7 @@ def _write_all(writer: ShardWriter, sources: list[Source], results, with_label: 
 def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None,
                     source_info: dict, options: ConvertOptions) -> ConvertReport:
     """Write `sources` as a dataset with fields image, height, width, meta (+ label)."""
-    dst = local_path(dst, writing=True)  # s3://... must not become a folder "s3:"
+    dst = destination(dst)  # a folder, or s3://... (uploaded shard by shard)
     fields: dict[str, str | dict] = {"image": {"kind": "bytes", "media": "image"},
                                      "height": "int32", "width": "int32", "meta": "json"}
     with_label = any(s.label is not None for s in sources)
@@ -98,7 +98,7 @@ def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None
     with ShardWriter(dst, fields, shard_size=options.shard_size, class_names=class_names,
                      overwrite=options.overwrite) as writer:
         bar = tqdm(total=len(sources), unit="img", disable=not options.progress,
-                   desc=f"convert -> {dst.name}")
+                   desc=f"convert -> {name_of(dst)}")
         results = _results(sources, options)
         try:
             _write_all(writer, sources, results, with_label, options, report, bar)
@@ -109,7 +109,7 @@ def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None
         writer.manifest_extra["source"] = {**source_info, **report.actions,
                                            "skipped": len(report.skipped)}
     if report.skipped:
-        report.report_path = Path(options.report or dst / REPORT_NAME)
+        report.report_path = options.report or beside(dst, REPORT_NAME)
         write_skipped(report.report_path, report.skipped)
     return report
 

@@ -24,7 +24,7 @@ from chute.readers.convert._audio_sources import (
 )
 from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import write_skipped
-from chute.readers.storage._storage import local_path
+from chute.readers.storage._storage import beside, destination, name_of
 
 __all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "list_recordings",
            "AUDIO_FIELDS"]
@@ -52,7 +52,7 @@ class AudioConvertReport:
     segments: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path or path#i, reason)
     dropped_segments: int = 0
-    report_path: Path | None = None
+    report_path: Path | str | None = None
 
 
 def _probed(sources: list[AudioSource], workers: int | None):
@@ -120,13 +120,13 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
         dst: the new dataset folder.
         options: shard size, workers, strictness, report location, path root.
     """
-    src, dst = Path(src), local_path(dst, writing=True)
+    src, dst = Path(src), destination(dst)
     sources = list_recordings(src, options.root, options.supervisions)
     report = AudioConvertReport()
     with ShardWriter(dst, AUDIO_FIELDS, shard_size=options.shard_size,
                      overwrite=options.overwrite) as writer:
         bar = tqdm(total=len(sources), unit="file", disable=not options.progress,
-                   desc=f"convert -> {dst.name}")
+                   desc=f"convert -> {name_of(dst)}")
         results = _probed(sources, options.workers)
         try:
             for source, probed in zip(sources, results, strict=True):
@@ -151,6 +151,6 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
             "skipped": len(report.skipped) - report.dropped_segments,
             "dropped_segments": report.dropped_segments}
     if report.skipped:
-        report.report_path = Path(options.report or dst / "skipped.tsv")
+        report.report_path = options.report or beside(dst, "skipped.tsv")
         write_skipped(report.report_path, report.skipped)
     return report

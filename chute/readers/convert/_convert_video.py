@@ -15,6 +15,7 @@ from chute.errors import ChuteError, FormatError
 from chute.readers.convert._video_probe import UnreadableVideo, probe_video
 from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import read_regular_file, write_skipped
+from chute.readers.storage._storage import beside, destination
 
 __all__ = ["VideoConvertReport", "convert_video_csv", "VIDEO_FIELDS"]
 
@@ -37,7 +38,7 @@ VIDEO_FIELDS: dict[str, str | dict] = {
 class VideoConvertReport:
     written: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    report_path: Path | None = None
+    report_path: Path | str | None = None
 
 
 def _rows(csv_path: Path) -> list[dict]:
@@ -114,7 +115,7 @@ def convert_video_csv(csv_path, dst, *, root=None, shard_size="1GiB", workers: i
             raise ChuteError(f"{csv_path}: none of its {len(rows)} videos could be stored "
                              f"(first problem: {result.skipped[0][1] if result.skipped else '-'})"
                              "; check the paths (relative to the CSV's folder or --root)")
-    result.report_path = Path(report) if report else Path(dst) / "skipped.tsv"
+    result.report_path = report or beside(destination(dst), "skipped.tsv")
     if result.skipped:
         write_skipped(result.report_path, result.skipped)
     return result

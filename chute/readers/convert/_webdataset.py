@@ -132,14 +132,14 @@ def convert_webdataset(tars: list[str | Path], dst, options=None, *,
     from chute.readers.convert._images import UnreadableImage, prepare_image
     from chute.readers.format._writer import ShardWriter
     from chute.readers.storage._files import write_skipped
-    from chute.readers.storage._storage import local_path
+    from chute.readers.storage._storage import beside, destination, name_of
 
     options = options or ConvertOptions()
-    dst = local_path(dst, writing=True)
+    dst = destination(dst)
     report = ConvertReport()
     writer: ShardWriter | None = None
     with_label = False
-    bar = tqdm(unit="sample", disable=not options.progress, desc=f"convert -> {dst.name}")
+    bar = tqdm(unit="sample", disable=not options.progress, desc=f"convert -> {name_of(dst)}")
     samples = _samples(tars, parse_size(max_member))
     try:
         for tar_path, key, sample in samples:
@@ -183,7 +183,7 @@ def convert_webdataset(tars: list[str | Path], dst, options=None, *,
         samples.close()  # closes the tar being read
         bar.close()
     if report.skipped:
-        report.report_path = Path(options.report or dst / REPORT_NAME)
+        report.report_path = options.report or beside(dst, REPORT_NAME)
         write_skipped(report.report_path, report.skipped)
     return report
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from chute.errors import FormatError
 from chute.readers.format._mmidx import MAX_LENGTH, check_extents, encode_index, read_index
 from chute.readers.storage._files import HashingWriter, atomic_write_bytes
+from chute.readers.storage._shard_files import LazyBins, ShardFiles
 
 __all__ = ["RecordWriter", "Records", "load_records", "map_file", "write_index", "as_bytes"]
 
@@ -75,7 +77,7 @@ def map_file(path: Path) -> np.ndarray:
 class Records:
     """One field's records over all shards: mapped `.bin` per shard, global pointers/lengths."""
 
-    def __init__(self, bins: list[np.ndarray], pointers: np.ndarray, lengths: np.ndarray,
+    def __init__(self, bins: Sequence[np.ndarray], pointers: np.ndarray, lengths: np.ndarray,
                  starts: np.ndarray, paths: list[Path]):
         self.bins = bins
         self.pointers = pointers  # int64 [N], byte offset inside the sample's shard .bin
@@ -109,25 +111,41 @@ class Records:
 
 
 def load_records(folders: list[Path], stem: str, counts: list[int],
-                 trailing_ok: bool) -> Records:
-    """Open `<folder>/<stem>.bin/.idx` of every shard, checking counts and bounds."""
-    bins, pointers, lengths, paths = [], [], [], []
+                 trailing_ok: bool, files: ShardFiles | None = None) -> Records:
+    """Open `<folder>/<stem>.bin/.idx` of every shard, checking counts and bounds. With
+    `files` (a remote dataset's), a `.bin` it fetches lazily is mapped on first use and its
+    bounds are checked against the manifest's size (the download is checked against it)."""
+    bins: Sequence[np.ndarray]
+    mapped: list[np.ndarray] = []
+    pointers, lengths, paths = [], [], []
+    lazy = files is not None and all(files.lazy(f / f"{stem}.bin") for f in folders)
     for folder, count in zip(folders, counts, strict=True):
         bin_path, idx_path = folder / f"{stem}.bin", folder / f"{stem}.idx"
         index = read_index(idx_path, trailing_ok=trailing_ok)
         if len(index.lengths) != count:
             raise FormatError(f"{idx_path}: holds {len(index.lengths)} samples but the manifest "
                               f"says {count}; the index does not belong to this manifest")
-        try:
-            data = map_file(bin_path)
-        except FileNotFoundError:
-            raise FormatError(f"{bin_path}: missing; restore the shard or re-convert") from None
+        if lazy:
+            assert files is not None
+            size = files.size(bin_path)
+        else:
+            try:
+                data = map_file(bin_path)
+            except FileNotFoundError:
+                raise FormatError(f"{bin_path}: missing; restore the shard or re-convert") \
+                    from None
+            mapped.append(data)
+            size = data.size
         nbytes = index.byte_lengths()
-        check_extents(index.pointers, nbytes, data.size, bin_path, idx_path)
-        bins.append(data)
+        check_extents(index.pointers, nbytes, size, bin_path, idx_path)
         pointers.append(index.pointers.astype(np.int64, copy=False))
         lengths.append(nbytes)
         paths.append(bin_path)
+    if lazy:
+        assert files is not None
+        bins = LazyBins(files, paths)
+    else:
+        bins = mapped
     empty = np.empty(0, np.int64)
     starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
     return Records(bins, np.concatenate(pointers) if pointers else empty,

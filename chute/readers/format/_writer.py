@@ -15,8 +15,10 @@ from chute.readers.kinds._kind_table import table_array, write_table
 from chute.readers.kinds._kinds import declare, field_files, field_stem, get_kind, infer_declaration
 from chute.readers.storage._dest_lock import DestinationLock
 from chute.readers.storage._files import CHECKSUM, fsync_dir
+from chute.readers.storage._object_store import is_remote
 from chute.readers.storage._publish import clean_leftovers, publish, staging_folder
 from chute.readers.storage._storage import local_path
+from chute.readers.storage._upload import RemoteDestination
 
 __all__ = ["ShardWriter", "infer_fields"]
 
@@ -95,7 +97,8 @@ class ShardWriter:
     and a second writer to the same `path` gets a ChuteError instead of mixing files.
 
     Args:
-        path: the dataset folder to create (must be new or empty).
+        path: the dataset folder to create (must be new or empty), or `s3://bucket/prefix`
+            (shards uploaded as they are finished, the manifest last: docs/storage.md).
         fields: field name -> declaration: a kind name ("bytes", "json", "ndarray"), a NumPy
             dtype for a scalar column ("int64"), or a dict with "kind" and the kind's options
             (ndarray: "dtype", "shape", "ragged", "compression" = None | "zstd", "level").
@@ -115,7 +118,10 @@ class ShardWriter:
                  shard_size: str | int = "1GiB", class_names: list[str] | None = None,
                  manifest_extra: dict | None = None, overwrite: bool = False,
                  tables: dict | None = None):
-        self.path = local_path(path, writing=True)  # s3://... must not become a folder "s3:"
+        self._remote = RemoteDestination(str(path), overwrite) if is_remote(path) else None
+        # s3://... must not become a folder "s3:"
+        self.path: Path | str = self._remote.url if self._remote else \
+            local_path(path, writing=True)
         self.shard_size = parse_size(shard_size)
         self._declared = None if fields is None else \
             _checked({n: declare(n, d) for n, d in fields.items()})
@@ -131,16 +137,22 @@ class ShardWriter:
         self._current: _Shard | None = None
         self._count = 0
         self._closed = False
+        self._lock: DestinationLock | None
+        if self._remote is not None:  # shards uploaded as they are finished, manifest last
+            self._folder = self._remote.staging
+            self._lock = None
+            return
         # Written into a private folder beside the destination under its lock, then renamed
         # into place: a concurrent writer gets an error, a killed one leaves the old dataset.
-        self._dest = self.path.resolve() if self.path.is_symlink() else self.path
-        self._lock = DestinationLock(self._dest, purpose="writing a dataset (ShardWriter)")
+        local = Path(self.path)
+        self._dest = local.resolve() if local.is_symlink() else local
+        lock = self._lock = DestinationLock(self._dest, purpose="writing a dataset (ShardWriter)")
         try:
             clean_leftovers(self._dest)
             self._replace = self._check_destination(overwrite)
             self._folder = staging_folder(self._dest)
         except BaseException:
-            self._lock.release()
+            lock.release()
             raise
 
     def _check_destination(self, overwrite: bool) -> bool:
@@ -169,14 +181,22 @@ class ShardWriter:
         size = sum(e.payload for e in encoded.values())
         shard = self._current
         if shard is not None and shard.count and shard.payload + size > self.shard_size:
-            self._shards.append(shard.commit())
+            self._commit_shard(shard)
             shard = None
         if shard is None:
-            shard = self._current = _Shard(self._folder / f"{len(self._shards):05d}", fields)
+            name = self._remote.shard_name(len(self._shards)) if self._remote else \
+                f"{len(self._shards):05d}"
+            shard = self._current = _Shard(self._folder / name, fields)
         shard.add(encoded)
         self._fields = fields
         self._count += 1
         return self._count - 1
+
+    def _commit_shard(self, shard: _Shard) -> None:
+        self._current = None
+        self._shards.append(shard.commit())
+        if self._remote is not None:
+            self._remote.upload_folder(shard.folder)
 
     def _complete(self, sample: dict) -> dict[str, dict]:
         declared = self._declared
@@ -215,8 +235,7 @@ class ShardWriter:
                 raise ValueError(f"{self.path}: {problem}; with no samples written, declare "
                                  "the field fully (e.g. an ndarray's dtype and shape)")
         if self._current is not None:
-            self._shards.append(self._current.commit())
-            self._current = None
+            self._commit_shard(self._current)
         fields = dict(self._fields or self._declared or {})
         for name, values in self._tables.items():
             fields[name] = write_table(self._folder, name, values)
@@ -230,7 +249,14 @@ class ShardWriter:
             "shards": self._shards,
         }
         write_manifest(self._folder, manifest)
+        if self._remote is not None:
+            for spec in fields.values():
+                if "file" in spec and CHECKSUM in spec:  # a table, stored once
+                    self._remote.upload_file(self._folder / spec["file"], spec["file"])
+            self._remote.publish(self._folder / MANIFEST)
+            return
         publish(self._folder, self._dest, self._replace)
+        assert self._lock is not None
         self._lock.release()
 
     def abort(self) -> None:
@@ -238,7 +264,11 @@ class ShardWriter:
         if self._current is not None:
             self._current.abort()
         self._closed = True
+        if self._remote is not None:
+            self._remote.abort()
+            return
         shutil.rmtree(self._folder, ignore_errors=True)
+        assert self._lock is not None
         self._lock.release()
 
     def __enter__(self) -> ShardWriter:

@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from chute.readers.storage._shard_files import ShardFiles
+
 __all__ = ["FieldKind", "FieldReader", "ColumnWriter", "Encoded", "OpenArgs"]
 
 
@@ -31,6 +33,8 @@ class OpenArgs:
     folders: list[Path]
     counts: list[int]
     trailing_index_ok: bool = False  # Megatron-LM may append sequence modes to an index
+    # a remote dataset's payload files, fetched and mapped on first use (None: all local)
+    files: ShardFiles | None = None
 
 
 class ColumnWriter(Protocol):

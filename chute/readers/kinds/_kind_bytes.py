@@ -90,7 +90,7 @@ class _BytesKind:
 
     def open(self, args: OpenArgs) -> BytesReader:
         return BytesReader(load_records(args.folders, args.stem, args.counts,
-                                        args.trailing_index_ok))
+                                        args.trailing_index_ok, args.files))
 
     def describe(self, spec: dict) -> str:
         media = spec.get("media")

@@ -84,7 +84,7 @@ class _JsonKind:
 
     def open(self, args: OpenArgs) -> JsonReader:
         return JsonReader(args.field, load_records(args.folders, args.stem, args.counts,
-                                                   args.trailing_index_ok))
+                                                   args.trailing_index_ok, args.files))
 
     def describe(self, spec: dict) -> str:
         return self.name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from chute.errors import FormatError
 from chute.readers.format._records import Records, RecordWriter, as_bytes, load_records
 from chute.readers.kinds._kind import Encoded, OpenArgs
 from chute.readers.kinds._kind_scalar import load_column, save_column
+from chute.readers.storage._shard_files import LazyBins
 
 __all__ = ["NDARRAY", "NdarrayReader"]
 
@@ -65,10 +67,10 @@ class NdarrayReader:
             return np.full(len(ids), self._row_bytes, np.int64)
         return self.rows[ids] * self._row_bytes
 
-    def _fixed_views(self, args: OpenArgs) -> list[np.ndarray]:
+    def _fixed_views(self, args: OpenArgs) -> Sequence[np.ndarray]:
         """Each shard's .bin as one [n, *shape] array (zero-copy), after checking that the
-        index describes back-to-back records of exactly one sample each."""
-        arrays = []
+        index describes back-to-back records of exactly one sample each. A remote dataset's
+        shards are mapped when first used (`_ShardArrays`)."""
         for k, count in enumerate(args.counts):
             lo, hi = int(self.records.starts[k]), int(self.records.starts[k + 1])
             pointers, lengths = self.records.pointers[lo:hi], self.records.lengths[lo:hi]
@@ -78,9 +80,9 @@ class NdarrayReader:
                                   f"-byte {self.dtype.name} {list(self.inner)} arrays back to "
                                   "back as the manifest says; the shard is corrupt or from "
                                   "another writer")
-            data = self.records.bins[k][:count * self._row_bytes]
-            arrays.append(data.view(self.dtype).reshape(count, *self.inner))
-        return arrays
+        arrays = _ShardArrays(self.records.bins, list(args.counts), self._row_bytes,
+                              self.dtype, self.inner)
+        return arrays if isinstance(self.records.bins, LazyBins) else list(arrays)
 
     def _decode(self, raw: np.ndarray, global_id: int, nbytes: int) -> np.ndarray:
         """Record -> flat array of the sample; FormatError when it is not exactly that."""
@@ -171,7 +173,7 @@ class NdarrayReader:
             out[row] = 0
         return True
 
-    def _take(self, arrays: list[np.ndarray], ids: np.ndarray, out: np.ndarray) -> None:
+    def _take(self, arrays: Sequence[np.ndarray], ids: np.ndarray, out: np.ndarray) -> None:
         if len(arrays) == 1:
             np.take(arrays[0], ids, axis=0, out=out)
             return
@@ -180,6 +182,24 @@ class NdarrayReader:
         for k in np.unique(shards).tolist():
             rows = np.flatnonzero(shards == k)
             out[rows] = np.take(arrays[k], ids[rows] - starts[k], axis=0)
+
+
+
+class _ShardArrays(Sequence):
+    """Shard k's .bin viewed as [count, *inner] (mapped on access for lazy shards)."""
+
+    def __init__(self, bins: Sequence[np.ndarray], counts: list[int], row_bytes: int,
+                 dtype: np.dtype, inner: tuple[int, ...]):
+        self._bins, self._counts = bins, counts
+        self._row_bytes, self._dtype, self._inner = row_bytes, dtype, inner
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __getitem__(self, k):
+        count = self._counts[k]
+        data = self._bins[k][:count * self._row_bytes]
+        return data.view(self._dtype).reshape(count, *self._inner)
 
 
 def _check_rows(reader: NdarrayReader, args: OpenArgs) -> None:
@@ -365,7 +385,8 @@ class _NdarrayKind:
         return _RaggedColumn(folder, stem, bool(spec.get("ragged")))
 
     def open(self, args: OpenArgs) -> NdarrayReader:
-        records = load_records(args.folders, args.stem, args.counts, args.trailing_index_ok)
+        records = load_records(args.folders, args.stem, args.counts, args.trailing_index_ok,
+                               args.files)
         rows = None
         if args.spec.get("ragged"):
             parts = [load_column(folder / f"{args.stem}.rows.npy", count, "<i8")

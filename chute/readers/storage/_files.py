@@ -110,8 +110,16 @@ def read_regular_file(path: Path) -> bytes:
         os.close(fd)
 
 
-def write_skipped(path: Path, rows: list[tuple[str, str]]) -> None:
+def write_skipped(path: Path | str, rows: list[tuple[str, str]]) -> None:
     """The skipped-files report: a header, then `path<TAB>reason` per row. File names that are
-    not UTF-8 are written back as their original bytes (surrogateescape)."""
+    not UTF-8 are written back as their original bytes (surrogateescape). `path` may be an
+    `s3://` URL (the report of a dataset written there)."""
     lines = ["path\treason"] + [f"{where}\t{why}" for where, why in rows]
-    Path(path).write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+    from chute.readers.storage._object_store import Remote, is_remote
+
+    if is_remote(path):
+        folder, name = str(path).rsplit("/", 1)
+        Remote(folder).put_bytes(name, data)
+        return
+    Path(path).write_bytes(data)

@@ -1,6 +1,6 @@
-"""Storage addressed by URL: one place that turns a dataset URL into something readable.
-Only local files exist today (`file://` URLs and plain paths); an object store plugs in as one
-more scheme here (docs/design.md, "Storage and identity")."""
+"""Storage addressed by URL: one place that turns a dataset URL into something readable:
+local files (`file://` URLs and plain paths) here, object storage (`s3://`) through
+`readers/storage/_object_store.py` and the node cache (docs/storage.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from urllib.parse import unquote, urlparse
 
 from chute.errors import FormatError
 
-__all__ = ["SCHEMES", "DatasetRef", "local_path", "open_url"]
+__all__ = ["SCHEMES", "DatasetRef", "local_path", "open_url", "destination", "beside",
+           "name_of"]
 
 
 def _file(url: str) -> Path:
@@ -37,6 +38,12 @@ def local_path(path_or_url: str | os.PathLike[str], *, writing: bool = False) ->
     if not scheme:
         return Path(path_or_url)
     if scheme not in SCHEMES:
+        from chute.readers.storage._object_store import REMOTE_SCHEMES
+
+        if scheme in REMOTE_SCHEMES:
+            raise FormatError(f"{text}: is in object storage, not a local folder; this command "
+                              "needs a local path (datasets in object storage are read with "
+                              "open_dataset and written by chute convert / write_dataset)")
         if writing:
             raise FormatError(f"{text}: cannot write to storage scheme {scheme!r} (chute writes "
                               "datasets to local folders); write to a local folder and copy it")
@@ -45,11 +52,37 @@ def local_path(path_or_url: str | os.PathLike[str], *, writing: bool = False) ->
     return SCHEMES[scheme](text)
 
 
-def open_url(url: str, *, bytes_field: str = "data", **options):
-    """Open the dataset at `url` (a plain path works too); `bytes_field` names a Megatron
-    pair's one field; `options` go to `open_dataset` (a zarr group's sample_array, ...)."""
-    from chute.readers._dataset import open_dataset
+def destination(path_or_url) -> Path | str:
+    """Where a dataset is written: a local path, or the URL (`s3://bucket/prefix`) of one in
+    object storage (ShardWriter uploads it there)."""
+    from chute.readers.storage._object_store import Remote, is_remote
 
+    if is_remote(path_or_url):
+        return Remote(str(path_or_url)).url
+    return local_path(path_or_url, writing=True)
+
+
+def beside(dest: Path | str, name: str) -> Path | str:
+    """File `name` inside destination `dest` (a path, or a URL)."""
+    return f"{dest}/{name}" if isinstance(dest, str) else dest / name
+
+
+def name_of(dest: Path | str) -> str:
+    """The last component of a destination, for progress bars."""
+    return str(dest).rstrip("/").rsplit("/", 1)[-1] if isinstance(dest, str) else dest.name
+
+
+def open_url(url: str, *, bytes_field: str = "data", fingerprint: str | None = None,
+             **options):
+    """Open the dataset at `url` (a plain path works too); `bytes_field` names a Megatron
+    pair's one field; `options` are `open_dataset`'s cache settings for `s3://` (a zarr
+    group's sample_array, ... for a local one), and a known `fingerprint` lets a remote
+    dataset reopen from its cached manifest."""
+    from chute.readers._dataset import Dataset, open_dataset
+    from chute.readers.storage._object_store import is_remote
+
+    if is_remote(url):
+        return Dataset.remote(url, fingerprint=fingerprint, **options)
     return open_dataset(local_path(url), bytes_field=bytes_field, **options)  # zarr's
 
 
@@ -61,7 +94,7 @@ class DatasetRef:
     url: str
     fingerprint: str
     bytes_field: str = "data"  # what a Megatron pair's field was called when it was opened
-    options: tuple = ()  # (name, value) of open_dataset's options (a zarr group's sample_array)
+    options: tuple = ()  # (name, value) of open_dataset's cache settings (s3:// only)
 
     @classmethod
     def of(cls, dataset) -> DatasetRef:
@@ -70,7 +103,9 @@ class DatasetRef:
                    options)
 
     def open(self):
-        dataset = open_url(self.url, bytes_field=self.bytes_field, **dict(self.options))
+        dataset = open_url(self.url, bytes_field=self.bytes_field,
+                           fingerprint=self.fingerprint if self.options else None,
+                           **dict(self.options))
         if dataset.fingerprint != self.fingerprint:
             raise FormatError(f"{self.url}: the dataset changed since it was opened "
                               f"(fingerprint {dataset.fingerprint}, expected {self.fingerprint}); "

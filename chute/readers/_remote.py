@@ -1,0 +1,227 @@
+"""Opening a dataset in object storage (docs/storage.md): its manifest and small files
+(indices, columns, metadata, tables) are fetched into the node cache at open, the payload
+files of each shard when first read (`storage/_shard_files.py`).
+
+The cache folder of a dataset is named by its URL and its manifest's fingerprint, so another
+version of the dataset never reads this one's files. A process that reopens a dataset it
+knows the fingerprint of (a DDP rank, a DALI worker, an unpickled Dataset) uses the cached
+manifest without asking the server: an epoch goes on while the endpoint is away."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from chute.errors import FormatError
+from chute.readers._sizes import parse_size
+from chute.readers.format._manifest import MANIFEST, load_manifest, manifest_fingerprint
+from chute.readers.kinds._kinds import field_files
+from chute.readers.storage._files import CHECKSUM, atomic_write_bytes
+from chute.readers.storage._node_cache import (
+    PAYLOAD_LIST,
+    NodeCache,
+    default_cache_dir,
+    default_cache_limit,
+)
+from chute.readers.storage._object_store import Remote
+from chute.readers.storage._shard_files import RemoteFile, ShardFiles
+
+__all__ = ["RemoteSource", "open_remote", "remote_of", "verify_remote"]
+
+_PARALLEL = 16  # small files fetched at once when a dataset is opened
+
+
+@dataclass
+class RemoteSource:
+    """A remote dataset opened in this process.
+
+    Attributes:
+        url: its URL. folder: its version folder in the node cache. fingerprint: its identity.
+        cache_dir, cache_limit: the cache settings (what another process reopens it with).
+        files: its payload files (fetched on first use). shard_paths: each shard's payload
+        files, in shard order.
+    """
+
+    url: str
+    folder: Path
+    fingerprint: str
+    cache_dir: str
+    cache_limit: int | None
+    files: ShardFiles
+    shard_paths: list[list[Path]]
+
+
+def remote_of(url: str, cache_dir, cache_limit) -> tuple[Remote, NodeCache]:
+    """The client and the node cache for `url` with these settings (defaults from the
+    environment: CHUTE_DATA_CACHE, CHUTE_DATA_CACHE_LIMIT)."""
+    limit = default_cache_limit() if cache_limit is None else parse_size(cache_limit)
+    if limit is not None and limit <= 0:
+        raise FormatError(f"{url}: cache_limit must be a positive size (e.g. '50GB'), got "
+                          f"{cache_limit!r}")
+    return Remote(url), NodeCache(cache_dir or default_cache_dir(), limit)
+
+
+def _manifest(remote: Remote, cache: NodeCache, fingerprint: str | None) -> tuple[dict, Path]:
+    """The manifest and the version folder: from the cache when `fingerprint` is known and
+    cached, else downloaded (and checked) now."""
+    if fingerprint is not None:
+        folder = cache.version_folder(remote.url, fingerprint)
+        if (folder / MANIFEST).is_file():
+            return load_manifest(folder), folder
+    incoming = cache.root / f".incoming-{os.getpid()}-{secrets.token_hex(4)}"
+    incoming.mkdir(parents=True)
+    try:
+        (incoming / MANIFEST).write_bytes(remote.get_bytes(MANIFEST))
+        try:
+            manifest = load_manifest(incoming)
+        except FormatError as exc:
+            raise FormatError(f"{remote.where(MANIFEST)}: {str(exc).split(': ', 1)[-1]}") \
+                from None
+        folder = cache.version_folder(remote.url, manifest_fingerprint(manifest))
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / MANIFEST).is_file():
+            os.replace(incoming / MANIFEST, folder / MANIFEST)
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+    return manifest, folder
+
+
+def _files(manifest: dict) -> tuple[dict[str, tuple[dict, bool]], list[list[str]]]:
+    """Every file the manifest lists (object name -> (entry, fetched lazily)), and each
+    shard's lazily fetched files: the shards' `.bin` payloads."""
+    roles: dict[str, str] = {}
+    for name, spec in manifest["fields"].items():
+        roles.update(field_files(name, spec))
+    listed: dict[str, tuple[dict, bool]] = {}
+    per_shard = []
+    for shard in manifest["shards"]:
+        lazy = []
+        for fname, entry in shard["files"].items():
+            is_lazy = roles.get(fname) == "payload" and fname.endswith(".bin")
+            listed[f"{shard['name']}/{fname}"] = (entry, is_lazy)
+            if is_lazy:
+                lazy.append(f"{shard['name']}/{fname}")
+        per_shard.append(lazy)
+    for spec in manifest["fields"].values():
+        if CHECKSUM in spec and "file" in spec:  # a table, stored once per dataset
+            listed[spec["file"]] = (spec, False)
+    return listed, per_shard
+
+
+def open_remote(url: str, *, cache_dir=None, cache_limit=None,
+                fingerprint: str | None = None) -> RemoteSource:
+    """Fetch what opening the dataset at `url` needs into the node cache.
+
+    Args:
+        url: `s3://bucket/prefix` of a chute dataset.
+        cache_dir: the node cache folder (default: CHUTE_DATA_CACHE, else chute's cache).
+        cache_limit: bytes the cache may hold ("50GB"; default CHUTE_DATA_CACHE_LIMIT, else
+            none).
+        fingerprint: the version expected (a reopen): its cached manifest is used as is.
+    """
+    remote, cache = remote_of(url, cache_dir, cache_limit)
+    manifest, folder = _manifest(remote, cache, fingerprint)
+    found = manifest_fingerprint(manifest)
+    if fingerprint is not None and found != fingerprint:
+        raise FormatError(f"{remote.url}: the dataset changed since it was opened (fingerprint "
+                          f"{found}, expected {fingerprint}); restart the job on the new version")
+    listed, per_shard = _files(manifest)
+    for shard in manifest["shards"]:
+        (folder / shard["name"]).mkdir(exist_ok=True)
+    if not (folder / PAYLOAD_LIST).is_file():
+        text = "".join(f"{name}\n" for names in per_shard for name in names)
+        atomic_write_bytes(folder / PAYLOAD_LIST, text.encode())
+    algo = manifest.get("checksum", CHECKSUM)
+
+    def small(name: str) -> None:
+        entry, _ = listed[name]
+        path = folder / name
+        cache.fetch(lambda temp: remote.download(name, path, entry["size"], entry.get(algo),
+                                                 temp=temp), path, entry["size"])
+
+    eager = [name for name, (_, lazy) in listed.items() if not lazy]
+    with ThreadPoolExecutor(_PARALLEL) as pool:
+        list(pool.map(small, eager))
+    payload = {folder / name: RemoteFile(name, entry["size"], entry.get(algo))
+               for name, (entry, lazy) in listed.items() if lazy}
+    keep = None
+    if cache.limit is not None and payload:
+        largest = max(f.size for f in payload.values())
+        # half the files that fit stay mapped; the other half is room for reading ahead
+        keep = max(1, cache.limit // max(largest, 1) // 2)
+    from chute.readers.format._records import map_file
+
+    files = ShardFiles(remote, cache, payload, keep, map_file)
+    return RemoteSource(remote.url, folder, found, str(cache.root), cache.limit, files,
+                        [[folder / n for n in names] for names in per_shard])
+
+
+def verify_remote(url: str, *, progress: bool = False) -> list[str]:
+    """`chute verify` of a dataset in object storage: the manifest's own checksum, then every
+    listed object's size and checksum, streamed from the server (nothing is cached), then the
+    structure (opening it through the node cache). Returns the problems, each naming its URL.
+
+    Args:
+        url: `s3://bucket/prefix` of the dataset.
+        progress: show a progress bar of the bytes checked.
+    """
+    from tqdm import tqdm
+
+    from chute.readers.format._manifest import MANIFEST_CHECKSUM, manifest_checksum
+    from chute.readers.storage._object_store import StorageError
+
+    remote = Remote(url)
+    incoming = Path(tempfile.mkdtemp(prefix="chute-verify-"))
+    try:
+        (incoming / MANIFEST).write_bytes(remote.get_bytes(MANIFEST))
+        try:
+            manifest = load_manifest(incoming)
+        except FormatError as exc:
+            return [f"{remote.where(MANIFEST)}: {str(exc).split(': ', 1)[-1]}"]
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+    problems = []
+    own = manifest.get(MANIFEST_CHECKSUM)
+    if own is not None and own != manifest_checksum(manifest):
+        problems.append(f"{remote.where(MANIFEST)}: the manifest's own checksum does not match "
+                        "its content (edited or corrupted); re-convert the dataset there")
+    algo = manifest.get("checksum", CHECKSUM)
+    listed, _ = _files(manifest)
+    sizes = dict(remote.list())
+    bar = tqdm(total=sum(e["size"] for e, _ in listed.values()), unit="B", unit_scale=True,
+               disable=not progress, desc="verify")
+
+    def check(item: tuple[str, tuple[dict, bool]]) -> str | None:
+        name, (entry, _) = item
+        where = remote.where(name)
+        if name not in sizes:
+            return f"{where}: missing"
+        if sizes[name] != entry["size"]:
+            return f"{where}: size {sizes[name]}, manifest says {entry['size']}"
+        try:
+            _, digest = remote.checksum(name)
+        except StorageError as exc:
+            return str(exc)
+        finally:
+            bar.update(entry["size"])
+        if digest != entry.get(algo):
+            return f"{where}: checksum mismatch (the object was modified or corrupted)"
+        return None
+
+    with ThreadPoolExecutor(8) as pool:
+        problems += [p for p in pool.map(check, sorted(listed.items())) if p]
+    bar.close()
+    if not problems:
+        from chute.readers._dataset import Dataset
+
+        try:
+            Dataset.remote(url)
+        except FormatError as exc:
+            problems.append(str(exc))
+    return problems
+

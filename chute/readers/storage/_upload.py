@@ -1,0 +1,116 @@
+"""Writing a dataset to object storage (docs/storage.md, "Writing to s3://").
+
+Shards are written to a local staging folder and uploaded as each one is finished (then
+removed locally, so a convert needs local room for about one shard), under names unique to
+this write (`w<token>-00000`): the shards of the dataset already there are never touched
+before the end. The manifest is uploaded last, which is what makes the new dataset visible
+in one step; only then are the old version's objects and the leftovers of interrupted writes
+deleted. A write that is interrupted leaves the old dataset (or none) whole."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+from chute.errors import ChuteError
+from chute.readers.storage._object_store import Remote, StorageError
+
+__all__ = ["RemoteDestination"]
+
+_MANIFEST = "chute.json"  # readers/format/_manifest.py's MANIFEST (storage sits below format)
+_OWN = re.compile(r"^w[0-9a-f]{8}-\d{5}/")  # a shard of some write, finished or interrupted
+_REPORTS = ("skipped.tsv",)  # written beside the manifest by converters
+
+
+class RemoteDestination:
+    """The destination `url` of one dataset write.
+
+    Args:
+        url: `s3://bucket/prefix`.
+        overwrite: replace a chute dataset that is there (else it is an error).
+    """
+
+    def __init__(self, url: str, overwrite: bool):
+        self.remote = Remote(url)
+        self.url = self.remote.url
+        self.token = secrets.token_hex(4)
+        existing = dict(self.remote.list())
+        self._old: dict | None = None
+        if _MANIFEST in existing:
+            if not overwrite:
+                raise ChuteError(f"{self.url}: already holds a chute dataset; pass "
+                                 "overwrite=True (--overwrite) to replace it")
+            try:
+                self._old = json.loads(self.remote.get_bytes(_MANIFEST))
+            except ValueError:
+                self._old = None  # a damaged manifest: its objects go with the leftovers
+        foreign = sorted(n for n in existing
+                         if n != _MANIFEST and not _OWN.match(n) and n not in _REPORTS
+                         and not self._listed_in_old(n))
+        if foreign:
+            raise ChuteError(f"{self.url}: already holds {len(foreign)} objects that are not a "
+                             f"chute dataset (e.g. {foreign[0]}); choose an empty prefix")
+        self.staging = Path(tempfile.mkdtemp(prefix="chute-upload-"))
+        self._uploaded: list[str] = []
+
+    def _listed_in_old(self, name: str) -> bool:
+        if not self._old:
+            return False
+        return name in _names_of(self._old)
+
+    def shard_name(self, index: int) -> str:
+        """The name of shard `index` of this write."""
+        return f"w{self.token}-{index:05d}"
+
+    def upload_folder(self, folder: Path) -> None:
+        """Upload the finished shard `folder` (named by `shard_name`), then remove it here."""
+        for path in sorted(folder.iterdir()):
+            name = f"{folder.name}/{path.name}"
+            self.remote.put_file(name, path)
+            self._uploaded.append(name)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def upload_file(self, path: Path, name: str) -> None:
+        """Upload a file stored once per dataset (a table)."""
+        self.remote.put_file(name, path)
+        self._uploaded.append(name)
+
+    def publish(self, manifest_path: Path) -> None:
+        """Upload the manifest (the new dataset is visible from here on), then delete what
+        no longer belongs: the old version's objects and interrupted writes' shards."""
+        new = json.loads(manifest_path.read_text())
+        self.remote.put_bytes(_MANIFEST, manifest_path.read_bytes())
+        keep = _names_of(new) | {_MANIFEST, *_REPORTS}
+        try:
+            stale = [n for n, _ in self.remote.list() if n not in keep and
+                     (_OWN.match(n) or (self._old is not None and n in _names_of(self._old)))]
+            self.remote.delete(stale)
+        except StorageError:
+            pass  # the new dataset is complete; leftovers go at the next write
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def abort(self) -> None:
+        """Remove this write's objects (best effort: the next write removes any left)."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+        try:
+            self.remote.delete(self._uploaded)
+        except StorageError:
+            pass
+
+
+def _names_of(manifest: dict) -> set[str]:
+    """Every object a manifest lists (shard files and tables)."""
+    names: set[str] = set()
+    try:
+        for shard in manifest.get("shards", []):
+            names.update(f"{shard['name']}/{f}" for f in shard.get("files", {}))
+        for spec in manifest.get("fields", {}).values():
+            if isinstance(spec, dict) and "file" in spec and "xxh3_64" in spec:  # a table
+                names.add(spec["file"])
+    except (TypeError, KeyError, AttributeError):
+        pass
+    return names
