@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -68,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         # one line, whatever the message holds: scripts grep it, and no traceback
         print(f"chute {args.command}: error: {' '.join(str(exc).splitlines())}",
               file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # a full disk is the user's to fix, not a bug: one line, as for a ChuteError
+        where = exc.filename or getattr(args, "dst", None) or getattr(args, "out", None) or \
+            getattr(args, "dataset", None) or "the output"
+        print(f"chute {args.command}: error: {where}: no space left on device while writing "
+              "it; free space or write elsewhere", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

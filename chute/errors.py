@@ -5,6 +5,7 @@ __all__ = [
     "FormatError",
     "DecodeError",
     "BackendUnavailableError",
+    "DiskFullError",
 ]
 
 
@@ -22,3 +23,7 @@ class DecodeError(ChuteError):
 
 class BackendUnavailableError(ChuteError, RuntimeError):
     """A backend was asked for that cannot run here (no CUDA device, DALI missing, ...)."""
+
+
+class DiskFullError(ChuteError, OSError):
+    """A write found the disk full (errno ENOSPC); what was being written was removed."""

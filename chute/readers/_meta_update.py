@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from chute.readers._dataset import Dataset, open_dataset
 from chute.readers.format._manifest import MANIFEST, write_manifest
 from chute.readers.kinds._kinds import field_files, field_stem, get_kind
 from chute.readers.storage._dest_lock import DestinationLock
+from chute.readers.storage._files import is_disk_full, no_space
 from chute.readers.storage._storage import local_path
 
 __all__ = ["MetaUpdate", "update_metadata"]
@@ -89,7 +91,37 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
     root = local_path(path)
     root = root.parent if root.name == MANIFEST else root
     with DestinationLock(root, purpose="chute meta update", wait=wait):
+        _clean_leftovers(root, field)
         return _update(path, jsonl, key, field, merge, allow_unmatched, strict)
+
+
+def _generation_name(field: str, name: str) -> bool:
+    """True for a file of a generation of `field` (`meta.3.bin`), or the temporary file of
+    any write (`.meta.3.bin.tmp-PID`)."""
+    if name.startswith(".") and ".tmp-" in name:
+        return True
+    rest = name[len(field) + 1:] if name.startswith(f"{field}.") else ""
+    generation, _, _ext = rest.partition(".")
+    return generation.isdigit()
+
+
+def _clean_leftovers(root: Path, field: str) -> None:
+    """With the dataset's lock held: remove what an update killed before its switch-over left
+    in the shard folders (temporary files, and generation files the manifest does not list),
+    which nothing else would ever remove."""
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        shards = [(s["name"], set(s["files"])) for s in manifest["shards"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # opening the dataset names what is wrong
+    for name, listed in shards:
+        folder = root / str(name)
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for entry in os.scandir(folder):
+            if entry.name not in listed and entry.is_file(follow_symlinks=False) and \
+                    _generation_name(field, entry.name):
+                os.unlink(entry.path)
 
 
 def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: bool,
@@ -166,7 +198,40 @@ def _rewrite(ds, field: str, records: list) -> list[str]:
     kind = get_kind(spec["kind"])
     old_files = list(field_files(field, spec))
     spec["file"] = _next_stem(field, field_stem(field, spec))
-    written, start = [], 0
+    new_files = list(field_files(field, spec))
+    try:
+        written = _write_generation(ds, manifest, kind, field, spec, old_files, records)
+        write_manifest(ds.path, manifest)  # the switch-over
+    except BaseException as exc:
+        if not _switched(Path(ds.path), field, spec["file"]):
+            # the old metadata stays the dataset's: the new generation must not stay behind
+            for shard in manifest["shards"]:
+                for name in new_files:
+                    (Path(ds.path) / shard["name"] / name).unlink(missing_ok=True)
+            if is_disk_full(exc) and not isinstance(exc, ChuteError):
+                raise no_space(ds.path, f"the metadata of field {field!r} (the dataset was "
+                               "left as it was)") from None
+        raise
+    for shard in manifest["shards"]:
+        for old in old_files:
+            (Path(ds.path) / shard["name"] / old).unlink(missing_ok=True)
+    return written
+
+
+def _switched(root: Path, field: str, stem: str) -> bool:
+    """True when the manifest on disk already names generation `stem` of `field`."""
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        return manifest["fields"][field].get("file") == stem
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _write_generation(ds, manifest: dict, kind, field: str, spec: dict, old_files: list[str],
+                      records: list) -> list[str]:
+    """Each shard's files of `field`'s new generation, written and entered in `manifest`."""
+    written: list[str] = []
+    start = 0
     for shard in manifest["shards"]:
         folder = Path(ds.path) / shard["name"]
         count = shard["num_samples"]
@@ -184,8 +249,4 @@ def _rewrite(ds, field: str, records: list) -> list[str]:
         shard["files"].update(files)
         shard["files"] = dict(sorted(shard["files"].items()))
         written += [str(folder / name) for name in files]
-    write_manifest(ds.path, manifest)  # the switch-over
-    for shard in manifest["shards"]:
-        for old in old_files:
-            (Path(ds.path) / shard["name"] / old).unlink(missing_ok=True)
     return written

@@ -14,7 +14,7 @@ from chute.readers.kinds._kind import Encoded
 from chute.readers.kinds._kind_table import table_array, write_table
 from chute.readers.kinds._kinds import declare, field_files, field_stem, get_kind, infer_declaration
 from chute.readers.storage._dest_lock import DestinationLock
-from chute.readers.storage._files import CHECKSUM, fsync_dir
+from chute.readers.storage._files import CHECKSUM, fsync_dir, is_disk_full, no_space
 from chute.readers.storage._object_store import is_remote
 from chute.readers.storage._publish import clean_leftovers, publish, staging_folder
 from chute.readers.storage._storage import local_path
@@ -180,14 +180,21 @@ class ShardWriter:
         encoded = self._encode(fields, sample)
         size = sum(e.payload for e in encoded.values())
         shard = self._current
-        if shard is not None and shard.count and shard.payload + size > self.shard_size:
-            self._commit_shard(shard)
-            shard = None
-        if shard is None:
-            name = self._remote.shard_name(len(self._shards)) if self._remote else \
-                f"{len(self._shards):05d}"
-            shard = self._current = _Shard(self._folder / name, fields)
-        shard.add(encoded)
+        try:
+            if shard is not None and shard.count and shard.payload + size > self.shard_size:
+                self._commit_shard(shard)
+                shard = None
+            if shard is None:
+                name = self._remote.shard_name(len(self._shards)) if self._remote else \
+                    f"{len(self._shards):05d}"
+                shard = self._current = _Shard(self._folder / name, fields)
+            shard.add(encoded)
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            # a record or a shard half written: nothing of this dataset can be kept
+            self.abort()
+            raise no_space(self.path, f"sample {self._count}") from None
         self._fields = fields
         self._count += 1
         return self._count - 1
@@ -222,8 +229,10 @@ class ShardWriter:
             return
         try:
             self._finish()
-        except BaseException:
+        except BaseException as exc:
             self.abort()  # a half-written folder would block a retry
+            if is_disk_full(exc) and not isinstance(exc, ChuteError):
+                raise no_space(self.path, "its last shard and manifest") from None
             raise
         self._closed = True
 
@@ -261,9 +270,12 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Drop everything written so far (an existing dataset at `path` stays as it was)."""
-        if self._current is not None:
-            self._current.abort()
+        if self._closed:
+            return
         self._closed = True
+        current, self._current = self._current, None
+        if current is not None:
+            current.abort()
         if self._remote is not None:
             self._remote.abort()
             return

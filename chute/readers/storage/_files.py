@@ -9,12 +9,30 @@ from pathlib import Path
 
 import xxhash
 
+from chute.errors import DiskFullError
+
 __all__ = ["CHECKSUM", "HashingWriter", "atomic_write_bytes", "file_checksum", "fsync_dir",
-           "read_regular_file", "write_skipped"]
+           "is_disk_full", "no_space", "read_regular_file", "write_skipped"]
 
 # Name of the checksum algorithm, stored in the manifest next to every file's digest.
 CHECKSUM = "xxh3_64"
 _CHUNK = 8 << 20
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for the OSError of a full disk (or an exhausted quota)."""
+    return isinstance(exc, OSError) and exc.errno in _FULL
+
+
+def no_space(where: object, what: str) -> DiskFullError:
+    """The one-line error of a write of `what` into `where` that found the disk full."""
+    error = DiskFullError(f"{where}: no space left on device while writing {what}; free space "
+                          "or write elsewhere")
+    error.errno = errno.ENOSPC
+    return error
 
 
 def _new_hasher():
@@ -68,8 +86,13 @@ class HashingWriter:
         return {"size": self.size, CHECKSUM: self._hasher.hexdigest()}
 
     def abort(self) -> None:
+        """Remove the temporary file; never raises for the file itself (on a full disk,
+        closing flushes the buffered tail and fails again, and the file must still go)."""
         if not self._file.closed:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass
         self._temp.unlink(missing_ok=True)
 
 
