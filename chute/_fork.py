@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
-__all__ = ["ProcessLock", "ProcessPool", "on_fork_in_child"]
+__all__ = ["ProcessLock", "ProcessPool", "ReusePool", "on_fork_in_child"]
 
 _LOCKS: weakref.WeakSet = weakref.WeakSet()
 _POOLS: weakref.WeakSet = weakref.WeakSet()
@@ -86,6 +87,43 @@ class ProcessPool:
             pool.shutdown(wait=True)
 
 
+class ReusePool:
+    """Objects that one thread uses at a time (decompression contexts), lent to whichever
+    thread asks and taken back after: as many exist as threads used them at once, not one per
+    thread that ever read (a new thread per epoch or per Pipeline would keep adding some).
+
+    Args:
+        make: a new object.
+        free: releases one the pool does not keep (None: left to the garbage collector).
+        keep: idle objects kept for reuse; more are freed.
+    """
+
+    def __init__(self, make: Callable[[], object], free: Callable[[object], object] | None = None,
+                 keep: int = 16) -> None:
+        self._make = make
+        self._free = free
+        self.keep = keep
+        self._idle: list = []
+        self._lock = ProcessLock()
+
+    @contextmanager
+    def lease(self) -> Iterator:
+        """One object for the `with` block's time."""
+        with self._lock:
+            item = self._idle.pop() if self._idle else None
+        if item is None:
+            item = self._make()
+        try:
+            yield item
+        finally:
+            with self._lock:
+                kept = len(self._idle) < self.keep
+                if kept:
+                    self._idle.append(item)
+            if not kept and self._free is not None:
+                self._free(item)
+
+
 def _renew() -> None:
     for lock in list(_LOCKS):
         lock._lock = threading.Lock()
@@ -96,3 +134,4 @@ def _renew() -> None:
 
 
 on_fork_in_child(_renew)
+

@@ -11,13 +11,13 @@ reported, never returned (docs/design.md, "Field kinds").
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from chute._fork import ReusePool
 from chute.errors import FormatError
 from chute.readers.format._records import Records, RecordWriter, as_bytes, load_records
 from chute.readers.kinds._kind import Encoded, OpenArgs
@@ -42,6 +42,10 @@ def _zstd():
     return zstandard
 
 
+# shared by every reader: one per thread and reader added up over Pipelines and threads
+_DECOMPRESSORS = ReusePool(lambda: _zstd().ZstdDecompressor())
+
+
 class NdarrayReader:
     """Reads one ndarray field. `sample_shape` is the per-sample shape; for a ragged field its
     leading entry is the longest sample of the dataset."""
@@ -60,7 +64,6 @@ class NdarrayReader:
         self.sample_shape = lead + self.inner
         self._row_bytes = self.dtype.itemsize * math.prod(self.inner)
         self._arrays = None if self.compressed or rows is not None else self._fixed_views(args)
-        self._local = threading.local()  # zstd decompressors are not thread-safe
 
     def _expected_bytes(self, ids: np.ndarray) -> np.ndarray:
         if self.rows is None:
@@ -87,13 +90,12 @@ class NdarrayReader:
     def _decode(self, raw: np.ndarray, global_id: int, nbytes: int) -> np.ndarray:
         """Record -> flat array of the sample; FormatError when it is not exactly that."""
         if self.compressed:
-            decompressor = getattr(self._local, "zstd", None)
-            if decompressor is None:
-                decompressor = self._local.zstd = _zstd().ZstdDecompressor()
             try:
-                # frames carry a content checksum (checked here) and nothing may follow them
-                raw = np.frombuffer(decompressor.decompress(
-                    raw, max_output_size=max(nbytes, 1), allow_extra_data=False), np.uint8)
+                # a decompressor is not thread-safe: each call borrows one from the pool
+                with _DECOMPRESSORS.lease() as decompressor:
+                    # frames carry a content checksum (checked here); nothing may follow them
+                    raw = np.frombuffer(decompressor.decompress(
+                        raw, max_output_size=max(nbytes, 1), allow_extra_data=False), np.uint8)
             except _zstd().ZstdError as exc:
                 raise FormatError(f"{self.records.where(global_id)} of field {self.field!r} "
                                   f"does not decompress ({exc}); run `chute verify`") from None

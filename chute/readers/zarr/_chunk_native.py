@@ -45,7 +45,7 @@ CHUNK_ERRORS = {
 
 class _Api(ctypes.Structure):
     _fields_ = [("create_dctx", ctypes.c_void_p), ("decompress_dctx", ctypes.c_void_p),
-                ("is_error", ctypes.c_void_p)]
+                ("is_error", ctypes.c_void_p), ("free_dctx", ctypes.c_void_p)]
 
 
 class _Store(ctypes.Structure):  # struct store of zarr_chunks.c
@@ -66,7 +66,7 @@ def _load() -> tuple:
         return ctypes.cast(getattr(zstd.lib, name), ctypes.c_void_p).value
 
     api = _Api(address("ZSTD_createDCtx"), address("ZSTD_decompressDCtx"),
-               address("ZSTD_isError"))
+               address("ZSTD_isError"), address("ZSTD_freeDCtx"))
     path, function = load_function(
         _SOURCE, "chute_read_chunks", ctypes.c_int64,
         [ctypes.POINTER(_Api), ctypes.c_int, ctypes.POINTER(_Store), ctypes.c_char_p,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from chute._fork import ProcessPool
+from chute._fork import ProcessPool, ReusePool
 from chute.errors import FormatError
 from chute.readers.storage._paths import Confined, LeadsOutside
 from chute.readers.zarr._zstd_native import decoder
@@ -249,11 +249,20 @@ def _zstd_decode(raw, out=None):
     if native is not None and out is not None:
         flat = out.reshape(-1).view(np.uint8)
         return flat[:native.decode(raw, len(raw), flat)]
-    d = getattr(_LOCAL, "zstd", None)
-    if d is None:
-        import zstandard
+    with _DECOMPRESSORS.lease() as d:
+        return _zstandard_decode(d, raw, out)
 
-        d = _LOCAL.zstd = zstandard.ZstdDecompressor()
+
+def _new_decompressor():
+    import zstandard
+
+    return zstandard.ZstdDecompressor()
+
+
+_DECOMPRESSORS = ReusePool(_new_decompressor)  # lent per call, not one per thread ever seen
+
+
+def _zstandard_decode(d, raw, out):
     if out is None:
         # frames without a content size need a bound
         return d.decompress(raw, max_output_size=1 << 31)

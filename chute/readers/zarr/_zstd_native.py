@@ -1,6 +1,6 @@
 """zstd frames decompressed straight into a destination buffer by libzstd's one-shot
-`ZSTD_decompressDCtx`, called through ctypes (which releases the GIL for the call) with one
-reused decompression context per thread (docs/design.md, "Zarr groups").
+`ZSTD_decompressDCtx`, called through ctypes (which releases the GIL for the call) with
+decompression contexts reused across threads (docs/design.md, "Zarr groups").
 
 Why not python-zstandard: its one-shot `decompress` returns a new bytes object (a fresh large
 allocation, then a copy into the batch), and its stream reader decodes through an internal
@@ -15,15 +15,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import importlib.util
-import threading
 
 import numpy as np
 
-from chute._fork import ProcessLock
+from chute._fork import ProcessLock, ReusePool
 
 __all__ = ["ZstdDecoder", "decoder"]
 
-_LOCAL = threading.local()
 _lock = ProcessLock()  # free again in a forked child
 _decoder: tuple[bool, ZstdDecoder | None] = (False, None)
 
@@ -71,19 +69,25 @@ class ZstdDecoder:
         self._error_name.restype = ctypes.c_char_p
         self._error_name.argtypes = [ctypes.c_size_t]
 
-    def _context(self) -> int:
-        dctx = getattr(_LOCAL, "dctx", None)
-        if dctx is None:  # one per thread, kept for the thread's life (~100 KB)
-            dctx = _LOCAL.dctx = self._create()
-            if not dctx:
-                raise MemoryError("ZSTD_createDCtx failed")
+        self._free = lib.ZSTD_freeDCtx
+        self._free.restype = ctypes.c_size_t
+        self._free.argtypes = [ctypes.c_void_p]
+        # contexts (~100 KB each) lent per call: one per thread would stay allocated after its
+        # thread ended (a raw pointer has no finalizer)
+        self._contexts = ReusePool(self._new_context, self._free)
+
+    def _new_context(self) -> int:
+        dctx = self._create()
+        if not dctx:
+            raise MemoryError("ZSTD_createDCtx failed")
         return dctx
 
     def decode(self, src, size: int, dest: np.ndarray) -> int:
         """Decompress the first `size` bytes of `src` into `dest`."""
         source = np.frombuffer(src, np.uint8, count=size)
-        written = self._decompress(self._context(), dest.ctypes.data, dest.nbytes,
-                                   source.ctypes.data, size)
+        with self._contexts.lease() as dctx:
+            written = self._decompress(dctx, dest.ctypes.data, dest.nbytes,
+                                       source.ctypes.data, size)
         if self._is_error(written):
             raise ValueError(f"zstd: {self._error_name(written).decode()}")
         return int(written)
@@ -94,7 +98,7 @@ def _load() -> ZstdDecoder | None:
         try:
             lib = ctypes.CDLL(path)
             lib.ZSTD_decompressDCtx, lib.ZSTD_createDCtx, lib.ZSTD_isError  # noqa: B018
-            lib.ZSTD_getErrorName  # noqa: B018
+            lib.ZSTD_getErrorName, lib.ZSTD_freeDCtx  # noqa: B018
         except (OSError, AttributeError):
             continue
         return ZstdDecoder(lib, path)

@@ -6,7 +6,7 @@
  * batch is done however the scheduler treats them. Job k reads the file `prefix chunks[k]
  * suffix` of the store (or, with prefix NULL, takes sources[k] from memory: what the
  * decompression bound measures) into this thread's reused buffer and decompresses it with
- * this thread's reused zstd context into dests[k], which must come out exactly `nbytes` long; an uncompressed chunk
+ * this thread's reused zstd context (both freed when the thread ends) into dests[k], which must come out exactly `nbytes` long; an uncompressed chunk
  * is read straight into dests[k]. Per Python call ctypes releases the GIL, so all of this --
  * opening, reading, decompressing -- runs in parallel.
  *
@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ struct zstd_api {
     size_t (*decompress_dctx)(void *dctx, void *dst, size_t capacity, const void *src,
                               size_t size);
     unsigned (*is_error)(size_t code);
+    size_t (*free_dctx)(void *dctx);
 };
 
 enum { OK = 0, MISSING = 1, IO_ERROR = 2, NOT_DECODABLE = 3, WRONG_SIZE = 4, OUTSIDE = 5,
@@ -88,6 +90,31 @@ static __thread void *dctx;       /* this thread's zstd context, kept for its li
 static __thread char *buffer;     /* this thread's read buffer */
 static __thread size_t capacity;
 
+/* Both are freed when their thread ends (a key's destructor runs while the thread's own
+ * variables still exist): a program that starts a new reading thread per epoch or per
+ * Pipeline would otherwise keep one context and one buffer per thread it ever had. */
+static size_t (*free_dctx)(void *);
+static pthread_key_t thread_end_key;
+static pthread_once_t thread_end_once = PTHREAD_ONCE_INIT;
+
+static void thread_end(void *unused) {
+    (void)unused;
+    if (dctx != NULL && free_dctx != NULL)
+        free_dctx(dctx);
+    dctx = NULL;
+    free(buffer);
+    buffer = NULL;
+    capacity = 0;
+}
+
+static void make_thread_end_key(void) { pthread_key_create(&thread_end_key, thread_end); }
+
+static void free_at_thread_end(void) {
+    pthread_once(&thread_end_once, make_thread_end_key);
+    if (pthread_getspecific(thread_end_key) == NULL)
+        pthread_setspecific(thread_end_key, (void *)1);
+}
+
 static int read_file(const struct store *store, const char *path, char *into, size_t limit,
                      size_t *size) {
     int code;
@@ -113,6 +140,7 @@ static int read_file(const struct store *store, const char *path, char *into, si
             }
             buffer = grown;
             capacity = want;
+            free_at_thread_end();
         }
         into = buffer;
     } else if (want != limit) { /* an uncompressed chunk of the wrong size */
@@ -174,9 +202,13 @@ int64_t chute_read_chunks(const struct zstd_api *api, int codec, const struct st
                 continue;
             }
         }
-        if (dctx == NULL && (dctx = api->create_dctx()) == NULL) {
-            status[k] = IO_ERROR;
-            continue;
+        if (dctx == NULL) {
+            free_dctx = api->free_dctx;
+            if ((dctx = api->create_dctx()) == NULL) {
+                status[k] = IO_ERROR;
+                continue;
+            }
+            free_at_thread_end();
         }
         size_t written = api->decompress_dctx(dctx, dests[k], nbytes, src, size);
         if (api->is_error(written))
