@@ -75,6 +75,12 @@ class ShardFiles:
             if hit is not None:
                 self._open.move_to_end(path)
                 return hit[0]
+        # let go of the least recently used first: the file it needs room for may be this one
+        # (views of a file let go stay valid: the mapping holds it)
+        with self._lock:
+            while self.keep is not None and len(self._open) >= self.keep:
+                _, (_, old_pin) = self._open.popitem(last=False)
+                self.cache.unpin(old_pin)
         pin = self.cache.pin(path)
         try:
             self.fetch(path)

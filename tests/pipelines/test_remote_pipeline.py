@@ -1,0 +1,146 @@
+"""A Pipeline over a dataset in object storage (issue 23, "Must show"), against moto's S3
+server on loopback (tests/_s3.py): the same batches as the local copy, a cache a quarter of
+the dataset's size, and an endpoint that goes away mid-epoch and comes back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from chute import ImageOptions, Pipeline, ShardWindows
+from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
+from tests._media import jpeg
+
+IMAGE = {"image": ImageOptions(size=24, backend="cpu", dtype="uint8")}
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    root = tmp_path / "src"
+    for c in range(3):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(24):
+            (root / f"class{c}" / f"{i:03d}.jpg").write_bytes(
+                jpeg(112 + (i % 5) * 4, 150, seed=c * 100 + i))
+    return root
+
+
+def convert(src, dst) -> None:
+    convert_imagefolder(src, dst, ConvertOptions(shard_size="64KB", workers=1, progress=False))
+
+
+def batches(dataset, **kw) -> list[dict]:
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 7, **kw}
+    with Pipeline(dataset, 8, fields={**IMAGE, "label": None}, **kw) as pipe:
+        return [{k: v.clone() for k, v in b.items()} for b in pipe]
+
+
+def payload_bytes(dataset) -> int:
+    return sum(e["size"] for s in dataset.manifest["shards"] for e in s["files"].values())
+
+
+def test_eval_over_s3_delivers_exactly_the_local_batches(s3, folder, tmp_path):
+    server, bucket = s3
+    convert(folder, f"{bucket}/ds")
+    convert(folder, tmp_path / "local")
+    remote = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c", cache_limit="10MB")
+    assert len(remote.manifest["shards"]) >= 4
+    got = batches(remote, augment="eval")
+    want = batches(open_dataset(tmp_path / "local"), augment="eval")
+    assert len(got) == len(want) == 9
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+        assert torch.equal(a["label"], b["label"])
+
+
+def test_a_quarter_size_cache_completes_a_training_epoch_within_its_limit(s3, folder,
+                                                                           tmp_path):
+    server, bucket = s3
+    convert(folder, f"{bucket}/ds")
+    probe = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "probe")
+    total = payload_bytes(probe)
+    largest = max(e["size"] for s in probe.manifest["shards"] for e in s["files"].values())
+    limit = total // 4
+    cache = tmp_path / "c"
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            size = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+            peak[0] = max(peak[0], size)
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        ds = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
+        got = batches(ds, augment="train", shuffle=ShardWindows(shards=1))
+    finally:
+        stop.set()
+        watcher.join()
+    seen = torch.cat([b["index"] for b in got]).tolist()
+    assert len(seen) == len(set(seen)) == 72  # drop_last: 9 full batches of 8
+    assert 0 < peak[0] <= limit + largest
+
+
+def test_an_endpoint_away_for_seconds_mid_epoch_changes_nothing(s3, folder, tmp_path,
+                                                                monkeypatch):
+    from tests._s3 import FaultProxy
+
+    server, bucket = s3
+    convert(folder, f"{bucket}/ds")
+    want = batches(open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "ref"), augment="eval")
+    proxy = FaultProxy(server.port)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    monkeypatch.setenv("CHUTE_READ_AHEAD", "1")
+    try:
+        ds = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c")
+        got = []
+        kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 7, "augment": "eval",
+              "prefetch": 1}
+        with Pipeline(ds, 8, fields={**IMAGE, "label": None}, **kw) as pipe:
+            for k, batch in enumerate(pipe):
+                got.append({key: v.clone() for key, v in batch.items()})
+                if k == 1:  # the endpoint goes away for a while, then comes back
+                    proxy.set_down(True)
+                    threading.Timer(2.0, proxy.set_down, args=(False,)).start()
+    finally:
+        proxy.close()
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+
+
+def test_a_server_restart_mid_epoch_changes_nothing(s3, folder, tmp_path, monkeypatch):
+    server, bucket = s3
+    convert(folder, f"{bucket}/ds")
+    want = batches(open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "ref"), augment="eval")
+    monkeypatch.setenv("CHUTE_READ_AHEAD", "1")
+    ds = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c")
+    got = []
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 7, "augment": "eval",
+          "prefetch": 1}
+    restarted = threading.Event()
+
+    def restart() -> None:
+        server.stop()
+        time.sleep(2.0)
+        server.start()
+        restarted.set()
+
+    try:
+        with Pipeline(ds, 8, fields={**IMAGE, "label": None}, **kw) as pipe:
+            for k, batch in enumerate(pipe):
+                got.append({key: v.clone() for key, v in batch.items()})
+                if k == 1:
+                    threading.Thread(target=restart, daemon=True).start()
+    finally:
+        restarted.wait(30)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
