@@ -1,0 +1,291 @@
+"""Datasets in object storage (issue 23): a chute Pipeline epoch from a local dataset and from
+the same dataset in S3, side by side in one run, plus the bytes each epoch downloads.
+
+    .venv/bin/python benchmarks/bench_remote.py [--images N] [--src DIR] [--batch 64]
+        [--threads N] [--shard-size 8MiB] [--json FILE]
+
+The S3 server is moto's, started inside this script on loopback (tests/_s3.py; needs
+`pip install 'moto[server]'`): the numbers measure chute's remote path (requests, node cache,
+read-ahead, eviction), not a network. N JPEGs (the --src images repeated as needed) are
+converted once to a local folder and once to s3://, both with --shard-size (small shards, so
+the dataset has several and a cache of a quarter of it means something). Configurations, one
+epoch each, cpu backend, batch --batch:
+  (a) local dataset, eval (resize + center crop 224);
+  (b) s3, cold node cache (empty cache folder), eval;
+  (c) s3, warm node cache (the folder (b) filled, a new Pipeline), eval;
+  (d) s3, cache limit 25% of the dataset's size, train (random resized crop 224),
+      shuffle=ShardWindows(shards=2), starting from an empty cache;
+  (e) litdata (a peer, when importable): the same JPEGs written with litdata.optimize() to a
+      local folder, uploaded to the same server, read with StreamingDataset +
+      StreamingDataLoader (--threads workers; its obstore client options get allow_http for
+      the http:// loopback endpoint), cold cache, PIL decode + resize 256 + center
+      crop 224 + normalise (torchvision's eval transform, written out here). A peer that is
+      not importable or fails is a row saying "not run" and why.
+Bytes downloaded are the sizes of the objects chute fetched (Remote.download and
+Remote.get_bytes, wrapped in this script: open plus the epoch) or, for litdata, the size of
+its cache folder after the epoch. Every configuration runs after one untimed warm-up epoch
+of the local dataset in each mode (kernels compiled, page cache filled). Ratios are the warm
+s3 rate (c) over each row's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _datasets import jpeg_files
+
+from chute import ImageOptions, Pipeline, ShardWindows
+from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
+from chute.readers.storage._object_store import Remote
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SRC = ROOT.parent / "shared/data/imagenet-sample/images"
+BUCKET = "bench"
+
+
+class Downloads:
+    """Counts the bytes of every object chute downloads (wraps Remote's two read paths)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._lock = threading.Lock()
+        download, get_bytes = Remote.download, Remote.get_bytes
+
+        def counted_download(remote, name, dest, *args, **kwargs):
+            download(remote, name, dest, *args, **kwargs)
+            with self._lock:
+                self.bytes += Path(dest).stat().st_size
+
+        def counted_get_bytes(remote, name):
+            data = get_bytes(remote, name)
+            with self._lock:
+                self.bytes += len(data)
+            return data
+
+        Remote.download = counted_download  # type: ignore[method-assign]
+        Remote.get_bytes = counted_get_bytes  # type: ignore[method-assign]
+
+    def take(self) -> int:
+        with self._lock:
+            value, self.bytes = self.bytes, 0
+        return value
+
+
+def image_folder(src: Path, count: int, dest: Path) -> Path:
+    """`count` JPEGs in the flat folder `dest`: the files of `src`, repeated as needed."""
+    files = jpeg_files(src)
+    dest.mkdir(parents=True)
+    for i in range(count):
+        file = files[i % len(files)]
+        target = dest / f"{i:06d}_{file.name}"
+        try:
+            os.link(file, target)
+        except OSError:  # another file system: copy
+            shutil.copyfile(file, target)
+    return dest
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def chute_epoch(dataset_path: str, batch: int, threads: int, *, augment: str,
+                cache_dir: Path | None = None, cache_limit: int | None = None,
+                shuffle=False) -> tuple[int, float]:
+    """(samples, seconds) of one epoch, open included."""
+    image = ImageOptions(size=224, backend="cpu", dtype="float32",
+                         backend_options={"threads": threads})
+    t0 = time.perf_counter()
+    if cache_dir is not None:
+        dataset = open_dataset(dataset_path, cache_dir=cache_dir, cache_limit=cache_limit)
+    else:
+        dataset = open_dataset(dataset_path)
+    pipe = Pipeline(dataset, batch, fields={"image": image}, augment=augment, device="cpu",
+                    shuffle=shuffle, drop_last=False, rank=0, world_size=1)
+    try:
+        samples = sum(len(b["index"]) for b in pipe)
+    finally:
+        pipe.close()
+        dataset.close()
+    return samples, time.perf_counter() - t0
+
+
+# -- litdata (a peer) ----------------------------------------------------------------------
+def _lit_sample(path: str) -> dict:
+    return {"image": Path(path).read_bytes()}
+
+
+class LitTransform:
+    """torchvision's eval transform on PIL (resize 256 bilinear, center crop 224, normalise),
+    a class so that litdata's worker processes can pickle it."""
+
+    mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
+    std = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
+
+    def __call__(self, sample: dict) -> torch.Tensor:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(sample["image"])) as im:
+            im = im.convert("RGB")
+            width, height = im.size
+            scale = 256 / min(width, height)
+            im = im.resize((max(256, round(width * scale)), max(256, round(height * scale))),
+                           Image.BILINEAR)
+            left, top = (im.width - 224) // 2, (im.height - 224) // 2
+            im = im.crop((left, top, left + 224, top + 224))
+            chw = np.asarray(im, np.float32).transpose(2, 0, 1) / 255.0
+        return torch.from_numpy((chw - self.mean) / self.std)
+
+
+def litdata_epoch(folder: Path, tmp: Path, endpoint: str, batch: int,
+                  threads: int) -> tuple[int, float, int]:
+    """(samples, seconds, bytes in litdata's cache after the epoch) of one cold epoch."""
+    import boto3
+    import litdata
+
+    local = tmp / "litdata-local"
+    files = sorted(str(p) for p in folder.iterdir())
+    litdata.optimize(fn=_lit_sample, inputs=files, output_dir=str(local), chunk_bytes="8MB",
+                     num_workers=1, verbose=False)
+    client = boto3.client("s3", endpoint_url=endpoint)
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            client.upload_file(str(path), BUCKET, f"litdata/{path.relative_to(local)}")
+    # litdata's obstore client options lack allow_http, which the loopback http:// endpoint
+    # needs (real S3 is https); added here, in place, before its workers start
+    from litdata.streaming import downloader
+
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
+    cache = tmp / "litdata-cache"
+    t0 = time.perf_counter()
+    dataset = litdata.StreamingDataset(f"s3://{BUCKET}/litdata", cache_dir=str(cache),
+                                       transform=LitTransform(),
+                                       storage_options={"endpoint_url": endpoint})
+    loader = litdata.StreamingDataLoader(dataset, batch_size=batch, num_workers=threads,
+                                         multiprocessing_context="fork")
+    samples = sum(len(b) for b in loader)
+    seconds = time.perf_counter() - t0
+    return samples, seconds, folder_bytes(cache)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--images", type=int, default=2000, help="JPEGs in the dataset")
+    parser.add_argument("--src", type=Path, default=DEFAULT_SRC, help="where the JPEGs come from")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--shard-size", default="8MiB")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args()
+    if not args.src.is_dir():
+        sys.exit(f"{args.src}: no such folder (see ../shared/data/README.md); pass --src")
+    try:
+        from moto.server import ThreadedMotoServer  # noqa: F401
+    except ImportError:
+        sys.exit("the loopback S3 server needs moto: pip install 'moto[server]'")
+    sys.path.insert(0, str(ROOT))
+    from tests._s3 import S3Server
+
+    torch.set_num_threads(1)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request log lines
+    server = S3Server()
+    server.create_bucket(BUCKET)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        os.environ.pop(var, None)
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                      AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_ENDPOINT_URL=server.endpoint,
+                      CHUTE_CACHE_WAIT_SECONDS="60")  # a cache that cannot fit fails soon
+    counter = Downloads()
+    rows: list[dict] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="chute-bench-remote-") as name:
+            tmp = Path(name)
+            os.environ["AWS_CONFIG_FILE"] = str(tmp / "no-aws-config")
+            os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(tmp / "no-aws-credentials")
+            folder = image_folder(args.src, args.images, tmp / "images")
+            options = ConvertOptions(shard_size=args.shard_size, progress=False)
+            local = tmp / "local.chute"
+            url = f"s3://{BUCKET}/chute"
+            convert_imagefolder(folder, local, options)
+            convert_imagefolder(folder, url, options)
+            size = folder_bytes(local)
+            opened = open_dataset(local)
+            shards = len(opened.shard_starts) - 1
+            opened.close()
+            counter.take()
+
+            def add(name: str, samples: int, seconds: float, downloaded: int | None) -> None:
+                rows.append({"configuration": name, "samples": samples, "seconds": seconds,
+                             "samples_per_s": samples / seconds, "bytes_downloaded": downloaded})
+
+            for augment in ("eval", "train"):  # warm-up, untimed: kernels compiled, files read
+                chute_epoch(str(local), args.batch, args.threads, augment=augment)
+            n, s = chute_epoch(str(local), args.batch, args.threads, augment="eval")
+            add("(a) chute, local dataset, eval", n, s, None)
+            cache = tmp / "cache"
+            n, s = chute_epoch(url, args.batch, args.threads, augment="eval", cache_dir=cache)
+            add("(b) chute, s3, cold cache, eval", n, s, counter.take())
+            n, s = chute_epoch(url, args.batch, args.threads, augment="eval", cache_dir=cache)
+            add("(c) chute, s3, warm cache, eval", n, s, counter.take())
+            limit = size // 4
+            largest = max(p.stat().st_size for p in local.rglob("*.bin"))
+            if limit < 2 * largest:
+                sys.exit(f"a quarter of the dataset ({limit} bytes) holds fewer than two shards "
+                         f"({largest} bytes each): pass more --images or a smaller --shard-size")
+            n, s = chute_epoch(url, args.batch, args.threads, augment="train",
+                               cache_dir=tmp / "small-cache", cache_limit=limit,
+                               shuffle=ShardWindows(shards=2))
+            add(f"(d) chute, s3, cache limit 25% ({limit / 2**20:.0f} MiB), train, "
+                "ShardWindows(2)", n, s, counter.take())
+            peer = "(e) litdata StreamingDataset, s3, cold cache, PIL eval"
+            try:
+                import litdata  # noqa: F401
+            except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
+                rows.append({"configuration": peer,
+                             "not_run": f"litdata not importable ({type(exc).__name__}: {exc})"})
+            else:
+                try:
+                    n, s, downloaded = litdata_epoch(folder, tmp, server.endpoint, args.batch,
+                                                     args.threads)
+                    add(peer, n, s, downloaded)
+                except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
+                    text = str(exc).strip().splitlines()
+                    rows.append({"configuration": peer, "not_run":
+                                 f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
+            rows.append({"configuration": "(f) MosaicML streaming", "not_run":
+                         "streaming 0.13 imports transformers at import; installing it with its "
+                         "dependencies would replace torch 2.13 (see docs/benchmarks.md)"})
+    finally:
+        server.stop()
+    warm = next(r["samples_per_s"] for r in rows if r["configuration"].startswith("(c)"))
+    print(f"{args.images} JPEGs from {args.src}, {size / 2**20:.1f} MiB in {shards} shards of "
+          f"<= {args.shard_size}; batch {args.batch}, {args.threads} threads, cpu backend, 224 px "
+          "float32; moto S3 on loopback; one epoch each")
+    print(f"{'configuration':<66} {'samples/s':>9} {'MiB fetched':>11} {'(c) / this':>10}")
+    for row in rows:
+        if "not_run" in row:
+            print(f"{row['configuration']:<66} not run: {row['not_run']}")
+            continue
+        got = row["bytes_downloaded"]
+        fetched = "-" if got is None else f"{got / 2**20:.1f}"
+        print(f"{row['configuration']:<66} {row['samples_per_s']:9.1f} {fetched:>11} "
+              f"{warm / row['samples_per_s']:10.2f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
