@@ -113,6 +113,24 @@ def _files(manifest: dict) -> tuple[dict[str, tuple[dict, bool]], list[list[str]
     return listed, per_shard
 
 
+def _check_room(remote: Remote, cache: NodeCache, listed: dict) -> None:
+    """A limit that cannot hold the small files plus the largest payload file can never read
+    the dataset: said at once, not after waiting for room that never comes."""
+    if cache.limit is None:
+        return
+    small = sum(entry["size"] for entry, lazy in listed.values() if not lazy)
+    largest = max((entry["size"] for entry, lazy in listed.values() if lazy), default=0)
+    if small + largest > cache.limit:
+        from chute.readers._sizes import format_size
+        from chute.readers.storage._node_cache import CacheFullError
+
+        raise CacheFullError(
+            f"{remote.url}: cache_limit {format_size(cache.limit)} cannot hold this dataset's "
+            f"indices and columns ({format_size(small)}) plus one shard file "
+            f"({format_size(largest)}); raise it to at least "
+            f"{format_size(small + 2 * largest)} (two shards: one read, one fetched ahead)")
+
+
 def open_remote(url: str, *, cache_dir=None, cache_limit=None,
                 fingerprint: str | None = None) -> RemoteSource:
     """Fetch what opening the dataset at `url` needs into the node cache.
@@ -131,6 +149,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
         raise FormatError(f"{remote.url}: the dataset changed since it was opened (fingerprint "
                           f"{found}, expected {fingerprint}); restart the job on the new version")
     listed, per_shard = _files(manifest)
+    _check_room(remote, cache, listed)
     for shard in manifest["shards"]:
         (folder / shard["name"]).mkdir(exist_ok=True)
     if not (folder / PAYLOAD_LIST).is_file():

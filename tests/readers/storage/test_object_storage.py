@@ -286,3 +286,14 @@ def test_a_changed_dataset_never_reads_the_old_versions_cache(s3, tmp_path):
         from chute.readers import Dataset
 
         Dataset.remote(f"{bucket}/ds", cache_dir=tmp_path / "other", fingerprint=old.fingerprint)
+
+
+def test_a_limit_smaller_than_one_shard_is_refused_at_once(s3, tmp_path):
+    from chute.readers import CacheFullError
+
+    server, bucket = s3
+    write(f"{bucket}/ds", samples(40), shard_size="40KB")
+    t0 = time.monotonic()
+    with pytest.raises(CacheFullError, match="cache_limit .* cannot hold .* raise it to at least"):
+        open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c", cache_limit=20_000)
+    assert time.monotonic() - t0 < 10
