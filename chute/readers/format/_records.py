@@ -98,6 +98,9 @@ class Records:
             data = bins[0]
             return [data[s:e] for s, e in zip(starts, ends, strict=True)]
         shards = self.shard_of(ids).tolist()
+        if isinstance(bins, LazyBins):  # each shard looked up (and fetched) once per batch
+            maps = {k: bins[k] for k in dict.fromkeys(shards)}
+            return [maps[k][s:e] for k, s, e in zip(shards, starts, ends, strict=True)]
         return [bins[k][s:e] for k, s, e in zip(shards, starts, ends, strict=True)]
 
     def view(self, shard: int, global_id: int) -> np.ndarray:
