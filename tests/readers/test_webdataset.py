@@ -143,7 +143,8 @@ def test_a_tar_member_over_the_limit_is_skipped_unread(tmp_path, capsys):
     assert main(["convert", "webdataset", str(path), str(dst), "--max-member", "1MiB",
                  "--no-progress", "--max-skipped", "0.5"]) == 0
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert grown_kib < 32 << 10  # the 64 MiB member was never held
+    # the 64 MiB member was never held (skipping it through gzip costs ~30 MB of buffers)
+    assert grown_kib < 48 << 10
     ds = open_dataset(dst)
     assert [ds[i]["meta"]["key"] for i in range(len(ds))] == ["k/0", "k/2"]
     rows = (dst / "skipped.tsv").read_text().splitlines()
