@@ -63,19 +63,6 @@ class S3Server:
         request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
         urllib.request.urlopen(request, timeout=10).read()
 
-    def put(self, bucket: str, key: str, data: bytes) -> None:
-        request = urllib.request.Request(f"{self.endpoint}/{bucket}/{key}", data=data,
-                                         method="PUT")
-        urllib.request.urlopen(request, timeout=10).read()
-
-    def get(self, bucket: str, key: str) -> bytes:
-        return urllib.request.urlopen(f"{self.endpoint}/{bucket}/{key}", timeout=10).read()
-
-    def reset(self) -> None:
-        """Forget every bucket and object (moto's reset endpoint)."""
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        urllib.request.urlopen(request, timeout=10).read()
-
 
 @dataclass
 class FaultProxy:

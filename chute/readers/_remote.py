@@ -113,14 +113,13 @@ def _files(manifest: dict) -> tuple[dict[str, tuple[dict, bool]], list[list[str]
     return listed, per_shard
 
 
-def _check_room(remote: Remote, cache: NodeCache, listed: dict) -> None:
-    """A limit that cannot hold the small files plus the largest payload file can never read
-    the dataset: said at once, not after waiting for room that never comes."""
-    if cache.limit is None:
-        return
-    small = sum(entry["size"] for entry, lazy in listed.values() if not lazy)
+def _check_room(remote: Remote, cache: NodeCache, listed: dict) -> int:
+    """The largest payload file's size, after checking that the limit holds the small files
+    plus it: a limit that cannot can never read the dataset, said at once, not after waiting
+    for room that never comes."""
     largest = max((entry["size"] for entry, lazy in listed.values() if lazy), default=0)
-    if small + largest > cache.limit:
+    small = sum(entry["size"] for entry, lazy in listed.values() if not lazy)
+    if cache.limit is not None and small + largest > cache.limit:
         from chute.readers._sizes import format_size
         from chute.readers.storage._node_cache import CacheFullError
 
@@ -129,6 +128,7 @@ def _check_room(remote: Remote, cache: NodeCache, listed: dict) -> None:
             f"indices and columns ({format_size(small)}) plus one shard file "
             f"({format_size(largest)}); raise it to at least "
             f"{format_size(small + 2 * largest)} (two shards: one read, one fetched ahead)")
+    return largest
 
 
 def open_remote(url: str, *, cache_dir=None, cache_limit=None,
@@ -149,7 +149,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
         raise FormatError(f"{remote.url}: the dataset changed since it was opened (fingerprint "
                           f"{found}, expected {fingerprint}); restart the job on the new version")
     listed, per_shard = _files(manifest)
-    _check_room(remote, cache, listed)
+    largest = _check_room(remote, cache, listed)
     for shard in manifest["shards"]:
         (folder / shard["name"]).mkdir(exist_ok=True)
     if not (folder / PAYLOAD_LIST).is_file():
@@ -170,7 +170,6 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
                for name, (entry, lazy) in listed.items() if lazy}
     keep = None
     if cache.limit is not None and payload:
-        largest = max(f.size for f in payload.values())
         # half the files that fit stay mapped; the other half is room for reading ahead
         keep = max(1, cache.limit // max(largest, 1) // 2)
     from chute.readers.format._records import map_file

@@ -3,7 +3,6 @@ with the probed columns a clip reader needs (docs/design.md, "Field kinds")."""
 
 from __future__ import annotations
 
-import csv
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -11,7 +10,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from chute.errors import ChuteError, FormatError
+from chute.errors import ChuteError
+from chute.readers.convert._sources import read_csv_rows
 from chute.readers.convert._video_probe import UnreadableVideo, probe_video
 from chute.readers.format._writer import ShardWriter
 from chute.readers.storage._files import read_regular_file, write_skipped
@@ -39,21 +39,6 @@ class VideoConvertReport:
     written: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     report_path: Path | str | None = None
-
-
-def _rows(csv_path: Path) -> list[dict]:
-    try:
-        with open(csv_path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            columns = reader.fieldnames or []
-    except FileNotFoundError:
-        raise FormatError(f"{csv_path}: no such CSV file") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise FormatError(f"{csv_path}: cannot read it as UTF-8 CSV ({exc})") from None
-    if "path" not in columns:
-        raise FormatError(f"{csv_path}: needs a `path` column (has {columns})")
-    return rows
 
 
 def _load(job: tuple[Path, str]):
@@ -87,7 +72,7 @@ def convert_video_csv(csv_path, dst, *, root=None, shard_size="1GiB", workers: i
     """
     csv_path = Path(csv_path)
     base = Path(root) if root is not None else csv_path.parent
-    rows = _rows(csv_path)
+    rows, _ = read_csv_rows(csv_path)
     result = VideoConvertReport()
     jobs = [(base / row["path"], row["path"]) for row in rows]
     pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)

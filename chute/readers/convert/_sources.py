@@ -110,24 +110,31 @@ def _labels(values: list[str], csv_path: Path) -> tuple[list[int], list[str] | N
     return [index[v] for v in values], names
 
 
-def list_csv(csv_path, root=None) -> tuple[list[Source], list[str] | None]:
-    """Rows of a CSV with a `path` column (relative to `root`, default the CSV's folder), an
-    optional `label` column, and any other columns (e.g. `text`) kept as metadata.
-    Keys are the `path` values as written."""
-    csv_path = Path(csv_path)
-    root = Path(root) if root is not None else csv_path.parent
+def read_csv_rows(csv_path: Path) -> tuple[list[dict], list[str]]:
+    """The rows and column names of a CSV that must have a `path` column; FormatError naming
+    the file otherwise."""
     try:
         # utf-8-sig: spreadsheet exports start with a byte order mark
         with open(csv_path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             rows = list(reader)
-            columns = reader.fieldnames or []
+            columns = list(reader.fieldnames or [])
     except FileNotFoundError:
         raise FormatError(f"{csv_path}: no such CSV file") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise FormatError(f"{csv_path}: cannot read it as UTF-8 CSV ({exc})") from None
     if "path" not in columns:
         raise FormatError(f"{csv_path}: needs a `path` column (has {columns})")
+    return rows, columns
+
+
+def list_csv(csv_path, root=None) -> tuple[list[Source], list[str] | None]:
+    """Rows of a CSV with a `path` column (relative to `root`, default the CSV's folder), an
+    optional `label` column, and any other columns (e.g. `text`) kept as metadata.
+    Keys are the `path` values as written."""
+    csv_path = Path(csv_path)
+    root = Path(root) if root is not None else csv_path.parent
+    rows, columns = read_csv_rows(csv_path)
     has_label = "label" in columns
     labels, class_names = _labels([r["label"] for r in rows], csv_path) if has_label else \
         ([None] * len(rows), None)

@@ -207,18 +207,6 @@ class Remote:
         return self._call("download", name,
                           lambda: bytes(obstore.get(self.store, name).bytes()))
 
-    def exists(self, name: str) -> bool:
-        """Whether object `name` exists."""
-        import obstore
-
-        try:
-            self._call("lookup", name, lambda: obstore.head(self.store, name))
-        except StorageError as exc:
-            if "not found" in str(exc):
-                return False
-            raise
-        return True
-
     def download(self, name: str, dest: Path, size: int | None = None,
                  checksum: str | None = None, *, temp: Path | None = None,
                  attempts: int = 3) -> None:
