@@ -47,6 +47,10 @@ def add_parser(subparsers) -> None:
                         help="requests per --search measurement (default: min(REQUESTS, 30))")
     parser.add_argument("--save-config", type=Path, default=None, metavar="PATH",
                         help="write the configuration that ran (the one --search picked) here")
+    parser.add_argument("--allow-outside", action="store_true",
+                        help="let CONFIG's \"file.py:attr\" specs name files outside CONFIG's "
+                        "folder (absolute paths, '..'); a config is trusted code either way "
+                        "(docs/inference.md, \"A config is code\")")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -56,13 +60,25 @@ def _save(config, path: Path) -> None:
     data = config.to_dict()
     data.pop("base")
     data.pop("dataset")
+    folder = path.parent.resolve()
+    outside = []
     if config.base:
-        # specs relative to the original config's folder stay valid next to the new file
+        # specs relative to the original config's folder stay valid next to the new file:
+        # relative to it when the file is inside its folder, else absolute (and loading the
+        # saved config then needs --allow-outside)
         for stage in data["stages"]:
             where, sep, attr = stage["fn"].rpartition(":")
-            if where.endswith(".py") and not Path(where).is_absolute():
-                stage["fn"] = f"{Path(config.base) / where}{sep}{attr}"
+            if where.endswith(".py"):
+                target = (Path(config.base) / where).resolve()
+                if target.is_relative_to(folder):
+                    stage["fn"] = f"{target.relative_to(folder).as_posix()}{sep}{attr}"
+                else:
+                    stage["fn"] = f"{target}{sep}{attr}"
+                    outside.append(stage["name"])
     path.write_text(json.dumps(data, indent=1) + "\n")
+    if outside:
+        print(f"chute infer-bench: {path} names files outside its folder (stages "
+              f"{', '.join(outside)}); run it with --allow-outside", file=sys.stderr)
 
 
 # exit status of a run whose requests failed (docs/cli.md, "chute infer-bench")
@@ -127,7 +143,7 @@ def _run(args, out, interrupt: _Interrupt) -> int:
     )
     from chute.readers import open_dataset
 
-    config = load_config(args.config)
+    config = load_config(args.config, allow_outside=args.allow_outside or None)
     config.dataset = str(args.dataset)
     n = len(open_dataset(args.dataset))
     inputs = [k % n for k in range(args.requests)]

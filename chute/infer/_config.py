@@ -6,13 +6,39 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chute import _device
 from chute.errors import FormatError
 
-__all__ = ["StageConfig", "InferConfig", "load_config"]
+__all__ = ["StageConfig", "InferConfig", "load_config", "max_replicas", "ALLOW_OUTSIDE_ENV",
+           "MAX_REPLICAS_ENV"]
+
+# A config is trusted code (docs/inference.md, "A config is code"): these two are the guards
+# against its surprises, each with an explicit way past it.
+ALLOW_OUTSIDE_ENV = "CHUTE_INFER_ALLOW_OUTSIDE"
+MAX_REPLICAS_ENV = "CHUTE_INFER_MAX_REPLICAS"
+# replica processes per usable CPU core a stage may ask for without MAX_REPLICAS_ENV
+REPLICAS_PER_CPU = 4
+
+
+def max_replicas() -> int:
+    """The most replicas one stage may have on this machine: `REPLICAS_PER_CPU` per usable CPU
+    core, or the `CHUTE_INFER_MAX_REPLICAS` environment variable when it is set."""
+    raw = os.environ.get(MAX_REPLICAS_ENV)
+    if raw is None or not raw.strip():
+        return REPLICAS_PER_CPU * _device.usable_cpu_count()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise FormatError(f"{MAX_REPLICAS_ENV}={raw!r}: expected a positive integer (the most "
+                          "replicas one inference stage may have)")
+    return value
 
 
 @dataclass
@@ -30,7 +56,8 @@ class StageConfig:
             `fn(**options)` (plus `device=` and `dataset=` when it takes them), that returns the
             stage.
         options: keyword arguments of the factory, or None when `fn` is the stage itself.
-        replicas: processes running this stage.
+        replicas: processes running this stage, at most `max_replicas()` (4 per usable CPU
+            core unless CHUTE_INFER_MAX_REPLICAS says otherwise).
         devices: device per replica ("cpu", "cuda:N"), cycled when shorter than `replicas`.
         max_batch: the most requests one call takes.
         max_wait_ms: how long a replica that has one request waits for more before it runs a
@@ -58,6 +85,10 @@ class StageConfig:
             problems.append("a name")
         if self.replicas < 1:
             problems.append(f"replicas >= 1 (got {self.replicas})")
+        elif self.replicas > (cap := max_replicas()):
+            problems.append(f"replicas <= {cap} (got {self.replicas}; the cap is "
+                            f"{REPLICAS_PER_CPU} per CPU core of this machine: lower it, or set "
+                            f"{MAX_REPLICAS_ENV}=N to allow N)")
         if self.max_batch < 1:
             problems.append(f"max_batch >= 1 (got {self.max_batch})")
         if self.max_wait_ms < 0:
@@ -130,11 +161,45 @@ def _unknown(where: str, data: dict, known: set[str]) -> None:
         raise FormatError(f"{where}: unknown keys {extra} (known: {sorted(known)})")
 
 
-def load_config(path: str | Path) -> InferConfig:
+def _allowed_outside(allow_outside: bool | None) -> bool:
+    if allow_outside is not None:
+        return allow_outside
+    return os.environ.get(ALLOW_OUTSIDE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _check_inside(path: Path, k: int, stage: dict, base: Path) -> None:
+    """Refuse a "file.py:attr" fn whose file (symlinks followed) is outside the config's
+    folder: a config from elsewhere must not import a file it merely points at."""
+    fn = stage.get("fn")
+    if not isinstance(fn, str):
+        return
+    where = fn.rpartition(":")[0]
+    if not where.endswith(".py"):
+        return
+    try:
+        target = (base / where).resolve()  # an absolute `where` replaces base
+    except (OSError, ValueError) as exc:  # a NUL byte, a symlink loop
+        raise FormatError(f"{path}: stage {k} ({stage.get('name')!r}) fn {fn!r}: not a usable "
+                          f"path ({exc})") from None
+    if not target.is_relative_to(base):
+        raise FormatError(
+            f"{path}: stage {k} ({stage.get('name')!r}) fn {fn!r} names a file outside the "
+            f"config's folder {base}; move the file next to the config, or allow it with "
+            f"--allow-outside (chute infer-bench), {ALLOW_OUTSIDE_ENV}=1 or "
+            "load_config(..., allow_outside=True)")
+
+
+def load_config(path: str | Path, *, allow_outside: bool | None = None) -> InferConfig:
     """Read an inference config from a JSON file (or YAML, `.yaml`/`.yml`, with PyYAML).
+
+    A config is trusted code: its stages import and run what they name (docs/inference.md,
+    "A config is code").
 
     Args:
         path: the file: `{"stages": [{"name": ..., "fn": ..., ...}, ...], "dataset": ...}`.
+        allow_outside: allow "file.py:attr" specs whose file is outside the config's folder
+            (absolute paths, `..`, symlinks leading out). None: only when the environment
+            variable CHUTE_INFER_ALLOW_OUTSIDE is 1.
 
     Returns:
         The config, with `base` set to the file's folder.
@@ -163,13 +228,19 @@ def load_config(path: str | Path) -> InferConfig:
         raise FormatError(f"{path}: an inference config is an object with a `stages` list")
     _unknown(str(path), data, {"stages", "dataset"})
     known = {f.name for f in dataclasses.fields(StageConfig)}
+    base = path.parent.resolve()
+    outside = _allowed_outside(allow_outside)
     stages = []
     for k, stage in enumerate(data["stages"]):
         if not isinstance(stage, dict):
             raise FormatError(f"{path}: stage {k} is not an object")
         _unknown(f"{path}: stage {k}", stage, known)
+        if not outside:
+            _check_inside(path, k, stage, base)
         try:
             stages.append(StageConfig(**stage))
         except TypeError as exc:
             raise FormatError(f"{path}: stage {k}: {exc}") from None
-    return InferConfig(stages, dataset=data.get("dataset"), base=str(path.parent.resolve()))
+        except FormatError as exc:
+            raise FormatError(f"{path}: stage {k}: {exc}") from None
+    return InferConfig(stages, dataset=data.get("dataset"), base=str(base))

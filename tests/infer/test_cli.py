@@ -19,8 +19,9 @@ def test_infer_bench_json_shape(tmp_path, video_dataset, capsys):
          "options": {"num_frames": 8, "size": 32}, "replicas": 1, "max_batch": 2},
         {"name": "model", "fn": f"{EXAMPLES / 'video_classifier.py'}:build",
          "options": {"seed": 0}, "max_batch": 4, "max_wait_ms": 10}])
+    # the model file is outside the config's folder: allowed explicitly
     code = main(["infer-bench", config, str(video_dataset), "--rate", "40", "--requests", "8",
-                 "--json"])
+                 "--json", "--allow-outside"])
     captured = capsys.readouterr()
     assert code == 0
     result = json.loads(captured.out)
@@ -79,7 +80,7 @@ def test_infer_bench_help_names_every_option(capsys):
     text = capsys.readouterr().out
     for option in ("CONFIG", "DATASET", "--rate", "--requests", "--json", "--search",
                    "--slo-ms", "--budget-s", "--search-waits", "--search-requests",
-                   "--save-config", "--no-progress"):
+                   "--save-config", "--allow-outside", "--no-progress"):
         assert option in text, option
 
 
