@@ -67,7 +67,9 @@ __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 class PipelineStats:
     samples: int = 0  # samples handed to the training loop by this rank
     batches: int = 0
-    decode_errors: int = 0  # samples that failed to decode and were replaced (on_error="skip")
+    # samples that failed to decode (on_error="skip"): replaced in train, left out in eval
+    decode_errors: int = 0
+    skipped: list = field(default_factory=list)  # ids of the samples eval left out, in order
     wait_seconds: float = 0.0  # time the training loop spent waiting for batches
     backend: str = ""  # the first image field's backend (what backend="auto" chose)
     backend_options: dict = field(default_factory=dict)
@@ -114,7 +116,8 @@ class Pipeline:
         rank: this process's DDP rank (default: from torch.distributed / the environment).
         world_size: the DDP world size (same default).
         prefetch: batches prepared ahead of the training loop.
-        on_error: "skip" replaces a failing sample deterministically; "raise" stops.
+        on_error: "skip" replaces a failing sample deterministically in train and leaves it
+            out in eval (a batch then has fewer rows; never a sample twice); "raise" stops.
         transform: `callable(batch) -> batch` run on every batch on the output device, after
             the fields' casts (e.g. torchvision.transforms.v2 or kornia on GPU tensors).
         copy: deliver batches the training loop owns (a copy each; slower) instead of views of
@@ -511,16 +514,22 @@ class Pipeline:
         return batch
 
     def _note_replaced(self, replaced: list) -> None:
+        """Count the failed samples of a batch ((failed id, substitute id or None when eval
+        left it out, reason), ...) and warn at the first."""
         if not replaced:
             return
         self.stats.decode_errors += len(replaced)
+        self.stats.skipped.extend(bad for bad, sub, _ in replaced if sub is None)
         if not self._warned:
             self._warned = True
             bad, sub, reason = replaced[0]
             why = f" ({reason})" if reason else ""
+            done = (f"replaced by sample {sub}" if sub is not None else
+                    "left out of this eval pass (eval never delivers a sample twice; its ids "
+                    "are in pipe.stats.skipped)")
             warnings.warn(
                 f"chute: sample {bad} ({self._describe(bad)}) of {self.dataset.path} "
-                f"could not be decoded{why}; replaced by sample {sub}. Further failures are "
+                f"could not be decoded{why}; {done}. Further failures are "
                 "counted in pipe.stats.decode_errors without warning; run `chute verify` on the "
                 "dataset.",
                 RuntimeWarning, stacklevel=3,

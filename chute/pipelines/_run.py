@@ -54,6 +54,9 @@ class Run:
         self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
                                        pipe.on_error, describe=pipe._describe,
                                        device=pipe.device)
+        # eval delivers every sample at most once: a failed one is left out, since any
+        # substitute is a sample the pass delivers anyway (docs/pipeline.md, "Bad samples")
+        self.leave_out = pipe.augment == "eval" and pipe.on_error == "skip"
         # fields whose failures carry a JPEG decoder's status (chute.fallbacks._status)
         self.images = frozenset(f for f, family in pipe._families.items() if family == "image")
         # a remote dataset fetches the shards of this pass ahead of it (docs/storage.md)
@@ -75,8 +78,14 @@ class Run:
                     reasons[row] = failure_reason(producer.field, int(status[row]),
                                                   producer.field in self.images)
                 failed |= status != 0
-            ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
-                                                         request, reasons=reasons)
+            if self.leave_out and failed.any():
+                ids, replaced, reread = request.ids[~failed], [
+                    (int(request.ids[row]), None, reasons.get(row))
+                    for row in np.flatnonzero(failed).tolist()], False
+                shapes, host, out = _leave_out(slot, ~failed, shapes, out)
+            else:
+                ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
+                                                             request, reasons=reasons)
             if reread:  # a substitute is larger than this batch's shapes: read it again
                 request, shapes, host, out = self._reread(slot, ids, request)
             host["index"][...] = ids
@@ -133,6 +142,26 @@ class Run:
         # maps, so Pipeline.close() releases them at once (not at garbage collection).
         self.readers, self.producers, self.substitutor = [], (), None
 
+
+def _leave_out(slot, keep: np.ndarray, shapes: dict, out: dict):
+    """The batch without its failed rows: the kept rows move up (every output, so a row's
+    fields stay together) and the batch's shapes lose the failed rows (a batch whose every
+    row failed has none). Returns the new shapes, host views and outputs."""
+    n = int(keep.sum())
+    rows = np.flatnonzero(keep)
+    for value in out.values():
+        if isinstance(value, list):
+            value[:] = [value[r] for r in rows.tolist()]
+        elif isinstance(value, torch.Tensor):
+            value[:n] = value[torch.from_numpy(rows).to(value.device)]
+        else:
+            value[:n] = value[rows]
+    shapes = {k: (n, *s[1:]) for k, s in shapes.items()}
+    host = host_views(slot, shapes)
+    device = device_views(slot, shapes)
+    out = {k: v if isinstance(v, list) else
+           (device[k] if isinstance(v, torch.Tensor) else host[k]) for k, v in out.items()}
+    return shapes, host, out
 
 
 def _read_ahead(dataset, plan):

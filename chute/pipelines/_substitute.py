@@ -1,6 +1,7 @@
 """What replaces a sample that fails (an undecodable image, a corrupt record).
 
-on_error="skip": the failed sample is replaced by a substitute that is a pure function of
+on_error="skip" in train (eval leaves a failed sample out instead: chute/pipelines/_run.py):
+the failed sample is replaced by a substitute that is a pure function of
 (seed, epoch, failed id): candidate k is `random_u64(derive_key(seed, epoch, "substitute"),
 failed id, stream=k) mod N`, for k = 0, 1, ... until one that every producer reads without
 failure (the failed id itself is skipped; a candidate longer than a variable-shape batch allows

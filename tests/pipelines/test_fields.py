@@ -100,7 +100,8 @@ def test_a_corrupt_shortest_ragged_sample_gets_a_longer_substitute(tmp_path):
         f.seek(int(records.pointers[7]) + 4)
         f.write(b"\xff" * 6)
     with pytest.warns(RuntimeWarning, match="sample 7 "):
-        with Pipeline(tmp_path / "r", 1, augment="eval", device="cpu") as pipe:
+        # train: eval would leave sample 7 out rather than substitute it
+        with Pipeline(tmp_path / "r", 1, augment="train", device="cpu") as pipe:
             rows = {int(b["index"][0]): (b["seq"].clone(), int(b["seq_lengths"][0]))
                     for b in pipe}
     assert 7 not in rows and len(rows) == 29

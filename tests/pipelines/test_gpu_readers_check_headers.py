@@ -47,7 +47,7 @@ def test_a_header_larger_than_its_columns_is_not_delivered(tmp_path, backend):
 
     path = write_samples(tmp_path / "ds.chute", FIELDS, samples())
     ids, errors, messages = _read(path, backend)
-    assert BOMB not in ids and len(ids) == N and errors == 1
+    assert sorted(ids) == [i for i in range(N) if i != BOMB] and errors == 1  # left out
     assert any(f"sample {BOMB}" in m and "disagrees with the dataset's height/width" in m
                for m in messages)
 
@@ -59,7 +59,7 @@ def test_a_bomb_never_reaches_the_decoder(tmp_path, backend, claimed):
     measured = _peak_rss_reset()
     before = _rss("VmRSS") if measured else 0
     ids, errors, messages = _read(path, backend)
-    assert BOMB not in ids and len(ids) == N and errors == 1
+    assert sorted(ids) == [i for i in range(N) if i != BOMB] and errors == 1  # left out
     assert any(f"sample {BOMB}" in m and "more pixels than the bound" in m for m in messages)
     if measured:  # the decoders allocated 3-5 GB for it before the check
         assert _rss("VmHWM") - before < 1024 * 2**20

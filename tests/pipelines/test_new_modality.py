@@ -32,7 +32,7 @@ def _decode(batch, k: int) -> str:
 
 def test_a_new_modality_is_delivered_with_its_options(text_dataset):
     with Pipeline(text_dataset, 4, fields={"caption": TextOptions(max_len=20, upper=True),
-                                           "label": None}, device="cpu", augment="eval",
+                                           "label": None}, device="cpu", augment="train",
                   shuffle=False) as pipe, pytest.warns(RuntimeWarning, match="replaced"):
         batches = [{k: v.clone() for k, v in b.items()} for b in pipe]
     seen = [(int(b["index"][k]), _decode(b, k)) for b in batches for k in range(len(b["index"]))]

@@ -64,23 +64,60 @@ def run_eval(path, **kw):
         return out, pipe.stats
 
 
-def test_skip_replaces_a_truncated_jpeg_deterministically(corrupt_path):
-    with pytest.warns(RuntimeWarning, match=rf"sample {BAD} \(shard \S+, local index \d+\)"):
-        first, stats = run_eval(corrupt_path)
+def run_train(path, **kw):
+    with make(path, augment="train", **kw) as pipe:
+        out = [(b["index"].clone(), b["label"].clone(), b["image"].clone()) for b in pipe]
+        return out, pipe.stats
+
+
+def test_skip_replaces_a_truncated_jpeg_deterministically_in_train(corrupt_path):
+    with pytest.warns(RuntimeWarning, match=rf"sample {BAD} \(shard \S+, local index \d+\)"
+                      r".*replaced by sample \d+"):
+        first, stats = run_train(corrupt_path)
     ids = torch.cat([b[0] for b in first])
     labels = torch.cat([b[1] for b in first])
     assert BAD not in ids.tolist()
-    assert len(ids) == N
-    assert stats.decode_errors == 1
+    assert len(ids) == N  # train keeps its batch size: the substitute fills the row
+    assert stats.decode_errors == 1 and stats.skipped == []
     assert torch.equal(labels, ids + 1000)  # the substitute brings its own label
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        second, _ = run_eval(corrupt_path)
+        second, _ = run_train(corrupt_path)
     for a, b in zip(first, second, strict=True):
         assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
     # no substitute image is blank: it was decoded, not zero-filled
     images = torch.cat([b[2] for b in first]).float()
     assert (images.flatten(1).abs().amax(dim=1) > 0).all()
+
+
+def test_eval_skip_leaves_a_failed_sample_out_and_never_delivers_one_twice(corrupt_path,
+                                                                           dataset_path):
+    # issue 27: a substitute in eval is a sample the epoch delivers anyway (counted twice)
+    with pytest.warns(RuntimeWarning, match=rf"sample {BAD} \(shard \S+, local index \d+\)"
+                      r".*left out of this eval pass"):
+        batches, stats = run_eval(corrupt_path, shuffle=False)
+    ids = torch.cat([b[0] for b in batches]).tolist()
+    assert sorted(ids) == [i for i in range(N) if i != BAD]  # every other sample, once
+    assert [len(b[0]) for b in batches] == [7, 8, 8]  # the failed row is gone, not padded
+    assert stats.decode_errors == 1 and stats.skipped == [BAD] and stats.samples == N - 1
+    labels = torch.cat([b[1] for b in batches])
+    assert torch.equal(labels, torch.tensor(ids) + 1000)  # rows moved up with every field
+    # the delivered images are the clean dataset's (the same JPEGs apart from sample BAD)
+    clean, _ = run_eval(dataset_path, shuffle=False)
+    want = {int(i): img for b in clean for i, img in zip(b[0], b[2], strict=True)}
+    for b in batches:
+        for i, img in zip(b[0], b[2], strict=True):
+            assert torch.equal(img, want[int(i)])
+
+
+def test_eval_batch_whose_every_sample_fails_arrives_empty(tmp_path):
+    # every rank keeps the same number of batches (DDP eval loops must not diverge)
+    path = write_dataset(tmp_path / "all_bad.chute", n=N, corrupt=tuple(range(8, 16)))
+    with pytest.warns(RuntimeWarning, match="left out"):
+        batches, stats = run_eval(path, shuffle=False)
+    assert [len(b[0]) for b in batches] == [8, 0, 8]
+    assert batches[1][2].shape == (0, 3, 16, 16)
+    assert stats.decode_errors == 8 and stats.skipped == list(range(8, 16))
 
 
 def test_raise_names_the_sample_and_shard(corrupt_path):

@@ -119,17 +119,20 @@ def test_bad_lookup_arguments_named(tmp_path):
         Pipeline(open_latents(store), 8, fields=("base_frames", "missing"), device="cpu")
 
 
-def test_corrupt_table_chunk_substituted_and_counted(tmp_path):
+def test_corrupt_table_chunk_left_out_of_eval_and_counted(tmp_path):
     store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec="zstd")
     row = int(VALUES["segment_to_video"][0])
     (store / "clip_emb" / "c" / str(row) / "0").write_bytes(b"garbage")
     bad = set(np.flatnonzero(VALUES["segment_to_video"] == row).tolist())
-    with pytest.warns(RuntimeWarning, match="replaced"), \
+    delivered = []
+    with pytest.warns(RuntimeWarning, match="left out"), \
             Pipeline(open_latents(store), 8, fields=FIELDS, device="cpu", augment="eval") as pipe:
         for batch in pipe:
-            assert not bad & set(batch["index"].tolist())
+            delivered += batch["index"].tolist()
             _check(batch)
-        assert pipe.stats.decode_errors == len(bad)
+        assert pipe.stats.decode_errors == len(bad) and set(pipe.stats.skipped) == bad
+    n = len(VALUES["segment_to_video"])
+    assert sorted(delivered) == sorted(set(range(n)) - bad)  # each other sample once
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])

@@ -115,7 +115,8 @@ def test_a_size_column_that_disagrees_with_the_stream_fails_its_sample(tmp_path)
         with Pipeline(path, 1, augment="eval", device="cpu", fields={"video": OPTS}) as pipe:
             delivered = [int(i) for b in pipe for i in b["index"]]
             assert pipe.stats.decode_errors == 1
-    assert 1 not in delivered and len(delivered) == 3  # replaced, never resized to 33 rows
+    # eval leaves it out (never resized to 33 rows)
+    assert sorted(delivered) == [0, 2] and pipe.stats.skipped == [1]
     with pytest.raises(FormatError, match="mixes"):  # one batch, two stored sizes
         list(Pipeline(path, 3, augment="eval", device="cpu", fields={"video": OPTS}))
 
@@ -192,17 +193,20 @@ def test_a_substitute_at_stored_size_is_delivered_at_its_own_size(tmp_path):
     ds = convert_videos(tmp_path, [("small.mp4", small),
                                    ("big.mp4", make_video(n=12, height=64, width=96))],
                         corrupt=(1,))
+    # train substitutes (eval leaves a failed sample out); its clip starts anywhere
     with pytest.warns(RuntimeWarning, match="replaced by sample 0"), \
-            Pipeline(ds, 1, augment="eval", device="cpu",
+            Pipeline(ds, 1, augment="train", device="cpu",
                      fields={"video": dataclasses.replace(OPTS, layout="TCHW")}) as pipe:
         batches = _epoch(pipe)
     reference = full_decode(small)
+    assert len(batches) == 2
     for batch in batches:
         assert int(batch["index"][0]) == 0
         clip = batch["video"][0].permute(0, 2, 3, 1).numpy()
         assert clip.shape == (4, 32, 48, 3)
-        for k, i in enumerate(clip_indices(max(12 - 7, 0) // 2, 4, 2, 12)):
-            np.testing.assert_array_equal(clip[k], reference[i])
+        assert any(all(np.array_equal(clip[k], reference[i])
+                       for k, i in enumerate(clip_indices(start, 4, 2, 12)))
+                   for start in range(12 - 6))
 
 
 def _asp_and_other_codecs():

@@ -39,8 +39,9 @@ def test_a_substitute_is_filled_into_a_device_tensor(dataset_path, handed, devic
                          backend_options={"fail": [FAILING]})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the substitution is reported
+        # train substitutes (eval leaves a failed sample out: the test below)
         with Pipeline(dataset_path, 4, fields={"image": image}, device=device, shuffle=False,
-                      augment="eval") as pipe:
+                      augment="train") as pipe:
             batches = [{k: v.cpu() for k, v in b.items()} for b in pipe]
     want = torch.device(device).type
     assert len(handed) == N // 4 + 1  # every batch's read, and one fill for the substitute
@@ -48,4 +49,23 @@ def test_a_substitute_is_filled_into_a_device_tensor(dataset_path, handed, devic
     index = torch.cat([b["index"] for b in batches])
     assert FAILING not in index.tolist() and len(index) == N
     for b in batches:  # each image row holds its index, the substitute's too
+        assert torch.equal(b["image"].amax(dim=(1, 2, 3)), b["index"].float())
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_eval_leaves_a_failed_row_out_of_a_device_tensor(dataset_path, handed, device):
+    # the kept rows move up inside the device tensor; no substitute is read
+    image = ImageOptions(size=4, dtype="float32", backend="test-on-device",
+                         backend_options={"fail": [FAILING]})
+    with pytest.warns(RuntimeWarning, match="left out"):
+        with Pipeline(dataset_path, 4, fields={"image": image}, device=device, shuffle=False,
+                      augment="eval") as pipe:
+            batches = [{k: v.cpu() for k, v in b.items()} for b in pipe]
+            assert pipe.stats.skipped == [FAILING]
+    assert len(handed) == N // 4  # every batch's read, no fill
+    assert [len(b["index"]) for b in batches] == [4, 3, 4]
+    index = torch.cat([b["index"] for b in batches])
+    assert index.tolist() == [i for i in range(N) if i != FAILING]
+    for b in batches:  # each image row holds its own index
+        assert b["image"].shape[1:] == (3, 4, 4)
         assert torch.equal(b["image"].amax(dim=(1, 2, 3)), b["index"].float())

@@ -66,7 +66,8 @@ def _same(a, b) -> bool:
 
 
 def _epoch(root: Path, kw: dict, on_error: str):
-    """{index: sample} of one epoch, the number delivered and the substitutes counted."""
+    """{index: sample} of one epoch, the number delivered, the failures counted (substituted
+    in train, left out in eval) and the ids eval left out."""
     from chute import Pipeline
 
     pipe = Pipeline(str(root), BATCH, drop_last=False, on_error=on_error, **kw)
@@ -76,7 +77,7 @@ def _epoch(root: Path, kw: dict, on_error: str):
             for row, i in enumerate(batch["index"].tolist()):
                 delivered += 1
                 samples.setdefault(i, []).append(_row(batch, row))
-        return samples, delivered, pipe.stats.decode_errors
+        return samples, delivered, pipe.stats.decode_errors, list(pipe.stats.skipped)
     finally:
         pipe.close()
 
@@ -111,13 +112,18 @@ def _stage_pipeline(root: Path, kw: dict, reference: dict, on_error: str, specs:
     if not kw["fields"]:
         return "n/a", "the manifest no longer declares any requested field as before"
     try:
-        samples, delivered, substituted = _epoch(root, kw, on_error)
+        samples, delivered, substituted, skipped = _epoch(root, kw, on_error)
     except Exception as exc:
         return _named(exc)
     wrong = sorted(i for i, rows in samples.items()
                    if i not in reference or not all(_subset(r, reference[i]) for r in rows))
-    if wrong or delivered != len(reference):
-        return "wrong", f"indices {wrong[:8]}, {delivered} of {len(reference)} delivered"
+    # eval delivers each sample at most once: a failed one is left out (and named), not
+    # replaced by a sample the epoch delivers anyway
+    twice = sorted(i for i, rows in samples.items() if len(rows) > 1)
+    lost = sorted(set(reference) - set(samples) - set(skipped))
+    if wrong or twice or lost or delivered + len(skipped) != len(reference):
+        return "wrong", (f"indices {wrong[:8]}, twice {twice[:8]}, lost {lost[:8]}, "
+                         f"{delivered} of {len(reference)} delivered, {len(skipped)} left out")
     return ("substituted", f"{substituted} substitutes") if substituted else ("correct", "")
 
 
