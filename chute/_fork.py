@@ -4,12 +4,14 @@ A child forked while another thread of the parent holds a lock inherits it held,
 of the child will ever release it; a thread pool's workers do not exist in the child. So every
 module-level lock and pool of the decode path is one of these, renewed in the child right after
 the fork (`os.register_at_fork`), and module state that belongs to the parent process is reset
-through `on_fork_in_child` (docs/design.md, "Processes and threads").
+through `on_fork_in_child` (docs/design.md, "Processes and threads"). torch's intra-op pool is
+one of them too: a forked child runs on one intra-op thread, as torch's DataLoader workers do.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -133,5 +135,22 @@ def _renew() -> None:
         pool._pool = None
 
 
+def _one_torch_thread() -> None:
+    # torch's OpenMP pool (GNU libgomp in the Linux wheels) has no workers in a forked child,
+    # and the child's first parallel region (a large bfloat16 cast, a matmul) waits for them
+    # for ever once the parent has used the pool. One intra-op thread runs no parallel region.
+    # torch is only looked up: a child of a process that never imported it imports nothing.
+    torch = sys.modules.get("torch")
+    set_threads = getattr(torch, "set_num_threads", None)
+    if set_threads is None:
+        return
+    try:
+        if torch.get_num_threads() > 1:  # type: ignore[union-attr]
+            set_threads(1)
+    except (AttributeError, RuntimeError):  # a torch half-imported when the fork happened
+        pass
+
+
 on_fork_in_child(_renew)
+on_fork_in_child(_one_torch_thread)
 

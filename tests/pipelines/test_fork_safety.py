@@ -118,3 +118,55 @@ def test_a_pass_started_before_the_fork_says_so_in_the_child(tmp_path):
                 os._exit(code)
         assert _wait_all([pid], time.monotonic() + DEADLINE_S) == [0]
         assert len([b for b in it]) == len(pipe) - 1  # the parent's pass is untouched
+
+
+# Run in a fresh interpreter (so the parent's torch pool state is the script's own) that waits
+# for its forked child at most CHILD_S seconds and then kills it: a hang fails, never blocks.
+_TORCH_POOL_SCRIPT = r"""
+import os, sys, time
+import torch
+from chute.pipelines import ImageOptions, Pipeline
+
+pipe = Pipeline(sys.argv[1], 8, fields={"image": ImageOptions(size=224, backend="cpu",
+                dtype="bfloat16"), "label": None}, device="cpu", rank=0, world_size=1)
+x = torch.rand(1500, 1500)
+(x @ x).to(torch.bfloat16)      # the parent uses torch's intra-op pool
+next(iter(pipe))
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        batch = next(iter(pipe))  # a bfloat16 cast of 8x3x224x224 values: a parallel region
+        big = torch.rand(1500, 1500).to(torch.bfloat16)
+        ok = batch["image"].dtype == torch.bfloat16 and big.dtype == torch.bfloat16
+        code = 0 if ok and torch.get_num_threads() == 1 else 2
+    finally:
+        os._exit(code)
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child", os.waitstatus_to_exitcode(status), "parent threads",
+              torch.get_num_threads(), flush=True)
+        pipe.close()
+        os._exit(0)
+    time.sleep(0.05)
+os.kill(pid, 9)
+os.waitpid(pid, 0)
+print("child hung", flush=True)
+os._exit(0)
+"""
+CHILD_S = 15.0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_after_torch_used_its_thread_pool_casts_to_bfloat16(tmp_path):
+    import subprocess
+    import sys
+
+    path = write_dataset(tmp_path / "ds.chute", n=16, sizes=(240, 320), shard_size="1MiB")
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}  # the pool the parent uses, also on 1 core
+    done = subprocess.run([sys.executable, "-c", _TORCH_POOL_SCRIPT, str(path), str(CHILD_S)],
+                          capture_output=True, text=True, timeout=CHILD_S + 60, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["child", "0", "parent", "threads", "2"], done.stdout
