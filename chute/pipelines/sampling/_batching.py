@@ -229,6 +229,23 @@ class Buckets:
             table = replace(table, spread=True)
         return BoundBuckets(videos[0], table)
 
+    def summary(self, dataset, *, frame_interval: int = 1, seed: int = 0,
+                epoch: int = 0) -> dict:
+        """How `dataset`'s videos fall into these buckets in epoch `epoch`, without a
+        Pipeline (what `chute info DST --buckets CONFIG` prints): {"samples", "buckets":
+        {bucket: samples}, "excluded": {reason: samples}, "examples": {reason: first ids}}.
+
+        Args:
+            dataset: an open video dataset (its height, width and num_frames columns).
+            frame_interval: the video field's `VideoOptions.frame_interval`.
+            seed: the Pipeline's seed (keep probabilities below 1 draw with it).
+            epoch: the epoch.
+        """
+        from chute.pipelines.sampling._buckets import parse_buckets
+
+        table = parse_buckets(self.config, int(frame_interval), self.tolerance)
+        return table.summary(seed, epoch, *_bucket_columns(dataset))
+
 
 @dataclass(frozen=True)
 class BoundBuckets:
@@ -283,8 +300,12 @@ class BoundBuckets:
 
 
 def _bucket_columns(ds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (np.asarray(ds.column("height")), np.asarray(ds.column("width")),
-            np.asarray(ds.column("num_frames")))
+    names = ("height", "width", "num_frames")
+    missing = [c for c in names if c not in getattr(ds, "specs", names)]
+    if missing:
+        raise ValueError(f"{ds.path} has no {', '.join(missing)} column: buckets need a "
+                         "video dataset (made by `chute convert video`)")
+    return tuple(np.asarray(ds.column(c)) for c in names)  # type: ignore[return-value]
 
 
 _REPORTED: set = set()  # (dataset, table, seed) whose exclusions were warned about
