@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +27,9 @@ REPLICAS_PER_CPU = 4
 
 
 def max_replicas() -> int:
-    """The most replicas one stage may have on this machine: `REPLICAS_PER_CPU` per usable CPU
-    core, or the `CHUTE_INFER_MAX_REPLICAS` environment variable when it is set."""
+    """The most replicas a config may have on this machine, per stage and in all its stages
+    together: `REPLICAS_PER_CPU` per usable CPU core, or the `CHUTE_INFER_MAX_REPLICAS`
+    environment variable when it is set."""
     raw = os.environ.get(MAX_REPLICAS_ENV)
     if raw is None or not raw.strip():
         return REPLICAS_PER_CPU * _device.usable_cpu_count()
@@ -81,28 +83,38 @@ class StageConfig:
         if isinstance(self.devices, str):
             self.devices = [self.devices]
         problems = []
-        if not self.name:
-            problems.append("a name")
-        if self.replicas < 1:
-            problems.append(f"replicas >= 1 (got {self.replicas})")
+        if not isinstance(self.name, str) or not self.name:
+            problems.append(f"a name (got {_shown(self.name)})")
+        if not _count(self.replicas):
+            problems.append(f"replicas an integer >= 1 (got {_shown(self.replicas)})")
         elif self.replicas > (cap := max_replicas()):
             problems.append(f"replicas <= {cap} (got {self.replicas}; the cap is "
                             f"{REPLICAS_PER_CPU} per CPU core of this machine: lower it, or set "
                             f"{MAX_REPLICAS_ENV}=N to allow N)")
-        if self.max_batch < 1:
-            problems.append(f"max_batch >= 1 (got {self.max_batch})")
-        if self.max_wait_ms < 0:
-            problems.append(f"max_wait_ms >= 0 (got {self.max_wait_ms})")
-        if self.queue_size < 1:
-            problems.append(f"queue_size >= 1 (got {self.queue_size})")
-        if not self.devices:
-            problems.append("at least one device")
-        if self.threads is not None and self.threads < 1:
-            problems.append(f"threads >= 1 or null (got {self.threads})")
-        if isinstance(self.fn, str) and ":" not in self.fn:
-            problems.append(f"fn as 'module:attr' or 'file.py:attr' (got {self.fn!r})")
+        if not _count(self.max_batch):
+            problems.append(f"max_batch an integer >= 1 (got {_shown(self.max_batch)})")
+        if isinstance(self.max_wait_ms, bool) or not isinstance(self.max_wait_ms, (int, float)) \
+                or not math.isfinite(self.max_wait_ms) or self.max_wait_ms < 0:
+            problems.append(f"max_wait_ms a number >= 0 (got {_shown(self.max_wait_ms)})")
+        if not _count(self.queue_size):
+            problems.append(f"queue_size an integer >= 1 (got {_shown(self.queue_size)})")
+        if not isinstance(self.devices, list) or not self.devices or \
+                not all(isinstance(d, str) and d for d in self.devices):
+            problems.append(f"devices a device name or a non-empty list of them (got "
+                            f"{_shown(self.devices)})")
+        if self.threads is not None and not _count(self.threads):
+            problems.append(f"threads an integer >= 1 or null (got {_shown(self.threads)})")
+        if self.options is not None and not isinstance(self.options, dict):
+            problems.append(f"options an object of keyword arguments or null (got "
+                            f"{_shown(self.options)})")
+        if isinstance(self.fn, str):
+            if ":" not in self.fn:
+                problems.append(f"fn as 'module:attr' or 'file.py:attr' (got {_shown(self.fn)})")
+        elif not callable(self.fn):
+            problems.append(f"fn a 'module:attr' or 'file.py:attr' string or a callable (got "
+                            f"{_shown(self.fn)})")
         if problems:
-            raise FormatError(f"inference stage {self.name!r} needs " + ", ".join(problems))
+            raise FormatError(f"inference stage {_shown(self.name)} needs " + ", ".join(problems))
 
     def device(self, replica: int) -> str:
         """The device of replica `replica`."""
@@ -127,11 +139,19 @@ class InferConfig:
     def __post_init__(self) -> None:
         self.stages = [s if isinstance(s, StageConfig) else StageConfig(**s)
                        for s in self.stages]
+        if self.dataset is not None and not isinstance(self.dataset, str):
+            raise FormatError(f"an inference config's dataset is a path (got "
+                              f"{_shown(self.dataset)})")
         if not self.stages:
             raise FormatError("an inference config needs at least one stage")
         names = [s.name for s in self.stages]
         if len(set(names)) != len(names):
             raise FormatError(f"inference stage names must be unique, got {names}")
+        total = sum(s.replicas for s in self.stages)
+        if total > (cap := max_replicas()):
+            raise FormatError(f"the inference stages have {total} replicas in all, over this "
+                              f"machine's cap of {cap} ({REPLICAS_PER_CPU} per CPU core): use "
+                              f"fewer replicas or stages, or set {MAX_REPLICAS_ENV}=N to allow N")
 
     def stage(self, name: str) -> StageConfig:
         """The stage called `name`."""
@@ -153,6 +173,17 @@ class InferConfig:
             if not isinstance(stage["fn"], str):
                 stage["fn"] = repr(stage["fn"])
         return out
+
+
+def _count(value: Any) -> bool:
+    """An integer >= 1 (not a bool, which JSON's true would give)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _shown(value: Any) -> str:
+    """A value as a short one-line repr for a message."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**40 else "a huge integer"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _unknown(where: str, data: dict, known: set[str]) -> None:
@@ -206,9 +237,12 @@ def load_config(path: str | Path, *, allow_outside: bool | None = None) -> Infer
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark is not the config's
     except OSError as exc:
         raise FormatError(f"{path}: cannot read the inference config ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml
@@ -218,12 +252,19 @@ def load_config(path: str | Path, *, allow_outside: bool | None = None) -> Infer
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise FormatError(f"{path}: not valid YAML ({exc})") from None
+            raise FormatError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") \
+                from None
+        except (RecursionError, ValueError) as exc:  # nesting, 5,000-digit integers
+            raise FormatError(f"{path}: not a usable YAML config ({type(exc).__name__}: "
+                              f"{str(exc)[:120]})") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise FormatError(f"{path}: not valid JSON ({exc})") from None
+        except (RecursionError, ValueError) as exc:  # nesting, 5,000-digit integers
+            raise FormatError(f"{path}: not a usable JSON config ({type(exc).__name__}: "
+                              f"{str(exc)[:120]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
         raise FormatError(f"{path}: an inference config is an object with a `stages` list")
     _unknown(str(path), data, {"stages", "dataset"})
@@ -243,4 +284,7 @@ def load_config(path: str | Path, *, allow_outside: bool | None = None) -> Infer
             raise FormatError(f"{path}: stage {k}: {exc}") from None
         except FormatError as exc:
             raise FormatError(f"{path}: stage {k}: {exc}") from None
-    return InferConfig(stages, dataset=data.get("dataset"), base=str(base))
+    try:
+        return InferConfig(stages, dataset=data.get("dataset"), base=str(base))
+    except FormatError as exc:
+        raise FormatError(f"{path}: {exc}") from None

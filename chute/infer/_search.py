@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from chute.infer._clients import run_bulk, run_poisson
-from chute.infer._config import InferConfig
+from chute.infer._config import InferConfig, max_replicas
 from chute.infer._report import summarize
 from chute.infer._server import InferServer
 
@@ -245,7 +245,10 @@ def search(config: InferConfig, inputs: Sequence, *, slo_ms: float, budget_s: fl
     for stage in config.stages:
         base = best
         current = base.stage(stage.name)
+        others = sum(s.replicas for s in base.stages if s.name != stage.name)
         for r in _first(current.replicas, replicas):
+            if others + r > max_replicas():
+                continue  # over the machine's cap (docs/inference.md, "A config is code")
             candidates = [base.replace(stage.name, replicas=r, max_batch=b, max_wait_ms=w)
                           for b in _first(current.max_batch, batches)
                           for w in (_first(current.max_wait_ms, waits) if waits and b > 1

@@ -23,7 +23,7 @@ def test_json_and_yaml_configs_load_the_same(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ('{"stages": [{"name": "a", "fn": "m:f", "replica": 2}]}', "unknown keys \\['replica'\\]"),
-    ('{"stages": [{"name": "a", "fn": "m:f", "replicas": 0}]}', "replicas >= 1"),
+    ('{"stages": [{"name": "a", "fn": "m:f", "replicas": 0}]}', "replicas an integer >= 1"),
     ('{"stages": [{"name": "a", "fn": "m:f"}, {"name": "a", "fn": "m:g"}]}', "unique"),
     ('{"stages": []}', "at least one stage"),
     ('{"stage": []}', "`stages` list"),

@@ -81,11 +81,54 @@ def test_replicas_above_the_machine_cap_are_refused(tmp_path, monkeypatch):
     assert "got 100000" in message and "CHUTE_INFER_MAX_REPLICAS=N" in message
     with pytest.raises(FormatError, match=f"replicas <= {cap}"):
         StageConfig("s", "m:f", replicas=cap + 1)
+    # the cap holds for all stages together too
+    stages = [{"name": f"s{k}", "fn": "m:f", "replicas": cap // 2 + 1} for k in range(2)]
+    (tmp_path / "two.json").write_text(json.dumps({"stages": stages}))
+    with pytest.raises(FormatError, match=f"{cap + 2} replicas in all, over this machine's "
+                       f"cap of {cap}"):
+        load_config(tmp_path / "two.json")
     monkeypatch.setenv("CHUTE_INFER_MAX_REPLICAS", str(cap + 1))
     assert StageConfig("s", "m:f", replicas=cap + 1).replicas == cap + 1
     monkeypatch.setenv("CHUTE_INFER_MAX_REPLICAS", "lots")
     with pytest.raises(FormatError, match="CHUTE_INFER_MAX_REPLICAS='lots': expected a positive"):
         StageConfig("s", "m:f")
+
+
+@pytest.mark.parametrize("stage, message", [
+    ({"replicas": True}, "replicas an integer >= 1 \\(got True\\)"),
+    ({"replicas": 2.5}, "replicas an integer"),
+    ({"max_batch": float("nan")}, "max_batch an integer"),
+    ({"max_wait_ms": float("inf")}, "max_wait_ms a number >= 0"),
+    ({"threads": float("inf")}, "threads an integer >= 1 or null"),
+    ({"name": 1}, "a name \\(got 1\\)"),
+    ({"fn": [[1]]}, "fn a 'module:attr' or 'file.py:attr' string or a callable"),
+    ({"options": [1, 2]}, "options an object of keyword arguments or null"),
+    ({"devices": [["cpu"], 3]}, "devices a device name or a non-empty list"),
+])
+def test_values_of_the_wrong_type_are_refused(tmp_path, stage, message):
+    config = _config(tmp_path, **{"fn": "m:f", **stage})
+    with pytest.raises(FormatError, match=message) as info:
+        load_config(config)
+    assert config in str(info.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    (b'{"stages": [{"name": "s", "fn": "m:f", "replicas": ' + b"9" * 5000 + b"}]}",
+     "not a usable JSON config"),
+    (b"[" * 100000 + b"]" * 100000, "not a usable JSON config"),
+    (b'{"stages": [{"name": "s\xff", "fn": "m:f"}]}', "not UTF-8 text"),
+    (b'{"stages": [], "dataset": 3}', "dataset is a path"),
+    (b'{"stages": []}', "c.json: an inference config needs at least one stage"),
+    (b"\xef\xbb\xbf" + b'{"stages": [{"name": "s", "fn": "m:f"}]}', None),
+])
+def test_hostile_text_is_one_line_naming_the_config(tmp_path, text, message):
+    (tmp_path / "c.json").write_bytes(text)
+    if message is None:
+        assert load_config(tmp_path / "c.json").stage("s").fn == "m:f"
+        return
+    with pytest.raises(FormatError, match=message) as info:
+        load_config(tmp_path / "c.json")
+    assert "\n" not in str(info.value) and str(tmp_path / "c.json") in str(info.value)
 
 
 def test_infer_bench_refuses_an_outside_file_in_one_line(tmp_path, evil, capsys):
