@@ -13,6 +13,7 @@ Layers (what each may import besides itself; a layer may always import its own m
     pipelines   the Pipeline: base, readers, fallbacks, kernels, autotune (which it calls for
                 backend="auto")
     infer       inference pipelines: base, readers, fallbacks, kernels, autotune, pipelines
+    ray         chute on Ray Data (engines, Ray Dataset I/O): base, readers
     app         the facade and commands (chute/__init__.py, chute.cli, chute._cli): anything
 """
 
@@ -49,6 +50,7 @@ LAYER_OF = {
     "chute.autotune": "autotune",
     "chute.pipelines": "pipelines",
     "chute.infer": "infer",
+    "chute.ray": "ray",
     "chute.cli": "app",
     "chute._cli": "app",
 }
@@ -61,7 +63,8 @@ MAY_IMPORT = {
     "autotune": {"base"},
     "pipelines": {"base", "readers", "fallbacks", "kernels", "autotune"},
     "infer": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines"},
-    "app": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines", "infer"},
+    "ray": {"base", "readers"},
+    "app": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines", "infer", "ray"},
 }
 
 

@@ -13,13 +13,19 @@ from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._errors import SampleIndexError
 from chute.readers._protocol import DatasetProtocol
 from chute.readers._sizes import format_size, parse_size
-from chute.readers.format._writer import ShardWriter
+from chute.readers.format._writer import PartTarget, PartWriter, ShardWriter
 from chute.readers.storage._storage import DatasetRef, local_path, open_url
 
 # public name -> module that defines it (loaded on first access)
 _LAZY = {
     "ConvertOptions": "chute.readers.convert._convert",
-    "ConvertReport": "chute.readers.convert._convert",
+    "ConvertReport": "chute.readers.convert._jobs",
+    "ConvertJob": "chute.readers.convert._jobs",
+    "Engine": "chute.readers.convert._jobs",
+    "run_job": "chute.readers.convert._jobs",
+    "ImageJob": "chute.readers.convert._convert",
+    "WebDatasetJob": "chute.readers.convert._webdataset",
+    "VideoJob": "chute.readers.convert._convert_video",
     "convert_imagefolder": "chute.readers.convert._convert",
     "convert_csv": "chute.readers.convert._convert",
     "convert_zarr": "chute.readers.convert._convert_zarr",
@@ -54,6 +60,8 @@ __all__ = [
     "DatasetRef",
     "local_path",
     "ShardWriter",
+    "PartTarget",
+    "PartWriter",
     "SampleIndexError",
     "parse_size",
     "format_size",

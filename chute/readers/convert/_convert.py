@@ -1,27 +1,24 @@
-"""Converting image sources to a chute dataset, with a process pool and a progress bar."""
+"""Converting image sources to a chute dataset, with a process pool (or an engine: docs/ray.md)
+and a progress bar."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-from tqdm import tqdm
 
 from chute.errors import ChuteError
 from chute.readers.convert._images import UnreadableImage, prepare_image
+from chute.readers.convert._jobs import REPORT_NAME, ConvertJob, ConvertReport, Engine, run_job
 from chute.readers.convert._sources import Source, list_csv, list_imagefolder
 from chute.readers.convert._transcode import TRANSCODE_QUALITY
 from chute.readers.format._writer import ShardWriter
-from chute.readers.storage._files import read_regular_file, write_skipped
-from chute.readers.storage._storage import beside, destination, name_of
+from chute.readers.storage._files import read_regular_file
 
-__all__ = ["ConvertOptions", "ConvertReport", "convert_sources", "convert_imagefolder",
-           "convert_csv", "REPORT_NAME"]
-
-REPORT_NAME = "skipped.tsv"
+__all__ = ["ConvertOptions", "ConvertReport", "ImageJob", "convert_sources",
+           "convert_imagefolder", "convert_csv", "REPORT_NAME"]
 
 
 @dataclass(frozen=True)
@@ -36,14 +33,6 @@ class ConvertOptions:
     report: Path | None = None  # where skipped files are listed (default DST/skipped.tsv)
 
 
-@dataclass
-class ConvertReport:
-    written: int = 0
-    actions: Counter = field(default_factory=Counter)  # stored / transcoded / resized
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    report_path: Path | str | None = None
-
-
 def _prepare(job: tuple[Source, int | None, int]):
     source, max_side, quality = job
     try:
@@ -56,9 +45,9 @@ def _prepare(job: tuple[Source, int | None, int]):
         return str(exc)
 
 
-def _results(sources: list[Source], options: ConvertOptions):
+def _results(sources: Sequence[Source], options: ConvertOptions, workers: int | None):
     jobs = ((s, options.max_side, options.quality) for s in sources)
-    workers = options.workers or os.cpu_count() or 1
+    workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(sources) < 2:
         yield from map(_prepare, jobs)
         return
@@ -67,10 +56,10 @@ def _results(sources: list[Source], options: ConvertOptions):
         yield from pool.imap(_prepare, jobs, chunksize=8)
 
 
-def _write_all(writer: ShardWriter, sources: list[Source], results, with_label: bool,
-               options: ConvertOptions, report: ConvertReport, bar) -> None:
+def _write_all(writer: ShardWriter, sources: Sequence[Source], results, with_label: bool,
+               options: ConvertOptions, report: ConvertReport, progress) -> None:
     for source, result in zip(sources, results, strict=True):
-        bar.update()
+        progress(1)
         if isinstance(result, str):
             if options.strict:
                 raise ChuteError(f"{source.path}: {result}; fix or remove the file, or "
@@ -85,48 +74,63 @@ def _write_all(writer: ShardWriter, sources: list[Source], results, with_label: 
         report.actions[result.action] += 1
 
 
-def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None,
-                    source_info: dict, options: ConvertOptions) -> ConvertReport:
-    """Write `sources` as a dataset with fields image, height, width, meta (+ label)."""
-    dst = destination(dst)  # a folder, or s3://... (uploaded shard by shard)
-    fields: dict[str, str | dict] = {"image": {"kind": "bytes", "media": "image"},
-                                     "height": "int32", "width": "int32", "meta": "json"}
-    with_label = any(s.label is not None for s in sources)
-    if with_label:
-        fields["label"] = "int64"
-    report = ConvertReport()
-    with ShardWriter(dst, fields, shard_size=options.shard_size, class_names=class_names,
-                     overwrite=options.overwrite) as writer:
-        bar = tqdm(total=len(sources), unit="img", disable=not options.progress,
-                   desc=f"convert -> {name_of(dst)}")
-        results = _results(sources, options)
+class ImageJob(ConvertJob):
+    """Image files -> fields image, height, width, meta (+ label).
+
+    Args:
+        sources: the images, in order.
+        class_names: label names (None: none).
+        info: the manifest's "source" entry (kind and input).
+        options: the convert options.
+    """
+
+    unit = "img"
+
+    def __init__(self, sources: list[Source], class_names: list[str] | None, info: dict,
+                 options: ConvertOptions):
+        self.kind = info["kind"]
+        self.units = sources
+        self.info = {k: v for k, v in info.items() if k != "kind"}
+        self.class_names = class_names
+        self.with_label = any(s.label is not None for s in sources)
+        self.fields = {"image": {"kind": "bytes", "media": "image"},
+                       "height": "int32", "width": "int32", "meta": "json"}
+        if self.with_label:
+            self.fields["label"] = "int64"
+        self.options = options
+        self.shard_size, self.overwrite = options.shard_size, options.overwrite
+        self.progress, self.report = options.progress, options.report
+
+    def write(self, units, writer, report, progress, workers) -> None:
+        results = _results(units, self.options, workers)
         try:
-            _write_all(writer, sources, results, with_label, options, report, bar)
+            _write_all(writer, units, results, self.with_label, self.options, report, progress)
         finally:
             results.close()  # stops the worker pool also when a --strict error aborts
-            bar.close()
-        report.written = len(writer)
-        writer.manifest_extra["source"] = {**source_info, **report.actions,
-                                           "skipped": len(report.skipped)}
-    if report.skipped:
-        report.report_path = options.report or beside(dst, REPORT_NAME)
-        write_skipped(report.report_path, report.skipped)
-    return report
 
 
-def convert_imagefolder(src, dst, options: ConvertOptions = ConvertOptions()) -> ConvertReport:
+def convert_sources(sources: list[Source], dst, *, class_names: list[str] | None,
+                    source_info: dict, options: ConvertOptions,
+                    engine: Engine | None = None) -> ConvertReport:
+    """Write `sources` as a dataset with fields image, height, width, meta (+ label)."""
+    job = ImageJob(sources, class_names, source_info, options)
+    return run_job(job, dst, engine=engine, workers=options.workers)
+
+
+def convert_imagefolder(src, dst, options: ConvertOptions = ConvertOptions(), *,
+                        engine: Engine | None = None) -> ConvertReport:
     """ROOT/<class>/<image> -> dataset with label (sorted class index) and class_names; a flat
     ROOT/<image> folder -> a dataset without labels."""
     sources, class_names = list_imagefolder(src)
     info = {"kind": "imagefolder", "root": str(Path(src).resolve())}
     return convert_sources(sources, dst, class_names=class_names or None, source_info=info,
-                           options=options)
+                           options=options, engine=engine)
 
 
 def convert_csv(csv_path, dst, options: ConvertOptions = ConvertOptions(),
-                root=None) -> ConvertReport:
+                root=None, *, engine: Engine | None = None) -> ConvertReport:
     """CSV with `path`, optional `label`, other columns -> metadata."""
     sources, class_names = list_csv(csv_path, root)
     info = {"kind": "csv", "file": str(Path(csv_path).resolve())}
     return convert_sources(sources, dst, class_names=class_names, source_info=info,
-                           options=options)
+                           options=options, engine=engine)

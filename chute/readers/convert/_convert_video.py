@@ -8,16 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from chute.errors import ChuteError
+from chute.readers.convert._jobs import REPORT_NAME, ConvertJob, run_job
 from chute.readers.convert._sources import read_csv_rows
 from chute.readers.convert._video_probe import UnreadableVideo, probe_video
-from chute.readers.format._writer import ShardWriter
-from chute.readers.storage._files import read_regular_file, write_skipped
+from chute.readers.storage._files import read_regular_file
 from chute.readers.storage._storage import beside, destination
 
-__all__ = ["VideoConvertReport", "convert_video_csv", "VIDEO_FIELDS"]
+__all__ = ["VideoConvertReport", "VideoJob", "convert_video_csv", "VIDEO_FIELDS"]
 
 # What a video dataset holds: the container, its probed columns, every frame's timestamp (for
 # frame-accurate seeking), keyframe indices, the CSV's text + other columns as metadata, and
@@ -55,7 +53,7 @@ def _load(job: tuple[Path, str]):
 
 def convert_video_csv(csv_path, dst, *, root=None, shard_size="1GiB", workers: int | None = None,
                       strict: bool = False, overwrite: bool = False, progress: bool = True,
-                      report: Path | None = None) -> VideoConvertReport:
+                      report: Path | None = None, engine=None) -> VideoConvertReport:
     """Store the videos listed in a CSV (`path` relative to `root`, default the CSV's folder;
     `text` and any other columns go to metadata) as a chute dataset.
 
@@ -69,38 +67,66 @@ def convert_video_csv(csv_path, dst, *, root=None, shard_size="1GiB", workers: i
         overwrite: replace an existing chute dataset at `dst`.
         progress: show a progress bar.
         report: where skipped files are listed (default DST/skipped.tsv).
+        engine: where to run it (None: this process; `chute.ray.RayEngine`: slices of the
+            rows as tasks).
     """
-    csv_path = Path(csv_path)
-    base = Path(root) if root is not None else csv_path.parent
-    rows, _ = read_csv_rows(csv_path)
-    result = VideoConvertReport()
-    jobs = [(base / row["path"], row["path"]) for row in rows]
-    pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
-    with ShardWriter(dst, VIDEO_FIELDS, shard_size=shard_size, overwrite=overwrite) as writer, \
-            pool:
-        for row, (loaded, problem) in tqdm(zip(rows, pool.map(_load, jobs), strict=True),
-                                           total=len(rows), disable=not progress,
-                                           desc="convert video", unit="video"):
-            if loaded is None:
-                if strict:
-                    raise ChuteError(f"{base / row['path']}: {problem} (--strict)")
-                result.skipped.append((row["path"], problem))
-                continue
-            data, info = loaded
-            meta = {"key": row["path"], **{k: v for k, v in row.items()
-                                           if k not in ("path",) and k is not None}}
-            writer.write({"video": data, "num_frames": info.num_frames, "fps": info.fps,
-                          "height": info.height, "width": info.width,
-                          "duration": info.duration, "rotation": info.rotation,
-                          "time_base": info.time_base, "pts": info.pts,
-                          "keyframes": info.keyframes, "meta": meta,
-                          "text": row.get("text")})
-            result.written += 1
-        if result.written == 0:
-            raise ChuteError(f"{csv_path}: none of its {len(rows)} videos could be stored "
-                             f"(first problem: {result.skipped[0][1] if result.skipped else '-'})"
-                             "; check the paths (relative to the CSV's folder or --root)")
-    result.report_path = report or beside(destination(dst), "skipped.tsv")
-    if result.skipped:
-        write_skipped(result.report_path, result.skipped)
-    return result
+    job = VideoJob(csv_path, root=root, shard_size=shard_size, strict=strict,
+                   overwrite=overwrite, progress=progress, report=report)
+    done = run_job(job, dst, engine=engine, workers=workers)
+    return VideoConvertReport(written=done.written, skipped=done.skipped,
+                              report_path=done.report_path or beside(destination(dst),
+                                                                     REPORT_NAME))
+
+
+class VideoJob(ConvertJob):
+    """The rows of a video CSV as units (container bytes stored, probed columns computed).
+
+    Args:
+        csv_path: the CSV file.
+        root: folder the paths are relative to (default: the CSV's folder).
+        shard_size, strict, overwrite, progress, report: as `convert_video_csv` takes them.
+    """
+
+    kind = "video"
+    unit = "video"
+
+    def __init__(self, csv_path, *, root=None, shard_size="1GiB", strict: bool = False,
+                 overwrite: bool = False, progress: bool = True, report: Path | None = None):
+        self.csv_path = Path(csv_path)
+        self.base = Path(root) if root is not None else self.csv_path.parent
+        self.units, _ = read_csv_rows(self.csv_path)
+        self.fields = VIDEO_FIELDS
+        self.info = {"csv": str(self.csv_path.resolve())}
+        self.strict = strict
+        self.shard_size, self.overwrite = shard_size, overwrite
+        self.progress, self.report = progress, report
+
+    def write(self, units, writer, report, progress, workers) -> None:
+        jobs = [(self.base / row["path"], row["path"]) for row in units]
+        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+            for row, (loaded, problem) in zip(units, pool.map(_load, jobs), strict=True):
+                progress(1)
+                if loaded is None:
+                    if self.strict:
+                        raise ChuteError(f"{self.base / row['path']}: {problem} (--strict)")
+                    report.skipped.append((row["path"], problem))
+                    continue
+                data, info = loaded
+                meta = {"key": row["path"], **{k: v for k, v in row.items()
+                                               if k not in ("path",) and k is not None}}
+                writer.write({"video": data, "num_frames": info.num_frames, "fps": info.fps,
+                              "height": info.height, "width": info.width,
+                              "duration": info.duration, "rotation": info.rotation,
+                              "time_base": info.time_base, "pts": info.pts,
+                              "keyframes": info.keyframes, "meta": meta,
+                              "text": row.get("text")})
+
+    def check(self, report) -> None:
+        if report.written == 0:
+            raise ChuteError(f"{self.csv_path}: none of its {len(self.units)} videos could be "
+                             "stored (first problem: "
+                             f"{report.skipped[0][1] if report.skipped else '-'}); check the "
+                             "paths (relative to the CSV's folder or --root)")
+
+    def source_info(self, report) -> dict:
+        return {"kind": self.kind, **self.info, "skipped": len(report.skipped)}

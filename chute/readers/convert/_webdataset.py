@@ -12,8 +12,10 @@ from typing import Any
 
 from chute.errors import ChuteError, FormatError
 from chute.readers._sizes import format_size, parse_size
+from chute.readers.convert._jobs import ConvertJob
 
-__all__ = ["iter_webdataset", "convert_webdataset", "IMAGE_EXTENSIONS", "WEBDATASET_MAX_MEMBER"]
+__all__ = ["iter_webdataset", "convert_webdataset", "WebDatasetJob", "IMAGE_EXTENSIONS",
+           "WEBDATASET_MAX_MEMBER"]
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp")
 _LABEL_EXTENSIONS = ("cls", "cls.txt", "label")
@@ -116,81 +118,99 @@ def _sample(key: str, members: dict[str, bytes], too_big: list[str]) -> dict | _
 
 
 def convert_webdataset(tars: list[str | Path], dst, options=None, *,
-                       max_member: str | int = WEBDATASET_MAX_MEMBER):
+                       max_member: str | int = WEBDATASET_MAX_MEMBER, engine=None):
     """WebDataset shards -> a dataset with fields image, height, width, meta (+ label), as
     `convert_imagefolder` writes: JPEG bytes stored as they are, other formats transcoded,
     `options.max_side` downscales. A sample that cannot be stored (unreadable or truncated
     image, no image, a member over `max_member`, a bad label or .json) is skipped and listed
     as "TAR:KEY" in the report (`options.strict`: an error instead).
 
+    Args:
+        tars: the shard files, in order.
+        dst: the new dataset (folder or s3://...).
+        options: a ConvertOptions (workers does not apply).
+        max_member: the largest tar member read.
+        engine: where to run it (None: this process; `chute.ray.RayEngine`: one task per
+            group of tars).
+
     Returns:
         A ConvertReport (written, actions, skipped, report_path).
     """
-    from tqdm import tqdm
+    from chute.readers.convert._convert import ConvertOptions
+    from chute.readers.convert._jobs import run_job
 
-    from chute.readers.convert._convert import REPORT_NAME, ConvertOptions, ConvertReport
-    from chute.readers.convert._images import UnreadableImage, prepare_image
-    from chute.readers.format._writer import ShardWriter
-    from chute.readers.storage._files import write_skipped
-    from chute.readers.storage._storage import beside, destination, name_of
+    job = WebDatasetJob(tars, options or ConvertOptions(), parse_size(max_member))
+    return run_job(job, dst, engine=engine)
 
-    options = options or ConvertOptions()
-    dst = destination(dst)
-    report = ConvertReport()
-    writer: ShardWriter | None = None
-    with_label = False
-    bar = tqdm(unit="sample", disable=not options.progress, desc=f"convert -> {name_of(dst)}")
-    samples = _samples(tars, parse_size(max_member))
-    try:
-        for tar_path, key, sample in samples:
-            bar.update()
-            try:
+
+class WebDatasetJob(ConvertJob):
+    """Tar shards as units. Whether the dataset has labels is decided by the first sample
+    that can be stored (looked up before writing, so every slice of a distributed convert
+    declares the same fields); later samples that differ are skipped."""
+
+    unit = "tar"
+    kind = "webdataset"
+    class_names = None
+
+    def __init__(self, tars: list[str | Path], options, max_member: int):
+        self.units = [str(t) for t in tars]
+        self.options, self.max_member = options, max_member
+        self.shard_size, self.overwrite = options.shard_size, options.overwrite
+        self.progress, self.report = options.progress, options.report
+        self.info = {"tars": [str(Path(t).resolve()) for t in tars]}
+        self.with_label = self._first_has_label()
+        self.fields: dict[str, Any] = {"image": {"kind": "bytes", "media": "image"},
+                                       "height": "int32", "width": "int32", "meta": "json"}
+        if self.with_label:
+            self.fields["label"] = "int64"
+
+    def _first_has_label(self) -> bool:
+        from chute.readers.convert._images import UnreadableImage, prepare_image
+
+        samples = _samples(self.units, self.max_member)
+        try:
+            for _, _, sample in samples:
                 if isinstance(sample, _SkippedSample):
-                    raise sample
+                    continue
                 try:
-                    image = prepare_image(sample["image"], max_side=options.max_side,
-                                          quality=options.quality)
-                except UnreadableImage as exc:
-                    raise _SkippedSample(str(exc)) from None
-                if writer is not None and ("label" in sample) != with_label:
-                    raise _SkippedSample("no label member (.cls) where the first sample has one"
-                                         if with_label else "a label where the first sample "
-                                         "has none")
-            except _SkippedSample as exc:
-                if options.strict:
-                    raise ChuteError(f"{tar_path}: sample {key!r}: {exc}; fix or remove it, or "
-                                     "convert without --strict to skip it") from None
-                report.skipped.append((f"{tar_path}:{key}", str(exc)))
-                continue
-            if writer is None:
-                with_label = "label" in sample
-                writer = _writer(ShardWriter, dst, with_label, options)
-            writer.write({**sample, "image": image.data, "height": image.height,
-                          "width": image.width})
-            report.actions[image.action] += 1
-        if writer is None:  # nothing stored: an empty dataset, as the other converts leave
-            writer = _writer(ShardWriter, dst, False, options)
-        report.written = len(writer)
-        writer.manifest_extra["source"] = {"kind": "webdataset",
-                                           "tars": [str(Path(t).resolve()) for t in tars],
-                                           **report.actions, "skipped": len(report.skipped)}
-        writer.close()
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    finally:
-        samples.close()  # closes the tar being read
-        bar.close()
-    if report.skipped:
-        report.report_path = options.report or beside(dst, REPORT_NAME)
-        write_skipped(report.report_path, report.skipped)
-    return report
+                    prepare_image(sample["image"], max_side=self.options.max_side,
+                                  quality=self.options.quality)
+                except UnreadableImage:
+                    continue
+                return "label" in sample
+        finally:
+            samples.close()
+        return False
 
+    def write(self, units, writer, report, progress, workers) -> None:
+        from chute.readers.convert._images import UnreadableImage, prepare_image
 
-def _writer(shard_writer, dst, with_label: bool, options):
-    fields: dict[str, str | dict] = {"image": {"kind": "bytes", "media": "image"},
-                                     "height": "int32", "width": "int32", "meta": "json"}
-    if with_label:
-        fields["label"] = "int64"
-    return shard_writer(dst, fields, shard_size=options.shard_size, overwrite=options.overwrite)
+        options, with_label = self.options, self.with_label
+        for tar in units:
+            samples = _samples([tar], self.max_member)
+            try:
+                for tar_path, key, sample in samples:
+                    try:
+                        if isinstance(sample, _SkippedSample):
+                            raise sample
+                        try:
+                            image = prepare_image(sample["image"], max_side=options.max_side,
+                                                  quality=options.quality)
+                        except UnreadableImage as exc:
+                            raise _SkippedSample(str(exc)) from None
+                        if ("label" in sample) != with_label:
+                            raise _SkippedSample(
+                                "no label member (.cls) where the first sample has one"
+                                if with_label else "a label where the first sample has none")
+                    except _SkippedSample as exc:
+                        if options.strict:
+                            raise ChuteError(f"{tar_path}: sample {key!r}: {exc}; fix or remove "
+                                             "it, or convert without --strict to skip it") from None
+                        report.skipped.append((f"{tar_path}:{key}", str(exc)))
+                        continue
+                    writer.write({**sample, "image": image.data, "height": image.height,
+                                  "width": image.width})
+                    report.actions[image.action] += 1
+            finally:
+                samples.close()  # closes the tar being read
+            progress(1)

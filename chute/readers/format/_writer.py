@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from chute.errors import ChuteError
@@ -20,7 +22,18 @@ from chute.readers.storage._publish import clean_leftovers, publish, staging_fol
 from chute.readers.storage._storage import local_path
 from chute.readers.storage._upload import RemoteDestination
 
-__all__ = ["ShardWriter", "infer_fields"]
+__all__ = ["ShardWriter", "PartTarget", "PartWriter", "infer_fields"]
+
+
+@dataclass(frozen=True)
+class PartTarget:
+    """Where the part writers of one distributed write put their shards (picklable): the
+    writing ShardWriter's staging folder (a local or shared file system) or its s3:// URL."""
+
+    location: str
+    remote: bool
+    shard_size: int
+    fields: dict | None  # the declarations (completed by each part's first sample)
 
 
 def infer_fields(sample: dict) -> dict[str, dict]:
@@ -137,6 +150,7 @@ class ShardWriter:
         self._current: _Shard | None = None
         self._count = 0
         self._closed = False
+        self._adopted = False  # parts of a distributed write were adopted
         self._lock: DestinationLock | None
         if self._remote is not None:  # shards uploaded as they are finished, manifest last
             self._folder = self._remote.staging
@@ -185,8 +199,7 @@ class ShardWriter:
                 self._commit_shard(shard)
                 shard = None
             if shard is None:
-                name = self._remote.shard_name(len(self._shards)) if self._remote else \
-                    f"{len(self._shards):05d}"
+                name = self._shard_name(len(self._shards))
                 shard = self._current = _Shard(self._folder / name, fields)
             shard.add(encoded)
         except OSError as exc:
@@ -198,6 +211,42 @@ class ShardWriter:
         self._fields = fields
         self._count += 1
         return self._count - 1
+
+    def _shard_name(self, index: int) -> str:
+        return self._remote.shard_name(index) if self._remote else f"{index:05d}"
+
+    def part_target(self) -> PartTarget:
+        """Where other processes or machines write parts of this dataset (`PartWriter`),
+        which `adopt` then takes in order: a distributed write (docs/ray.md)."""
+        if self._remote is not None:
+            return PartTarget(self._remote.url, True, self.shard_size, self._declared)
+        return PartTarget(str(self._folder), False, self.shard_size, self._declared)
+
+    def adopt(self, part: dict) -> None:
+        """Append the shards a `PartWriter` wrote (its `part`), after those written or adopted
+        before. Shards of the same target that are never adopted (a failed or retried task's)
+        are removed at `close`.
+
+        Args:
+            part: `PartWriter.part` of a finished part writer of this writer's `part_target`.
+        """
+        if self._current is not None:
+            raise ChuteError(f"{self.path}: adopt() after write(): finish one way of writing")
+        fields = part["fields"]
+        if part["num_samples"] == 0:
+            return
+        if self._fields is not None and fields != self._fields:
+            raise ValueError(f"{self.path}: a part has fields {fields}, the dataset "
+                             f"{self._fields}; every part needs the same fields and specs")
+        self._fields = fields
+        for shard in part["shards"]:
+            name = shard["name"]
+            if self._remote is None:  # named in order, as a single writer names them
+                name = self._shard_name(len(self._shards))
+                os.rename(self._folder / shard["name"], self._folder / name)
+            self._shards.append({**shard, "name": name})
+        self._count += part["num_samples"]
+        self._adopted = True
 
     def _commit_shard(self, shard: _Shard) -> None:
         self._current = None
@@ -257,6 +306,12 @@ class ShardWriter:
             **self.manifest_extra,
             "shards": self._shards,
         }
+        if self._adopted and self._remote is None:
+            keep = {s["name"] for s in self._shards} | \
+                {spec["file"] for spec in fields.values() if "file" in spec}
+            for entry in os.scandir(self._folder):  # parts never adopted (failed attempts)
+                if entry.name not in keep:
+                    shutil.rmtree(entry.path, ignore_errors=True)
         write_manifest(self._folder, manifest)
         if self._remote is not None:
             for spec in fields.values():
@@ -291,3 +346,60 @@ class ShardWriter:
             self.close()
         else:
             self.abort()
+
+
+class PartWriter(ShardWriter):
+    """One task's share of a distributed write: shards written beside the other tasks' under
+    names unique to this attempt, no manifest. `part` (after `close`) is what the writing
+    ShardWriter's `adopt` takes; a task that fails or is retried leaves only shards nobody
+    adopts, which the commit removes (docs/ray.md).
+
+    Args:
+        target: `ShardWriter.part_target()` of the writer that commits the dataset.
+    """
+
+    def __init__(self, target: PartTarget):
+        self._attempt = secrets.token_hex(4)
+        self._remote = RemoteDestination.part(target.location) if target.remote else None
+        self.path = target.location
+        self.shard_size = target.shard_size
+        self._declared = target.fields
+        self._fields = None
+        self.manifest_extra = {}
+        self._shards = []
+        self._tables = {}
+        self._current = None
+        self._count = 0
+        self._closed = False
+        self._lock = None
+        self._adopted = False
+        self._folder = self._remote.staging if self._remote else Path(target.location)
+        self.part: dict | None = None
+
+    def _shard_name(self, index: int) -> str:
+        if self._remote is not None:
+            return self._remote.shard_name(index)
+        return f"p{self._attempt}-{index:05d}"
+
+    def _finish(self) -> None:
+        if self._current is not None:
+            self._commit_shard(self._current)
+        self.part = {"shards": self._shards, "num_samples": self._count,
+                     "fields": self._fields or self._declared or {}}
+        if self._remote is not None:
+            self._remote.finish()
+
+    def abort(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        current, self._current = self._current, None
+        if current is not None:
+            current.abort()
+        if self._remote is not None:
+            self._remote.abort()
+            return
+        for shard in self._shards:
+            shutil.rmtree(self._folder / shard["name"], ignore_errors=True)
+        if current is not None:
+            shutil.rmtree(current.folder, ignore_errors=True)

@@ -57,6 +57,23 @@ class RemoteDestination:
         self.staging = Path(tempfile.mkdtemp(prefix="chute-upload-"))
         self._uploaded: list[str] = []
 
+    @classmethod
+    def part(cls, url: str) -> RemoteDestination:
+        """The uploader of one task of a distributed write to `url`: its shards only (the
+        writer that commits checked the destination and uploads the manifest)."""
+        self = cls.__new__(cls)
+        self.remote = Remote(url)
+        self.url = self.remote.url
+        self.token = secrets.token_hex(4)
+        self._old = None
+        self.staging = Path(tempfile.mkdtemp(prefix="chute-upload-"))
+        self._uploaded = []
+        return self
+
+    def finish(self) -> None:
+        """A task's shards are all uploaded: remove its local staging folder."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
     def _listed_in_old(self, name: str) -> bool:
         if not self._old:
             return False
