@@ -73,12 +73,15 @@ def verify_zarr(ds: ZarrDataset, *, progress: bool = False) -> list[str]:
     for name in ds.specs:
         reader = ds.reader(name)
         chunk_plan = reader._chunk_plan()
+        empty: list = []
         if chunk_plan is not None:
             count, bad, absent = _verify_chunks(chunk_plan, reader, bar)
         else:
-            count, bad, absent = _verify_rows(reader, bar)
+            count, bad, absent, empty = _verify_rows(reader, bar)
         if absent:
             problems.append(_absent_problem(ds, name, reader, absent))
+        if empty:
+            problems.append(_empty_problem(ds, name, empty))
         if count:
             shown = ", ".join(map(str, bad[:8])) + (", ..." if count > 8 else "")
             problems.append(f"{ds.path / name}: {count} row(s) do not decode ({shown}); "
@@ -101,25 +104,43 @@ def _absent_problem(ds: ZarrDataset, name: str, reader, absent: list[int]) -> st
             "(chute verify --missing-chunks fill)")
 
 
-def _verify_rows(reader, bar) -> tuple[int, list[int], list[int]]:
-    """Rows that do not decode (how many, the first ones) and the chunks whose file is
-    absent, read through the reader (arrays zarr reads: sharded, other codecs)."""
+def _empty_problem(ds: ZarrDataset, name: str, empty: list[tuple[str, int, int]]) -> str:
+    """The problem line of array `name`'s inner chunks recorded empty in their shards
+    ((shard file, first row, last row) each)."""
+    spans = [str(a) if a == b else f"{a}-{b}" for _, a, b in empty[:8]]
+    more = ", ..." if len(empty) > 8 else ""
+    rows = sum(b - a + 1 for _, a, b in empty)
+    return (f"{ds.path / empty[0][0]}: array {name!r} has {len(empty)} chunk(s) recorded "
+            f"empty in its shards (rows {', '.join(spans)}{more}; {rows} row(s)), which zarr "
+            "would read as its fill value; restore the store, or, if the array was written "
+            "sparse on purpose, pass missing_chunks='fill' (chute verify --missing-chunks "
+            "fill)")
+
+
+def _verify_rows(reader, bar) -> tuple[int, list[int], list[int], list[tuple[str, int, int]]]:
+    """Rows that do not decode (how many, the first ones), the chunks whose file is absent
+    and the inner chunks recorded empty in a shard ((shard file, first row, last row)), read
+    through the reader (arrays zarr reads: sharded, other codecs)."""
     per = reader.chunk_rows()
     chunks = -(-reader.num_rows // per)
     absent = [] if reader.fill_missing else [
         c for first in range(0, chunks, _ROWS_PER_READ)
         for c in reader.absent_chunks(range(first, min(first + _ROWS_PER_READ, chunks)))]
     skip = set(absent)
+    empty = [] if reader.fill_missing else reader.empty_spans(
+        c for c in range(chunks) if c not in skip)
+    empty_rows = {i for _, a, b in empty for i in range(a, b + 1)}
     count, bad = 0, list[int]()
     for first in range(0, reader.num_rows, _ROWS_PER_READ):
         ids = np.arange(first, min(first + _ROWS_PER_READ, reader.num_rows), dtype=np.int64)
         status = np.zeros(len(ids), np.uint8)
         reader.read(ids, status=status)
-        failed = [i for i in ids[status != 0].tolist() if i // per not in skip]
+        failed = [i for i in ids[status != 0].tolist()
+                  if i // per not in skip and i not in empty_rows]
         count += len(failed)
         bad += failed[:max(0, 9 - len(bad))]
         bar.update(len(ids))
-    return count, bad, absent
+    return count, bad, absent, empty
 
 
 def _verify_chunks(p, reader, bar) -> tuple[int, list[int], list[int]]:

@@ -6,8 +6,9 @@ Every array of the group, subgroups included, is a field named by its path insid
 looked up through an index field (`Pipeline(..., fields={table: Lookup(index)})`). The sample
 count is the first dimension every array shares, or the one of the array named by
 `sample_array` when the first dimensions differ (no guess: a table longer than the samples
-would become the sample axis). An absent chunk file fails its rows unless
-`missing_chunks="fill"` says the array was written sparse on purpose (docs/latents.md).
+would become the sample axis). An absent chunk file, or an inner chunk a shard's index records
+as empty, fails its rows unless `missing_chunks="fill"` says the array was written sparse on
+purpose (docs/latents.md).
 
 zarr runs a background event loop, so the group is opened lazily in each process (a forked
 child or a DDP rank reopens it, never inherits it). A batch reads each touched chunk once:
@@ -36,6 +37,7 @@ from chute.readers._sizes import parse_size
 from chute.readers.storage._paths import Confined, LeadsOutside, check_regular, plain_name
 
 if TYPE_CHECKING:
+    from chute.readers.zarr._shard_index import ShardIndex
     from chute.readers.zarr._zarr_chunks import ChunkCache, MissingChunk
 
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS"]
@@ -93,6 +95,7 @@ def _is_array(document: Path) -> bool:
 
 MAX_CHUNK_BYTES = 1 << 31  # a decoded chunk chute reads (blosc's own limit is about this)
 UNBACKED_CHUNKS = 1 << 20  # chunks (or shards) along the first dimension beyond the files
+_EMPTY_CACHE = 1 << 16  # shard files whose empty inner chunks a reader remembers
 
 
 def _document(store: Path, name: str, array) -> Path:
@@ -185,6 +188,9 @@ class ZarrArrayReader:
         self.fill_missing = fill_missing  # absent chunk files read as zarr's fill value
         self._plan: tuple[int, object] | None = None  # (pid, ChunkPlan or None)
         self._whole: tuple[int, np.ndarray | None] | None = None  # (pid, table read whole)
+        self._index: tuple[ShardIndex | None] | None = None  # (sharded arrays' index layout,)
+        # shard file -> (size, mtime_ns, empty blocks): its index read once while unchanged
+        self._empty: dict[str, tuple[int, int, np.ndarray | None]] = {}
 
     def _chunk_plan(self):
         """The direct chunk reader's plan (None: read through zarr), made once per process."""
@@ -243,10 +249,14 @@ class ZarrArrayReader:
             read_rows(chunk_plan, ids, out, self._where(), status, self.dataset.chunk_cache())
             return out
         if not self.fill_missing:
-            absent = self.absent_rows(ids)
+            missing = self.absent_rows(ids)
+            empty = self.empty_rows(ids) & ~missing  # in a shard that is there
+            absent = missing | empty
             if absent.any():
                 if status is None:
-                    raise self._missing(int(ids[absent][0]))
+                    first = int(np.flatnonzero(absent)[0])
+                    raise self._missing(int(ids[first])) if missing[first] else \
+                        self._empty_error(int(ids[first]))
                 status[absent] = 1
                 out[absent] = 0
                 present = ~absent
@@ -270,12 +280,113 @@ class ZarrArrayReader:
     def _chunk_files(self, chunk: int) -> list[str]:
         """The files (relative to the store) of chunk (or shard) `chunk` along the first
         dimension: one per chunk of the inner dimensions."""
+        return [file for file, _ in self._grid_files(chunk)]
+
+    def _grid_files(self, chunk: int) -> list[tuple[str, tuple[int, ...]]]:
+        """(file, grid position in the other dimensions) of each file of chunk (or shard)
+        `chunk` along the first dimension."""
         array = self._array()
         grid = array.shards if array.shards is not None else array.chunks
         inner = [range(-(-int(n) // max(int(c), 1))) for n, c in
                  zip(array.shape[1:], grid[1:], strict=True)]
         encode = array.metadata.encode_chunk_key
-        return [f"{self.field}/{encode((chunk, *rest))}" for rest in itertools.product(*inner)]
+        return [(f"{self.field}/{encode((chunk, *rest))}", rest)
+                for rest in itertools.product(*inner)]
+
+    def _shard_index(self) -> ShardIndex | None:
+        """The shard index layout of a sharded array (None: not sharded)."""
+        if self._index is None:
+            from chute.readers.zarr._shard_index import shard_index
+
+            self._index = (shard_index(self._array()),)
+        return self._index[0]
+
+    def empty_blocks(self, shard: int) -> list[tuple[str, np.ndarray]]:
+        """(shard file, bool per block of inner-chunk rows: recorded empty) for each file of
+        shard `shard` (along the first dimension) that is there; [] for an unsharded array.
+        A sharded layout whose index chute does not parse is a FormatError (its empty
+        chunks could not be told from data)."""
+        index = self._shard_index()
+        if index is None:
+            return []
+        if index.why_not is not None:
+            raise FormatError(f"{self._where()}: sharded with {index.why_not}, whose shard "
+                              "index chute does not read, so chunks recorded empty (read as "
+                              "zarr's fill value) cannot be told from data; open it with "
+                              "missing_chunks='fill' if its rows may be fill values")
+        confined, found = self.dataset.confined(), []
+        for file, position in self._grid_files(shard):
+            try:
+                fd = confined.open(file, f"a shard of {self._where()}")
+            except (FileNotFoundError, FormatError):
+                # absent: absent_rows; not a regular file or leading outside: zarr's read
+                # through the confined store names it (and fails only its rows)
+                continue
+            try:
+                stat = os.fstat(fd)
+                known = self._empty.get(file)
+                if known is not None and known[:2] == (stat.st_size, stat.st_mtime_ns):
+                    blocks = known[2]
+                else:
+                    blocks = index.empty_blocks(fd, (shard, *position))
+                    if len(self._empty) >= _EMPTY_CACHE:
+                        self._empty.clear()
+                    self._empty[file] = (stat.st_size, stat.st_mtime_ns, blocks)
+            finally:
+                os.close(fd)
+            if blocks is not None and blocks.any():
+                found.append((file, blocks))
+        return found
+
+    def empty_rows(self, ids: np.ndarray) -> np.ndarray:
+        """Which of the rows `ids` (bool [B]) lie in an inner chunk that their shard's index
+        records as empty: zarr would deliver its fill value for them without a word."""
+        out = np.zeros(len(ids), bool)
+        index = self._shard_index()
+        if index is None:
+            return out
+        per, rows = index.shard[0], index.inner[0]
+        shard_of = ids // per
+        for shard in np.unique(shard_of).tolist():
+            found = self.empty_blocks(int(shard))
+            if not found:
+                continue
+            blocks = np.logical_or.reduce([b for _, b in found])
+            mine = shard_of == shard
+            out[mine] = blocks[(ids[mine] - shard * per) // rows]
+        return out
+
+    def empty_spans(self, shards) -> list[tuple[str, int, int]]:
+        """(shard file, first row, last row) of each inner-chunk row block recorded empty in
+        the shards `shards` (indices along the first dimension), in row order."""
+        index = self._shard_index()
+        if index is None:
+            return []
+        per, rows = index.shard[0], index.inner[0]
+        spans = []
+        for shard in shards:
+            first_file: dict[int, str] = {}
+            for file, blocks in self.empty_blocks(int(shard)):
+                for k in np.flatnonzero(blocks).tolist():
+                    first_file.setdefault(k, file)
+            for k in sorted(first_file):
+                start = int(shard) * per + k * rows
+                spans.append((first_file[k], start, min(start + rows, self.num_rows) - 1))
+        return spans
+
+    def _empty_error(self, row: int) -> MissingChunk:
+        from chute.readers.zarr._zarr_chunks import MissingChunk
+
+        index = self._shard_index()
+        assert index is not None  # empty_rows found the row
+        ((file, first, last),) = [s for s in self.empty_spans([row // index.shard[0]])
+                                  if s[1] <= row <= s[2]][:1]
+        rows = f"row {first}" if first == last else f"rows {first}-{last}"
+        return MissingChunk(f"{self.dataset.path / file}: the chunk of {rows} of "
+                            f"{self._where()} is recorded empty in its shard (its rows would "
+                            "read as zarr's fill value); restore the store, or, if the array "
+                            "was written sparse on purpose (zarr skips chunks equal to the "
+                            "fill value), open it with missing_chunks='fill'")
 
     def chunk_rows(self) -> int:
         """Rows per chunk (per shard for a sharded array) along the first dimension."""
