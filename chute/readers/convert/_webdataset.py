@@ -79,6 +79,11 @@ def _samples(tars, max_member: int) -> Generator[tuple[Any, str, dict | _Skipped
                         too_big.append(f"member {base} is {format_size(member.size)}, over the "
                                        f"limit of {format_size(max_member)} (--max-member)")
                         continue
+                    if ext.lower() in members:
+                        # two members for one field: which one is meant is ambiguous, so the
+                        # sample is skipped (listed with the other reasons in `too_big`)
+                        too_big.append(f"member {base} appears twice in the sample")
+                        continue
                     data = archive.extractfile(member)
                     assert data is not None  # a regular file's member always has one
                     members[ext.lower()] = data.read()
@@ -113,6 +118,8 @@ def _sample(key: str, members: dict[str, bytes], too_big: list[str]) -> dict | _
             sample["label"] = int(label.decode().strip())
         except ValueError:
             return _SkippedSample(f"label {label[:20]!r} is not an integer")
+        if not -(2**63) <= sample["label"] < 2**63:  # the label column is int64
+            return _SkippedSample(f"label {label[:20]!r} does not fit a 64-bit integer")
     sample["meta"] = meta
     return sample
 
