@@ -167,3 +167,37 @@ class _Zeros(io.RawIOBase):
         buffer[:n] = bytes(n)
         self.left -= n
         return n
+
+
+@pytest.mark.parametrize("second, reason", [
+    (("s/00001.jpg", jpeg_bytes(16, 12, seed=9)), "member 00001.jpg appears twice"),
+    (("s/00001.cls", b"5"), "member 00001.cls appears twice"),
+])
+def test_a_sample_with_a_field_twice_is_skipped_not_guessed(tmp_path, capsys, second, reason):
+    # before issue 26 item 16 the last member won silently: another image under this label
+    members = [(n, d) for n, d in _members(3)]
+    members.insert(3, second)  # inside sample 1
+    tar = write_tar(tmp_path / "a.tar", members)
+    dst = tmp_path / "d.chute"
+    assert main(["convert", "webdataset", str(tar), str(dst), "--no-progress"]) == 0
+    ds = open_dataset(dst)
+    assert len(ds) == 2 and [int(ds[i]["label"]) for i in range(2)] == [0, 2]
+    assert reason in (dst / "skipped.tsv").read_text()
+
+
+def test_a_label_over_int64_is_skipped_and_listed(tmp_path):
+    # before: a raw ValueError from the shard writer ended the convert
+    members = _members(3)
+    members[2 * 1 + 1] = ("s/00001.cls", b"9" * 30)
+    tar = write_tar(tmp_path / "a.tar", members)
+    dst = tmp_path / "d.chute"
+    assert main(["convert", "webdataset", str(tar), str(dst), "--no-progress"]) == 0
+    assert len(open_dataset(dst)) == 2
+    assert "does not fit a 64-bit integer" in (dst / "skipped.tsv").read_text()
+
+
+def _members(n):
+    members = []
+    for i in range(n):
+        members += [(f"s/{i:05d}.jpg", jpeg_bytes(16, 12, seed=i)), (f"s/{i:05d}.cls", b"%d" % i)]
+    return members
