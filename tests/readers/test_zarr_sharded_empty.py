@@ -122,3 +122,41 @@ def test_eval_leaves_the_rows_of_an_empty_inner_chunk_out(tmp_path):
             seen += ids.tolist()
         assert pipe.stats.skipped == [5]
     assert seen == [i for i in range(12) if i != 5]
+
+
+def test_an_index_at_the_start_of_the_shard(tmp_path):
+    from zarr.codecs import ShardingCodec
+
+    group = zarr.open_group(str(tmp_path / "x.zarr"), mode="w", zarr_format=3)
+    array = group.create_array("x", shape=VALUES.shape, dtype=np.float32, chunks=(4, 3, 4),
+                               serializer=ShardingCodec(chunk_shape=(1, 3, 4),
+                                                        index_location="start"),
+                               compressors=None, fill_value=FILL)
+    array[:5] = VALUES[:5]
+    array[6:] = VALUES[6:]
+    ds = open_dataset(tmp_path / "x.zarr")
+    with pytest.raises(FormatError, match=r"row 5 of array 'x'.*recorded empty"):
+        ds.read("x", [5])
+    np.testing.assert_array_equal(ds.read("x", [4, 6]), VALUES[[4, 6]])
+    got = open_dataset(tmp_path / "x.zarr", missing_chunks="fill").read("x", [5])
+    assert (got == FILL).all()
+
+
+def test_a_shard_compressed_whole_is_refused_unless_fill_is_asked_for(tmp_path):
+    # a compressor after the sharding codec: the index is not at either end of the file
+    from zarr.codecs import ShardingCodec
+
+    group = zarr.open_group(str(tmp_path / "x.zarr"), mode="w", zarr_format=3)
+    with pytest.warns(UserWarning):  # zarr's own: partial reads disabled
+        array = group.create_array("x", shape=VALUES.shape, dtype=np.float32,
+                                   chunks=(4, 3, 4), fill_value=FILL,
+                                   serializer=ShardingCodec(chunk_shape=(1, 3, 4)))
+        array[:5] = VALUES[:5]
+        array[6:] = VALUES[6:]
+    with pytest.warns(UserWarning):
+        with pytest.raises(FormatError, match=r"array 'x'.*sharded with codecs.*"
+                                              r"missing_chunks='fill'"):
+            open_dataset(tmp_path / "x.zarr").read("x", [4])
+        got = open_dataset(tmp_path / "x.zarr", missing_chunks="fill").read("x", [4, 5])
+    np.testing.assert_array_equal(got[0], VALUES[4])
+    assert (got[1] == FILL).all()

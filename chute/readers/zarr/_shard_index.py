@@ -72,15 +72,15 @@ def shard_index(array) -> ShardIndex | None:
     """`array`'s ShardIndex, or None when it is not sharded."""
     from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
-    shards = getattr(array, "shards", None)
-    if shards is None:
+    codecs = tuple(getattr(array.metadata, "codecs", ()))  # v2 arrays have none
+    if not any(isinstance(c, ShardingCodec) for c in codecs):
         return None
     shape = tuple(int(d) for d in array.shape)
-    codecs = tuple(getattr(array.metadata, "codecs", ()))
+    shards = getattr(array, "shards", None) or tuple(array.chunks)
     if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
-        return ShardIndex(shape, tuple(shards), tuple(array.chunks), 0, True,
-                          np.dtype("<u8"), f"codecs {[type(c).__name__ for c in codecs]} "
-                          "around the sharding codec")
+        # e.g. a compressor after the sharding codec: the shard file is compressed whole
+        return ShardIndex(shape, tuple(int(s) for s in shards), tuple(array.chunks), 0, True,
+                          np.dtype("<u8"), f"codecs {[type(c).__name__ for c in codecs]}")
     codec = codecs[0]
     inner = tuple(int(c) for c in codec.chunk_shape)
     index_codecs = tuple(codec.index_codecs)
