@@ -17,8 +17,6 @@ _HUB_TIMEOUT_S = 10  # seconds to reach the Hub before `convert hf NAME` gives u
 
 
 def convert_iterable(args) -> int:
-    from chute.readers import write_dataset
-
     ignored = [flag for flag, value in (("--max-side", args.max_side), ("--strict", args.strict),
                                         ("--report", args.report), ("--workers", args.workers))
                if value]
@@ -26,27 +24,29 @@ def convert_iterable(args) -> int:
         verb = "does" if len(ignored) == 1 else "do"
         raise ChuteError(f"{', '.join(ignored)} {verb} not apply to `convert hf` (an unreadable "
                          "image stops it naming the row; images are stored as they are)")
-    samples, class_names = _hf_samples(args)
-    ds = write_dataset(samples, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
-                       class_names=class_names, quality=args.quality)
+    from chute._cli._engine import engine_of
+    from chute.readers import HFJob, run_job
+
+    engine = engine_of(args)
+    job = HFJob(_hf_table(args), args.src, image_column=args.image_column,
+                label_column=args.label_column, shard_size=args.shard_size,
+                overwrite=args.overwrite, quality=args.quality,
+                progress=not args.no_progress and not args.json)
+    written = run_job(job, args.dst, engine=engine).written
     if args.json:
-        print_json({"path": str(args.dst), "written": len(ds), "skipped": 0})
+        print_json({"path": str(args.dst), "written": written, "skipped": 0})
     else:
-        print(f"wrote {len(ds)} samples to {args.dst}")
+        print(f"wrote {written} samples to {args.dst}")
     return 0
 
 
-def _hf_samples(args):
+def _hf_table(args):
     try:
         import datasets
     except ImportError:
         raise ChuteError("`chute convert hf` needs the Hugging Face `datasets` package: "
                          "pip install datasets") from None
-    from chute.readers import hf_samples
-
-    table = _load(datasets, args.src, args.split)
-    return hf_samples(table, args.src, image_column=args.image_column,
-                      label_column=args.label_column)
+    return _load(datasets, args.src, args.split)
 
 
 def _load(datasets, src: str, split: str | None):

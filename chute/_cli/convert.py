@@ -8,6 +8,7 @@ import sys
 
 from chute._cli import convert_audio
 from chute._cli._args import positive
+from chute._cli._engine import add_engine_args, engine_of
 from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
 from chute.readers import TRANSCODE_QUALITY, WEBDATASET_MAX_MEMBER, parse_size
@@ -44,6 +45,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "skipped (default 0.01); a convert that stores nothing fails")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_json_flag(parser)
+    add_engine_args(parser)
 
 
 def _ratio(text: str) -> float:
@@ -168,6 +170,7 @@ def _add_video(kinds) -> None:
     video.add_argument("--overwrite", action="store_true",
                        help="replace DST if it already holds a chute dataset")
     video.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_engine_args(video)
     video.set_defaults(func=_run_video)
 
 
@@ -176,7 +179,8 @@ def _run_video(args) -> int:
 
     report = convert_video_csv(args.src, args.dst, root=args.root, shard_size=args.shard_size,
                                workers=args.workers, strict=args.strict,
-                               overwrite=args.overwrite, progress=not args.no_progress)
+                               overwrite=args.overwrite, progress=not args.no_progress,
+                               engine=engine_of(args))
     print(f"wrote {report.written} videos to {args.dst}")
     if report.skipped:
         print(f"skipped {len(report.skipped)} unreadable videos, listed in "
@@ -195,14 +199,16 @@ def run(args) -> int:
         from chute._cli._convert_iterable import convert_iterable
 
         return convert_iterable(args)
+    engine = engine_of(args)
     if args.source_kind == "imagefolder":
-        report = convert_imagefolder(args.src, args.dst, options)
+        report = convert_imagefolder(args.src, args.dst, options, engine=engine)
     elif args.source_kind == "webdataset":
         from chute.readers import convert_webdataset
 
-        report = convert_webdataset(args.src, args.dst, options, max_member=args.max_member)
+        report = convert_webdataset(args.src, args.dst, options, max_member=args.max_member,
+                                    engine=engine)
     else:
-        report = convert_csv(args.src, args.dst, options, root=args.root)
+        report = convert_csv(args.src, args.dst, options, root=args.root, engine=engine)
     total = report.written + len(report.skipped)
     src = " ".join(args.src) if isinstance(args.src, list) else args.src
     if report.written == 0:

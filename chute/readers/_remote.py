@@ -21,10 +21,11 @@ from chute.errors import FormatError
 from chute.readers._sizes import parse_size
 from chute.readers.format._manifest import MANIFEST, load_manifest, manifest_fingerprint
 from chute.readers.kinds._kinds import field_files
-from chute.readers.storage._files import CHECKSUM, atomic_write_bytes
+from chute.readers.storage._files import CHECKSUM
 from chute.readers.storage._node_cache import (
     PAYLOAD_LIST,
     NodeCache,
+    VersionPin,
     default_cache_dir,
     default_cache_limit,
 )
@@ -44,7 +45,7 @@ class RemoteSource:
         url: its URL. folder: its version folder in the node cache. fingerprint: its identity.
         cache_dir, cache_limit: the cache settings (what another process reopens it with).
         files: its payload files (fetched on first use). shard_paths: each shard's payload
-        files, in shard order.
+        files, in shard order. pin: keeps the version's files from eviction while it is open.
     """
 
     url: str
@@ -54,6 +55,7 @@ class RemoteSource:
     cache_limit: int | None
     files: ShardFiles
     shard_paths: list[list[Path]]
+    pin: VersionPin | None = None
 
 
 def remote_of(url: str, cache_dir, cache_limit) -> tuple[Remote, NodeCache]:
@@ -66,29 +68,33 @@ def remote_of(url: str, cache_dir, cache_limit) -> tuple[Remote, NodeCache]:
     return Remote(url), NodeCache(cache_dir or default_cache_dir(), limit)
 
 
-def _manifest(remote: Remote, cache: NodeCache, fingerprint: str | None) -> tuple[dict, Path]:
-    """The manifest and the version folder: from the cache when `fingerprint` is known and
-    cached, else downloaded (and checked) now."""
+def _manifest(remote: Remote, cache: NodeCache,
+              fingerprint: str | None) -> tuple[dict, Path, VersionPin]:
+    """The manifest, the version folder, and a pin on it held while this process has the
+    version open (its files are not evicted meanwhile): from the cache when `fingerprint` is
+    known and cached, else downloaded (and checked) now."""
     if fingerprint is not None:
         folder = cache.version_folder(remote.url, fingerprint)
+        pin = VersionPin(folder)
         if (folder / MANIFEST).is_file():
-            return load_manifest(folder), folder
+            return load_manifest(folder), folder, pin
+        pin.release()
     incoming = cache.root / f".incoming-{os.getpid()}-{secrets.token_hex(4)}"
     incoming.mkdir(parents=True)
     try:
-        (incoming / MANIFEST).write_bytes(remote.get_bytes(MANIFEST))
+        data = remote.get_bytes(MANIFEST)
+        (incoming / MANIFEST).write_bytes(data)
         try:
             manifest = load_manifest(incoming)
         except FormatError as exc:
             raise FormatError(f"{remote.where(MANIFEST)}: {str(exc).split(': ', 1)[-1]}") \
                 from None
         folder = cache.version_folder(remote.url, manifest_fingerprint(manifest))
-        folder.mkdir(parents=True, exist_ok=True)
-        if not (folder / MANIFEST).is_file():
-            os.replace(incoming / MANIFEST, folder / MANIFEST)
+        pin = VersionPin(folder)
+        cache.place(folder / MANIFEST, data)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
-    return manifest, folder
+    return manifest, folder, pin
 
 
 def _files(manifest: dict) -> tuple[dict[str, tuple[dict, bool]], list[list[str]]]:
@@ -143,7 +149,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
         fingerprint: the version expected (a reopen): its cached manifest is used as is.
     """
     remote, cache = remote_of(url, cache_dir, cache_limit)
-    manifest, folder = _manifest(remote, cache, fingerprint)
+    manifest, folder, pin = _manifest(remote, cache, fingerprint)
     found = manifest_fingerprint(manifest)
     if fingerprint is not None and found != fingerprint:
         raise FormatError(f"{remote.url}: the dataset changed since it was opened (fingerprint "
@@ -152,9 +158,8 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
     largest = _check_room(remote, cache, listed)
     for shard in manifest["shards"]:
         (folder / shard["name"]).mkdir(exist_ok=True)
-    if not (folder / PAYLOAD_LIST).is_file():
-        text = "".join(f"{name}\n" for names in per_shard for name in names)
-        atomic_write_bytes(folder / PAYLOAD_LIST, text.encode())
+    text = "".join(f"{name}\n" for names in per_shard for name in names)
+    cache.place(folder / PAYLOAD_LIST, text.encode())
     algo = manifest.get("checksum", CHECKSUM)
 
     def small(name: str) -> None:
@@ -176,7 +181,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
 
     files = ShardFiles(remote, cache, payload, keep, map_file)
     return RemoteSource(remote.url, folder, found, str(cache.root), cache.limit, files,
-                        [[folder / n for n in names] for names in per_shard])
+                        [[folder / n for n in names] for names in per_shard], pin)
 
 
 def verify_remote(url: str, *, progress: bool = False) -> list[str]:

@@ -10,8 +10,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from chute.errors import ChuteError
 from chute.readers.convert._audio_kaldi import is_kaldi_folder, list_kaldi
 from chute.readers.convert._audio_lhotse import lhotse_kind, list_lhotse
@@ -22,12 +20,10 @@ from chute.readers.convert._audio_sources import (
     list_audio_jsonl,
     probe_audio,
 )
-from chute.readers.format._writer import ShardWriter
-from chute.readers.storage._files import write_skipped
-from chute.readers.storage._storage import beside, destination, name_of
+from chute.readers.convert._jobs import ConvertJob, run_job
 
-__all__ = ["AudioConvertOptions", "AudioConvertReport", "convert_audio", "list_recordings",
-           "AUDIO_FIELDS"]
+__all__ = ["AudioConvertOptions", "AudioConvertReport", "AudioJob", "convert_audio",
+           "list_recordings", "AUDIO_FIELDS"]
 
 AUDIO_FIELDS: dict[str, str | dict] = {
     "audio": {"kind": "bytes", "media": "audio"}, "sample_rate": "int32", "channels": "int32",
@@ -55,7 +51,7 @@ class AudioConvertReport:
     report_path: Path | str | None = None
 
 
-def _probed(sources: list[AudioSource], workers: int | None):
+def _probed(sources, workers: int | None):
     workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(sources) < 2:
         yield from map(probe_audio, sources)
@@ -109,8 +105,8 @@ def list_recordings(src, root=None, supervisions=None) -> list[AudioSource]:
     return list_audio_jsonl(src, root)
 
 
-def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
-                  ) -> AudioConvertReport:
+def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions(), *,
+                  engine=None) -> AudioConvertReport:
     """Convert the recordings listed in `src`: `.jsonl` metainfo (or a WeNet data.list),
     a `.csv` with path,text, a Kaldi data folder (wav.scp, segments, text, utt2spk) or a
     lhotse recordings (with `options.supervisions`) or cuts manifest.
@@ -119,38 +115,56 @@ def convert_audio(src, dst, options: AudioConvertOptions = AudioConvertOptions()
         src: the list of recordings.
         dst: the new dataset folder.
         options: shard size, workers, strictness, report location, path root.
+        engine: where to run it (None: this process; `chute.ray.RayEngine`: slices of the
+            recordings as tasks).
     """
-    src, dst = Path(src), destination(dst)
-    sources = list_recordings(src, options.root, options.supervisions)
-    report = AudioConvertReport()
-    with ShardWriter(dst, AUDIO_FIELDS, shard_size=options.shard_size,
-                     overwrite=options.overwrite) as writer:
-        bar = tqdm(total=len(sources), unit="file", disable=not options.progress,
-                   desc=f"convert -> {name_of(dst)}")
-        results = _probed(sources, options.workers)
+    job = AudioJob(src, options)
+    done = run_job(job, dst, engine=engine, workers=options.workers)
+    dropped = done.actions["dropped_segments"]
+    return AudioConvertReport(written=done.written, segments=done.actions["segments"],
+                              skipped=done.skipped, dropped_segments=dropped,
+                              report_path=done.report_path)
+
+
+class AudioJob(ConvertJob):
+    """The recordings of a listing as units (bytes stored, probed columns, segments).
+
+    Args:
+        src: the listing (see `convert_audio`).
+        options: the convert options.
+    """
+
+    kind = "audio"
+    unit = "file"
+    fields = AUDIO_FIELDS
+
+    def __init__(self, src, options: AudioConvertOptions):
+        self.src, self.options = Path(src), options
+        self.units = list_recordings(self.src, options.root, options.supervisions)
+        self.shard_size, self.overwrite = options.shard_size, options.overwrite
+        self.progress, self.report = options.progress, options.report
+
+    def write(self, units, writer, report, progress, workers) -> None:
+        results = _probed(units, workers)
         try:
-            for source, probed in zip(sources, results, strict=True):
-                bar.update()
+            for source, probed in zip(units, results, strict=True):
+                progress(1)
                 if isinstance(probed, str):
-                    _refuse(options, str(source.path), probed)
+                    _refuse(self.options, str(source.path), probed)
                     report.skipped.append((str(source.path), probed))
                     continue
                 for index, reason in probed.dropped:
                     where = f"{source.path}#segment{index}{_named(source, index)}"
-                    _refuse(options, where, reason)
+                    _refuse(self.options, where, reason)
                     report.skipped.append((where, reason))
-                report.dropped_segments += len(probed.dropped)
-                report.segments += len(probed.segments)
+                report.actions["dropped_segments"] += len(probed.dropped)
+                report.actions["segments"] += len(probed.segments)
                 writer.write(_sample(source, probed))
         finally:
             results.close()
-            bar.close()
-        report.written = len(writer)
-        writer.manifest_extra["source"] = {
-            "kind": "audio", "file": str(src.resolve()), "segments": report.segments,
-            "skipped": len(report.skipped) - report.dropped_segments,
-            "dropped_segments": report.dropped_segments}
-    if report.skipped:
-        report.report_path = options.report or beside(dst, "skipped.tsv")
-        write_skipped(report.report_path, report.skipped)
-    return report
+
+    def source_info(self, report) -> dict:
+        dropped = report.actions["dropped_segments"]
+        return {"kind": "audio", "file": str(self.src.resolve()),
+                "segments": report.actions["segments"],
+                "skipped": len(report.skipped) - dropped, "dropped_segments": dropped}

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from chute.errors import FormatError
-from chute.readers.format._writer import ShardWriter
+from chute.readers.convert._jobs import ConvertJob, run_job
 
-__all__ = ["convert_zarr", "field_name"]
+__all__ = ["convert_zarr", "ZarrJob", "field_name"]
 
 _BLOCK = 256  # samples read per zarr call while converting
 
@@ -41,7 +41,7 @@ def _attributes(path: Path) -> dict[str, dict]:
 def convert_zarr(src: str | Path, dst: str | Path, *, shard_size: str | int = "1GiB",
                  compression: str | None = None, overwrite: bool = False,
                  sample_array: str | None = None,
-                 missing_chunks: str | dict[str, str] = "error") -> int:
+                 missing_chunks: str | dict[str, str] = "error", engine=None) -> int:
     """Convert zarr group `src` to a chute dataset at `dst`.
 
     Args:
@@ -55,42 +55,82 @@ def convert_zarr(src: str | Path, dst: str | Path, *, shard_size: str | int = "1
             when the arrays' first dimensions differ.
         missing_chunks: "error" (an absent chunk file stops the conversion, naming it) or
             "fill" (zarr's fill value), or {array: "error" | "fill"}.
+        engine: where to run it (None: this process; `chute.ray.RayEngine`: slices of the
+            samples as tasks).
 
     Returns:
         The number of samples written.
     """
-    from chute.readers.zarr._zarr import ZarrDataset
+    job = ZarrJob(src, shard_size=shard_size, compression=compression, overwrite=overwrite,
+                  sample_array=sample_array, missing_chunks=missing_chunks)
+    return run_job(job, dst, engine=engine).written
 
-    ds = ZarrDataset(src, sample_array=sample_array, missing_chunks=missing_chunks)
-    if ds.unreadable:  # converting without them would drop data silently
-        raise FormatError(f"{ds.path}: arrays {ds.unreadable} hold no numbers, which a chute "
-                          "dataset converted from zarr cannot store; remove them from a copy of "
-                          "the group, or write the dataset with ShardWriter (json or bytes "
-                          "fields)")
-    names = {n: field_name(n) for n in ds.fields}
-    clash = sorted({f for f in names.values() if list(names.values()).count(f) > 1})
-    if clash:
-        raise FormatError(f"{ds.path}: arrays {[n for n in names if names[n] in clash]} would "
-                          f"all become field {clash[0]!r} ('/' of a subgroup path becomes '.'); "
-                          "rename one of them in a copy of the group")
-    per_sample = {n: k for n, k in ds.fields.items() if k != "table"}
-    tables = {names[n]: ds.reader(n).read(np.arange(ds.reader(n).num_rows)) for n in ds.fields
-              if n not in per_sample}
-    declared = {}
-    for name, kind in per_sample.items():
-        spec = ds.specs[name]
-        declared[names[name]] = ({"kind": "ndarray", "dtype": spec["dtype"],
-                                  "shape": spec["shape"][1:], "compression": compression}
-                                 if kind == "ndarray" else spec["dtype"])
-    extra = {"source": f"zarr:{ds.path}",
-             "zarr": {"arrays": {names[n]: n for n in ds.fields},
-                      "attributes": _attributes(ds.path)}}
-    with ShardWriter(dst, declared, shard_size=shard_size, overwrite=overwrite,
-                     tables=tables, manifest_extra=extra) as writer:
-        for lo in range(0, len(ds), _BLOCK):
-            ids = np.arange(lo, min(lo + _BLOCK, len(ds)))
+
+class ZarrJob(ConvertJob):
+    """The samples of a zarr group as units (tables read once, by the committing writer).
+
+    Args:
+        src, shard_size, compression, overwrite, sample_array, missing_chunks: as
+            `convert_zarr` takes them.
+    """
+
+    kind = "zarr"
+    unit = "sample"
+
+    def __init__(self, src: str | Path, *, shard_size: str | int = "1GiB",
+                 compression: str | None = None, overwrite: bool = False,
+                 sample_array: str | None = None,
+                 missing_chunks: str | dict[str, str] = "error"):
+        self.src, self.sample_array, self.missing_chunks = src, sample_array, missing_chunks
+        self.shard_size, self.overwrite, self.progress = shard_size, overwrite, False
+        ds = self._dataset()
+        if ds.unreadable:  # converting without them would drop data silently
+            raise FormatError(f"{ds.path}: arrays {ds.unreadable} hold no numbers, which a "
+                              "chute dataset converted from zarr cannot store; remove them from "
+                              "a copy of the group, or write the dataset with ShardWriter (json "
+                              "or bytes fields)")
+        names = self.names = {n: field_name(n) for n in ds.fields}
+        clash = sorted({f for f in names.values() if list(names.values()).count(f) > 1})
+        if clash:
+            raise FormatError(f"{ds.path}: arrays {[n for n in names if names[n] in clash]} "
+                              f"would all become field {clash[0]!r} ('/' of a subgroup path "
+                              "becomes '.'); rename one of them in a copy of the group")
+        self.per_sample = {n: k for n, k in ds.fields.items() if k != "table"}
+        self.tables = {names[n]: ds.reader(n).read(np.arange(ds.reader(n).num_rows))
+                       for n in ds.fields if n not in self.per_sample}
+        self.fields = {}
+        for name, kind in self.per_sample.items():
+            spec = ds.specs[name]
+            self.fields[names[name]] = ({"kind": "ndarray", "dtype": spec["dtype"],
+                                         "shape": spec["shape"][1:], "compression": compression}
+                                        if kind == "ndarray" else spec["dtype"])
+        self.extra = {"zarr": {"arrays": {names[n]: n for n in ds.fields},
+                               "attributes": _attributes(ds.path)}}
+        self.path = ds.path
+        self.units = range(len(ds))
+
+    def _dataset(self):
+        from chute.readers.zarr._zarr import ZarrDataset
+
+        ds = getattr(self, "_ds", None)
+        if ds is None:
+            ds = self._ds = ZarrDataset(self.src, sample_array=self.sample_array,
+                                        missing_chunks=self.missing_chunks)
+        return ds
+
+    def __getstate__(self) -> dict:
+        # tasks open the group themselves; the tables go with the committing writer only
+        return {k: v for k, v in self.__dict__.items() if k not in ("_ds", "tables")}
+
+    def write(self, units, writer, report, progress, workers) -> None:
+        ds, names, per_sample = self._dataset(), self.names, self.per_sample
+        for lo in range(0, len(units), _BLOCK):
+            ids = np.asarray(units[lo:lo + _BLOCK], dtype=np.int64)
             block = {n: ds.read(n, ids) for n in per_sample}
             for k in range(len(ids)):
                 writer.write({names[n]: block[n][k] if per_sample[n] == "ndarray"
                               else block[n][k].item() for n in per_sample})
-    return len(ds)
+            progress(len(ids))
+
+    def source_info(self, report) -> str:
+        return f"zarr:{self.path}"

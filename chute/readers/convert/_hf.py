@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from chute.errors import FormatError
+from chute.readers.convert._jobs import ConvertJob
+from chute.readers.convert._transcode import TRANSCODE_QUALITY
 
 __all__ = ["hf_samples", "is_hf_dataset", "undecoded_images", "hf_class_names",
-           "check_label_column", "hf_rows"]
+           "check_label_column", "hf_rows", "HFJob"]
 
 
 def is_hf_dataset(obj: Any) -> bool:
@@ -104,3 +106,68 @@ def hf_samples(table, src, *, image_column: str = "image",
             yield sample
 
     return samples(), class_names
+
+
+class HFJob(ConvertJob):
+    """The rows of a `datasets.Dataset` as units, written as `chute convert hf` writes them
+    (fields inferred from the first row, as `write_dataset` infers them).
+
+    Args:
+        table: the `datasets.Dataset`.
+        src: what it was loaded from, named in errors.
+        image_column: the column holding images.
+        label_column: the column holding integer labels.
+        shard_size: payload bytes per shard.
+        overwrite: replace a dataset at the destination.
+        quality: JPEG quality for images that are not JPEG already.
+        progress: show a progress bar.
+    """
+
+    kind = "hf"
+    unit = "row"
+
+    def __init__(self, table, src, *, image_column: str = "image", label_column: str = "label",
+                 shard_size: str | int = "1GiB", overwrite: bool = False,
+                 quality: int = TRANSCODE_QUALITY, progress: bool = True):
+        from chute.readers.kinds._kinds import infer_declaration
+
+        if image_column not in table.column_names:
+            raise FormatError(f"{src}: no column {image_column!r} (it has "
+                              f"{table.column_names}); pass --image-column")
+        check_label_column(table, label_column, src)
+        self.class_names = hf_class_names(table, label_column)
+        self.table, self.encoded = undecoded_images(table, image_column)
+        self.src, self.image_column, self.label_column = str(src), image_column, label_column
+        self.quality = quality
+        self.shard_size, self.overwrite, self.progress = shard_size, overwrite, progress
+        self.units = range(len(self.table))
+        self.info = {"name": self.src}
+        if not len(self.table):
+            raise FormatError(f"{src}: the dataset has no rows")
+        first = next(self._samples(range(1)))
+        self.fields = {**{name: infer_declaration(value) for name, value in first.items()},
+                       "image": {"kind": "bytes", "media": "image"},
+                       "height": "int32", "width": "int32"}  # as write_dataset declares them
+
+    def _samples(self, units) -> Iterator[dict]:
+        from chute.readers.convert._write_dataset import with_jpeg
+
+        rows = self.table.select(units) if len(units) != len(self.table) else self.table
+        for i, row in zip(units, rows, strict=True):
+            if self.encoded:
+                row[self.image_column] = _image_bytes(row[self.image_column], self.src, i)
+            sample = {"image": row.pop(self.image_column)}
+            if self.label_column in row:
+                sample["label"] = int(row.pop(self.label_column))
+            sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
+                                                if isinstance(v, (str, int, float, bool))}}
+            yield with_jpeg(sample, "image", i, self.quality)
+
+    def write(self, units, writer, report, progress, workers) -> None:
+        for sample in self._samples(units):
+            writer.write(sample)
+            report.actions["stored"] += 1
+            progress(1)
+
+    def source_info(self, report) -> dict:
+        return {"kind": "hf", **self.info}

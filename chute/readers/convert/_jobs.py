@@ -44,6 +44,8 @@ class ConvertJob(ABC):
         class_names: label names for the manifest.
         info: what the manifest's "source" records about the input.
         unit: the name of one unit in progress displays.
+        tables: arrays stored once for the whole dataset (written by the committing writer).
+        extra: more keys for the manifest.
         shard_size, overwrite, strict, progress, report: as every converter takes them.
     """
 
@@ -57,6 +59,8 @@ class ConvertJob(ABC):
     overwrite: bool = False
     progress: bool = True
     report: Path | str | None = None
+    tables: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
 
     @abstractmethod
     def write(self, units: Sequence[Any], writer: ShardWriter, report: ConvertReport,
@@ -77,7 +81,8 @@ class ConvertJob(ABC):
         could be stored)."""
         return None
 
-    def source_info(self, report: ConvertReport) -> dict[str, Any]:
+    def source_info(self, report: ConvertReport) -> Any:
+        """The manifest's "source" entry."""
         return {"kind": self.kind, **self.info, **report.actions, "skipped": len(report.skipped)}
 
 
@@ -106,7 +111,8 @@ def run_job(job: ConvertJob, dst, *, engine: Engine | None = None,
     dst = destination(dst)
     report = ConvertReport()
     with ShardWriter(dst, job.fields, shard_size=job.shard_size, class_names=job.class_names,
-                     overwrite=job.overwrite) as writer:
+                     overwrite=job.overwrite, tables=job.tables,
+                     manifest_extra=job.extra) as writer:
         bar = tqdm(total=len(job.units), unit=job.unit, disable=not job.progress,
                    desc=f"convert -> {name_of(dst)}")
         try:

@@ -13,7 +13,7 @@ from chute.readers.convert._transcode import TRANSCODE_QUALITY
 from chute.readers.format._writer import ShardWriter
 from chute.readers.kinds._kinds import infer_declaration
 
-__all__ = ["write_dataset"]
+__all__ = ["write_dataset", "with_jpeg"]
 
 
 def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str = "image",
@@ -57,7 +57,7 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
     if first is None:
         raise FormatError(f"write_dataset({path}): the iterable gave no samples")
     if image_field in first:
-        first = _with_jpeg(first, image_field, 0, quality)
+        first = with_jpeg(first, image_field, 0, quality)
     if fields is None:
         fields = {name: infer_declaration(value) for name, value in first.items()}
     if image_field in first:
@@ -68,14 +68,16 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
         writer.write(first)
         for i, sample in enumerate(iterator, start=1):
             if image_field in sample:
-                sample = _with_jpeg(sample, image_field, i, quality)
+                sample = with_jpeg(sample, image_field, i, quality)
             writer.write(sample)
     dataset = open_dataset(path)
     assert isinstance(dataset, Dataset)  # a chute folder, just written
     return dataset
 
 
-def _with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:
+def with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:
+    """`sample` with `image_field` stored as JPEG (JPEG bytes as they are) and its height and
+    width; FormatError naming sample `i` when it is not a readable image."""
     from PIL import Image
 
     from chute.readers.convert._images import UnreadableImage, encode_jpeg, prepare_image

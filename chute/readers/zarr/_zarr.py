@@ -629,6 +629,17 @@ class ZarrDataset:
                                    f"({self._len} samples: use 0..{self._len - 1})")
         return j
 
+    @property
+    def shard_starts(self) -> np.ndarray:
+        """The first sample of every chunk along the first dimension, then the sample count
+        (int64, len chunks + 1): `Pipeline(ds, shuffle=ShardWindows(shards=k))` shuffles
+        windows of k chunks, so a shuffled epoch decodes each chunk once. A chunk is a shard
+        for a sharded array (a shard file is read whole), and the largest chunk among the
+        per-sample arrays when theirs differ."""
+        rows = max((r.chunk_rows() for n, r in self._readers.items()
+                    if self.fields[n] != "table"), default=1)
+        return np.append(np.arange(0, self._len, rows, dtype=np.int64), np.int64(self._len))
+
     def locate(self, i: int) -> tuple[str, int]:
         """(group folder name, sample index), for messages: a zarr group has no shards."""
         return self.path.name, self._check_index(i)
