@@ -390,7 +390,7 @@ class NodeCache:
             if folder.name.startswith(".") or not folder.is_dir():
                 continue
             version_pin = folder / _VERSION_PIN
-            if True or _in_use(version_pin):
+            if _in_use(version_pin):
                 try:
                     names = (folder / PAYLOAD_LIST).read_text().split("\n")
                 except OSError:

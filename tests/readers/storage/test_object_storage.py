@@ -297,3 +297,37 @@ def test_a_limit_smaller_than_one_shard_is_refused_at_once(s3, tmp_path):
     with pytest.raises(CacheFullError, match="cache_limit .* cannot hold .* raise it to at least"):
         open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c", cache_limit=20_000)
     assert time.monotonic() - t0 < 10
+
+
+def test_an_old_version_no_process_has_open_is_evicted_indices_and_all(s3, tmp_path):
+    import gc
+
+    from chute.readers.format._manifest import MANIFEST
+
+    server, bucket = s3
+    write(f"{bucket}/ds", samples(40, seed=0), shard_size="16KB")
+    probe = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "probe")
+    listed = {f"{s['name']}/{f}": e["size"] for s in probe.manifest["shards"]
+              for f, e in s["files"].items()}
+    small = sum(n for f, n in listed.items() if not f.endswith(".bin"))
+    limit = sum(listed.values()) + small // 2  # one version and a half of its indices
+    cache = tmp_path / "c"
+    old = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
+    [old[i] for i in range(len(old))]
+    old_folder = Path(old.path)
+    kept = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
+    del old
+    gc.collect()
+    rows = samples(40, seed=5)
+    write(f"{bucket}/ds", rows, shard_size="16KB", overwrite=True)
+    new = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
+    # both versions' indices plus the new payload do not fit: payload files are evicted,
+    # never the indices of the old version `kept` has open
+    assert all(bytes(new[i]["image"]) == rows[i]["image"] for i in range(len(new)))
+    assert (old_folder / MANIFEST).exists()
+    del kept
+    gc.collect()
+    new.close()
+    assert all(bytes(new[i]["image"]) == rows[i]["image"] for i in range(len(new)))
+    assert not (old_folder / MANIFEST).exists()  # no one has it open: its files went first
+    assert cache_bytes(cache) <= limit + max(listed.values())
