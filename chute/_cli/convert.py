@@ -133,6 +133,7 @@ def _add_zarr(kinds) -> None:
     zarr.add_argument("--missing-chunks", choices=("error", "fill"), default="error",
                       help="an absent chunk file: stop and name it (default), or read zarr's "
                       "fill value (arrays written sparse on purpose)")
+    add_engine_args(zarr)
     zarr.set_defaults(func=_run_zarr)
 
 
@@ -141,7 +142,8 @@ def _run_zarr(args) -> int:
 
     n = convert_zarr(args.src, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
                      compression=None if args.compression == "none" else args.compression,
-                     sample_array=args.sample_array, missing_chunks=args.missing_chunks)
+                     sample_array=args.sample_array, missing_chunks=args.missing_chunks,
+                     engine=engine_of(args))
     arrays = getattr(open_dataset(args.dst), "manifest", {}).get("zarr", {}).get("arrays", {})
     for field, array in arrays.items():
         if field != array:

@@ -5,6 +5,7 @@ path,text or a Kaldi data folder) -> a chute dataset, registered under `chute co
 from __future__ import annotations
 
 from chute._cli._args import positive
+from chute._cli._engine import add_engine_args, engine_of
 
 __all__ = ["add_parser", "run"]
 
@@ -36,6 +37,7 @@ def add_parser(kinds, size) -> None:
     parser.add_argument("--report", metavar="FILE", help="default DST/skipped.tsv")
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_engine_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -45,7 +47,7 @@ def run(args) -> int:
     report = convert_audio(args.src, args.dst, AudioConvertOptions(
         shard_size=args.shard_size, workers=args.workers, strict=args.strict,
         overwrite=args.overwrite, progress=not args.no_progress, report=args.report,
-        root=args.root, supervisions=args.supervisions))
+        root=args.root, supervisions=args.supervisions), engine=engine_of(args))
     print(f"wrote {report.written} recordings ({report.segments} segments) to {args.dst}")
     print(f"skipped {len(report.skipped) - report.dropped_segments} files and "
           f"{report.dropped_segments} segments"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chute.errors import ChuteError
-from chute.ray._runtime import cluster_cpus, connect
+from chute.ray._runtime import cluster_cpus, connect, task_env
 from chute.readers import ConvertReport, PartTarget, PartWriter, StorageError
 
 __all__ = ["RayEngine"]
@@ -108,7 +108,8 @@ class _Retries:
         self.retries = retries
 
     def __call__(self) -> dict[str, Any]:
-        return {"max_retries": self.retries, "retry_exceptions": [OSError, StorageError]}
+        return {"max_retries": self.retries, "retry_exceptions": [OSError, StorageError],
+                **task_env()}
 
 
 def _first_attempt(folder: str, task: int) -> bool:

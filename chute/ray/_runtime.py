@@ -4,12 +4,16 @@ started for this process, quietly (chute prints its own progress)."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from chute._lazy import require
 from chute.errors import ChuteError
 
-__all__ = ["connect", "cluster_cpus"]
+__all__ = ["connect", "cluster_cpus", "task_env"]
+
+# what tasks need to reach object storage the way the driver does (docs/storage.md)
+_FORWARDED = ("AWS_", "CHUTE_S3_", "CHUTE_DATA_CACHE")
 
 
 def connect(address: str | None = None) -> Any:
@@ -44,3 +48,11 @@ def connect(address: str | None = None) -> Any:
 def cluster_cpus(ray: Any) -> int:
     """The CPUs of the connected cluster (at least 1)."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def task_env() -> dict[str, Any]:
+    """Remote options giving tasks this process's object storage settings (the AWS_ and
+    CHUTE_S3_ variables, the node cache folder): a task on a local instance started earlier,
+    or on another node, reaches the same endpoint with the same credentials."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(_FORWARDED)}
+    return {"runtime_env": {"env_vars": env}} if env else {}

@@ -243,7 +243,13 @@ class ShardWriter:
             name = shard["name"]
             if self._remote is None:  # named in order, as a single writer names them
                 name = self._shard_name(len(self._shards))
-                os.rename(self._folder / shard["name"], self._folder / name)
+                try:
+                    os.rename(self._folder / shard["name"], self._folder / name)
+                except FileNotFoundError:
+                    raise ChuteError(
+                        f"{self.path}: shard {shard['name']} of a part is not in "
+                        f"{self._folder}; parts written on other machines need a destination "
+                        "every machine sees (a shared file system, or s3://)") from None
             self._shards.append({**shard, "name": name})
         self._count += part["num_samples"]
         self._adopted = True
