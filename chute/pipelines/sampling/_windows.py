@@ -28,7 +28,8 @@ __all__ = ["ShardWindows", "WindowOrder"]
 class ShardWindows:
     """`Pipeline(shuffle=ShardWindows(shards=4))`: shuffle the shards, then the samples within
     windows of `shards` consecutive shards of that order (for datasets larger than the node
-    cache of an `s3://` dataset; see docs/storage.md).
+    cache of an `s3://` dataset; see docs/storage.md). On a zarr group the shards are its
+    chunks along the first dimension (docs/latents.md).
 
     Args:
         shards: shards per window (>= 1); more mixes better, fewer needs less cache.
@@ -45,7 +46,8 @@ class ShardWindows:
         """The windows over `dataset`'s shards."""
         starts = getattr(dataset, "shard_starts", None)
         if starts is None:
-            raise ValueError(f"shuffle=ShardWindows(...) needs a chute dataset (its shards); "
+            raise ValueError(f"shuffle=ShardWindows(...) needs a chute dataset or zarr group "
+                             f"(its shards or chunks); "
                              f"{getattr(dataset, 'path', dataset)} has none: use shuffle=True")
         return BoundWindows(tuple(int(s) for s in np.asarray(starts)), self.shards)
 

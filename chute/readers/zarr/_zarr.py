@@ -634,10 +634,13 @@ class ZarrDataset:
         """The first sample of every chunk along the first dimension, then the sample count
         (int64, len chunks + 1): `Pipeline(ds, shuffle=ShardWindows(shards=k))` shuffles
         windows of k chunks, so a shuffled epoch decodes each chunk once. A chunk is a shard
-        for a sharded array (a shard file is read whole), and the largest chunk among the
-        per-sample arrays when theirs differ."""
-        rows = max((r.chunk_rows() for n, r in self._readers.items()
-                    if self.fields[n] != "table"), default=1)
+        for a sharded array (a shard file is read whole). When the per-sample arrays are
+        chunked differently, the chunks are those of the array with the largest rows (the
+        costliest to decode: a small index column is often one chunk of every row)."""
+        readers = [r for n, r in self._readers.items() if self.fields[n] != "table"]
+        heaviest = max(readers, default=None, key=lambda r: (
+            r.dtype.itemsize * math.prod(r.sample_shape), r.chunk_rows()))
+        rows = 1 if heaviest is None else heaviest.chunk_rows()
         return np.append(np.arange(0, self._len, rows, dtype=np.int64), np.int64(self._len))
 
     def locate(self, i: int) -> tuple[str, int]:
