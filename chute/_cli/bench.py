@@ -97,7 +97,8 @@ def run(args) -> int:
             steady = statistics.median(rates[1:])
             print(f"{'steady state (median)':30s} {steady:35.1f} img/s", file=out)
         print(f"backend choice: {pipe.stats.backend_reason}", file=out)
-        print(f"decode errors replaced: {pipe.stats.decode_errors}; "
+        print(f"decode errors {'replaced' if pipe.augment == 'train' else 'left out'}: "
+              f"{pipe.stats.decode_errors}; "
               f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s", file=out)
         if args.json:
             print_json({"dataset": str(args.dataset), "backend": pipe.stats.backend,

@@ -158,7 +158,8 @@ def _stream(path: Path, args, steps: _Steps) -> str:
             note = " (includes JIT compile and cold caches)" if epoch == 0 else ""
             print(f"      epoch {epoch}: {n} images, {n / seconds:,.0f} img/s{note}")
             best = max(best, n / seconds)
-        print(f"      decode errors replaced: {pipe.stats.decode_errors}; "
+        done = "replaced" if pipe.augment == "train" else "left out"
+        print(f"      decode errors {done}: {pipe.stats.decode_errors}; "
               f"consumer waited {pipe.stats.wait_seconds:.2f}s in total")
         return f"{best:,.0f} img/s (best of {args.epochs} epochs, backend {pipe.stats.backend})"
 
