@@ -106,7 +106,8 @@ class Pipeline:
         batching: None (`batch_size` samples per batch), `MaxDuration(seconds)` or
             `Buckets(config)`.
         augment: "train" (random crops, clips and perturbations; drops the tail) or "eval"
-            (deterministic; every sample once).
+            (deterministic; every sample once, a sample that fails under on_error="skip" left
+            out).
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
         seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
         shuffle: False delivers the dataset's own order (e.g. a sequential evaluation);
