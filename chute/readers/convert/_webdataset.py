@@ -55,10 +55,15 @@ def _samples(tars, max_member: int) -> Generator[tuple[Any, str, dict | _Skipped
     """(tar, key, sample or why it cannot be stored) for every sample of `tars`."""
     for tar_path in tars:
         try:
-            archive = tarfile.open(tar_path, mode="r|*")
-        except (tarfile.TarError, OSError, EOFError) as exc:
+            raw = open(tar_path, "rb")  # noqa: SIM115  (closed with the archive below)
+        except OSError as exc:
             raise FormatError(f"{tar_path}: not a readable tar file ({exc})") from None
-        with archive:
+        try:
+            archive = tarfile.open(fileobj=_EndOnce(raw), mode="r|*")
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raw.close()
+            raise FormatError(f"{tar_path}: not a readable tar file ({exc})") from None
+        with raw, archive:
             # `key` is the prefix of the sample in `members`; set before its first member.
             key = ""
             members: dict[str, bytes] = {}
@@ -94,6 +99,23 @@ def _samples(tars, max_member: int) -> Generator[tuple[Any, str, dict | _Skipped
                 yield tar_path, key, _sample(key, members, too_big)
 
 
+class _EndOnce:
+    """A tar file read by tarfile's stream mode, which skips a member by reading on block by
+    block, also past the end: a header claiming 2^80 bytes (base-256 size field) kept it
+    reading nothing for ever. Reading again after the end raises EOFError (a corrupt tar)."""
+
+    def __init__(self, raw) -> None:
+        self.raw, self.ended = raw, False
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        if not data and size:
+            if self.ended:
+                raise EOFError("a member claims more bytes than the file holds")
+            self.ended = True
+        return data
+
+
 def _sample(key: str, members: dict[str, bytes], too_big: list[str]) -> dict | _SkippedSample:
     if too_big:
         return _SkippedSample("; ".join(too_big))
@@ -105,8 +127,9 @@ def _sample(key: str, members: dict[str, bytes], too_big: list[str]) -> dict | _
     if "json" in members:
         try:
             extra = json.loads(members["json"])
-        except ValueError as exc:
-            return _SkippedSample(f"{key}.json is not JSON ({exc})")
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
+            return _SkippedSample(f"{key}.json is not JSON ({type(exc).__name__}: "
+                                  f"{str(exc)[:120]})")
         meta.update(extra if isinstance(extra, dict) else {"json": extra})
     text = next((members[e] for e in _TEXT_EXTENSIONS if e in members), None)
     if text is not None:
