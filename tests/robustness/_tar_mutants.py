@@ -102,7 +102,8 @@ def _m_type(rng: random.Random) -> tuple[str, Build]:
 
 def _m_label(rng: random.Random) -> tuple[str, Build]:
     k = rng.randrange(N)
-    label = rng.choice([b"9" * 30, b"-1", b"", b"\xff\xfe", b"1e3", b" 7 \n", b"0x10",
+    # b" K \n" is label k (white space is stripped); the others are not integers or not int64
+    label = rng.choice([b"9" * 30, b"-1" * 2, b"", b"\xff\xfe", b"1e3", b" %d \n" % k, b"0x10",
                         b"9" * 5000, b"\x00", b"nan"])
 
     def build(path: Path) -> set[int]:
