@@ -8,7 +8,7 @@ import json
 import tarfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from chute.errors import ChuteError, FormatError
 from chute.readers._sizes import format_size, parse_size
@@ -59,7 +59,7 @@ def _samples(tars, max_member: int) -> Generator[tuple[Any, str, dict | _Skipped
         except OSError as exc:
             raise FormatError(f"{tar_path}: not a readable tar file ({exc})") from None
         try:
-            archive = tarfile.open(fileobj=_EndOnce(raw), mode="r|*")
+            archive = tarfile.open(fileobj=cast(IO[bytes], _EndOnce(raw)), mode="r|*")
         except (tarfile.TarError, OSError, EOFError) as exc:
             raw.close()
             raise FormatError(f"{tar_path}: not a readable tar file ({exc})") from None
