@@ -24,13 +24,15 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import xxhash
 
 from chute.errors import ChuteError
 
-__all__ = ["StorageError", "Remote", "is_remote", "REMOTE_SCHEMES", "retry_seconds"]
+__all__ = ["StorageError", "ConflictError", "Remote", "is_remote", "REMOTE_SCHEMES",
+           "retry_seconds"]
 
 REMOTE_SCHEMES = ("s3",)
 _CHUNK = 8 << 20
@@ -42,6 +44,10 @@ _LOCAL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EMFILE)
 class StorageError(ChuteError, OSError):
     """Object storage refused a request for good (missing object, no permission, bad
     credentials) or stayed unreachable past the retry deadline."""
+
+
+class ConflictError(StorageError):
+    """A conditional write found the object created or changed by someone else."""
 
 
 def is_remote(path_or_url) -> bool:
@@ -169,6 +175,9 @@ class Remote:
         while True:
             try:
                 return fn()
+            except (obx.AlreadyExistsError, obx.PreconditionError) as exc:
+                raise ConflictError(f"{self.where(name)}: {what} refused: the object was "
+                                    f"created or changed meanwhile ({_short(exc)})") from None
             except (FileNotFoundError, obx.NotFoundError):
                 raise StorageError(f"{self.where(name)}: not found in object storage; check the "
                                    "URL (bucket and prefix) and that the dataset was written "
@@ -285,11 +294,37 @@ class Remote:
                 obstore.put(self.store, name, f)
         self._call("upload", name, put)
 
-    def put_bytes(self, name: str, data: bytes) -> None:
-        """Write `data` as object `name`."""
+    def put_bytes(self, name: str, data: bytes, *, create: bool = False,
+                  if_match: str | None = None) -> str | None:
+        """Write `data` as object `name`; returns its ETag. A conditional write raises
+        ConflictError when the object exists (`create`) or no longer has the ETag `if_match`.
+
+        Args:
+            name: the object.
+            data: its bytes.
+            create: only if no object `name` exists (If-None-Match).
+            if_match: only if the object still has this ETag (If-Match).
+        """
         import obstore
 
-        self._call("upload", name, lambda: obstore.put(self.store, name, data))
+        mode: Any = "create" if create else \
+            {"e_tag": if_match} if if_match is not None else "overwrite"
+        result = self._call("upload", name, lambda: obstore.put(self.store, name, data,
+                                                                mode=mode))
+        return result.get("e_tag")
+
+    def head(self, name: str) -> dict | None:
+        """The metadata of object `name` (`e_tag`, `last_modified`, `size`); None when it
+        does not exist."""
+        import obstore
+        import obstore.exceptions as obx
+
+        def head() -> dict | None:
+            try:
+                return dict(obstore.head(self.store, name))
+            except (FileNotFoundError, obx.NotFoundError):
+                return None
+        return self._call("metadata request", name, head)
 
     def delete(self, names: builtins.list[str]) -> None:
         """Delete the objects `names` (absent ones are not an error)."""

@@ -5,7 +5,10 @@ removed locally, so a convert needs local room for about one shard), under names
 this write (`w<token>-00000`): the shards of the dataset already there are never touched
 before the end. The manifest is uploaded last, which is what makes the new dataset visible
 in one step; only then are the old version's objects and the leftovers of interrupted writes
-deleted. A write that is interrupted leaves the old dataset (or none) whole."""
+deleted. A write that is interrupted leaves the old dataset (or none) whole. A write holds
+the destination's lease (`_write_lease.py`) from start to end: a second writer to the same URL
+fails at once, and one whose lease was taken over, or whose dataset was replaced meanwhile,
+fails at the manifest, leaving the other writer's dataset whole."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from chute.errors import ChuteError
 from chute.readers.storage._object_store import Remote, StorageError
+from chute.readers.storage._write_lease import LEASE, WriteLease
 
 __all__ = ["RemoteDestination"]
 
@@ -38,6 +42,16 @@ class RemoteDestination:
         self.remote = Remote(url)
         self.url = self.remote.url
         self.token = secrets.token_hex(4)
+        self._lease: WriteLease | None = WriteLease(self.remote, self.token, _MANIFEST)
+        try:
+            self._check(overwrite)
+        except BaseException:
+            self._lease.release()
+            raise
+        self.staging = Path(tempfile.mkdtemp(prefix="chute-upload-"))
+        self._uploaded: list[str] = []
+
+    def _check(self, overwrite: bool) -> None:
         existing = dict(self.remote.list())
         self._old: dict | None = None
         if _MANIFEST in existing:
@@ -49,13 +63,11 @@ class RemoteDestination:
             except ValueError:
                 self._old = None  # a damaged manifest: its objects go with the leftovers
         foreign = sorted(n for n in existing
-                         if n != _MANIFEST and not _OWN.match(n) and n not in _REPORTS
-                         and not self._listed_in_old(n))
+                         if n not in (_MANIFEST, LEASE) and not _OWN.match(n)
+                         and n not in _REPORTS and not self._listed_in_old(n))
         if foreign:
             raise ChuteError(f"{self.url}: already holds {len(foreign)} objects that are not a "
                              f"chute dataset (e.g. {foreign[0]}); choose an empty prefix")
-        self.staging = Path(tempfile.mkdtemp(prefix="chute-upload-"))
-        self._uploaded: list[str] = []
 
     @classmethod
     def part(cls, url: str) -> RemoteDestination:
@@ -66,6 +78,7 @@ class RemoteDestination:
         self.url = self.remote.url
         self.token = secrets.token_hex(4)
         self._old = None
+        self._lease = None  # the writer that commits holds the destination's lease
         self.staging = Path(tempfile.mkdtemp(prefix="chute-upload-"))
         self._uploaded = []
         return self
@@ -85,6 +98,8 @@ class RemoteDestination:
 
     def upload_folder(self, folder: Path) -> None:
         """Upload the finished shard `folder` (named by `shard_name`), then remove it here."""
+        if self._lease is not None:
+            self._lease.check()
         for path in sorted(folder.iterdir()):
             name = f"{folder.name}/{path.name}"
             self.remote.put_file(name, path)
@@ -93,6 +108,8 @@ class RemoteDestination:
 
     def upload_file(self, path: Path, name: str) -> None:
         """Upload a file stored once per dataset (a table)."""
+        if self._lease is not None:
+            self._lease.check()
         self.remote.put_file(name, path)
         self._uploaded.append(name)
 
@@ -100,7 +117,8 @@ class RemoteDestination:
         """Upload the manifest (the new dataset is visible from here on), then delete what
         no longer belongs: the old version's objects and interrupted writes' shards."""
         new = json.loads(manifest_path.read_text())
-        self.remote.put_bytes(_MANIFEST, manifest_path.read_bytes())
+        assert self._lease is not None
+        self._lease.put_manifest(_MANIFEST, manifest_path.read_bytes())
         keep = _names_of(new) | {_MANIFEST, *_REPORTS}
         try:
             stale = [n for n, _ in self.remote.list() if n not in keep and
@@ -108,13 +126,19 @@ class RemoteDestination:
             self.remote.delete(stale)
         except StorageError:
             pass  # the new dataset is complete; leftovers go at the next write
+        self._lease.release()
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def abort(self) -> None:
         """Remove this write's objects (best effort: the next write removes any left)."""
         shutil.rmtree(self.staging, ignore_errors=True)
+        names = self._uploaded
+        if self._lease is not None:
+            if self._lease.lost is not None:  # tables share names with the other writer's
+                names = [n for n in names if n.startswith(f"w{self.token}-")]
+            self._lease.release()
         try:
-            self.remote.delete(self._uploaded)
+            self.remote.delete(names)
         except StorageError:
             pass
 

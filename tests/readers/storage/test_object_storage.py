@@ -77,9 +77,9 @@ def test_the_manifest_is_uploaded_last_and_old_versions_are_cleaned_up(s3, tmp_p
         order.append(name)
         put_file(self, name, path)
 
-    def spy_bytes(self, name, data):
+    def spy_bytes(self, name, data, **conditions):
         order.append(name)
-        put_bytes(self, name, data)
+        return put_bytes(self, name, data, **conditions)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(Remote, "put_file", spy_file)
