@@ -1,10 +1,9 @@
-"""`RayEngine`: a convert's units cut into slices, each written by one Ray Data task as a part
-of the dataset (its own shards, named for that attempt), adopted in order by the writer on the
-driver, which alone writes the manifest (docs/ray.md)."""
+"""`RayEngine`: a convert's units cut into slices, each written by one Ray task as a part of the
+dataset (its own shards, named for that attempt), adopted in order by the writer on the driver,
+which alone writes the manifest (docs/ray.md)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import Counter
@@ -20,6 +19,7 @@ __all__ = ["RayEngine"]
 # Test hook (tests/ray/): a folder; the first attempt of every task writes half its slice,
 # then its process exits, as a preempted node would.
 _KILL_FIRST_ATTEMPT = "CHUTE_TEST_RAY_KILL_FIRST_ATTEMPT"
+_CANCEL_WAIT_S = 60  # how long a failed convert waits for its cancelled tasks to stop
 
 
 @dataclass(frozen=True)
@@ -41,75 +41,71 @@ class RayEngine:
 
     def run(self, job, writer, report: ConvertReport, progress) -> None:
         """Write `job`'s units as parts adopted by `writer` (see `chute.readers.Engine`)."""
-        ray = connect(self.address)  # with ray.data imported
+        ray = connect(self.address)
         units = len(job.units)
-        size = self.task_size or max(1, math.ceil(units / (4 * cluster_cpus(ray))))
-        slices = [{"task": i, "start": start, "stop": min(start + size, units)}
+        cpus = cluster_cpus(ray)
+        size = self.task_size or max(1, math.ceil(units / (4 * cpus)))
+        slices = [(i, start, min(start + size, units))
                   for i, start in enumerate(range(0, units, size))]
-        if not slices:
-            return
-        task = _WriteSlice(ray.put(job), writer.part_target(),
-                           os.environ.get(_KILL_FIRST_ATTEMPT))
-        tasks = ray.data.from_items(slices, override_num_blocks=len(slices)).map(
-            task, num_cpus=1, ray_remote_args_fn=_Retries(self.retries))
+        # Ray core tasks (what Ray Data runs on): their retries can be bounded, where Ray Data
+        # reruns a dying task without end (docs/ray.md)
+        task = ray.remote(_write_slice).options(
+            num_cpus=1, max_retries=self.retries, retry_exceptions=[OSError, StorageError],
+            **task_env())
+        job_ref, target = ray.put(job), writer.part_target()
+        kill_first = os.environ.get(_KILL_FIRST_ATTEMPT)
+        pending: dict[Any, int] = {}
         done: dict[int, dict] = {}
+        waiting = iter(slices)
         try:
-            for row in tasks.iter_rows():
-                if row["error"]:  # deterministic (--strict, a bad source): not retried
-                    raise ChuteError(row["error"])
-                done[row["task"]] = row
-                progress(row["stop"] - row["start"])
+            while len(done) < len(slices):
+                while len(pending) < 2 * cpus:  # the rest wait here, not in Ray's queue
+                    item = next(waiting, None)
+                    if item is None:
+                        break
+                    pending[task.remote(job_ref, target, *item, kill_first)] = item[0]
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                result = ray.get(ready[0])
+                del pending[ready[0]]
+                if result["error"]:  # deterministic (--strict, a bad source): not retried
+                    raise ChuteError(result["error"])
+                done[result["task"]] = result
+                progress(result["units"])
         except ray.exceptions.RayError as exc:
             raise ChuteError(f"{job.kind} convert on Ray: a task failed {self.retries + 1} "
                              f"times: {_first_line(exc)}") from None
+        finally:
+            if pending:  # stop writing into a dataset that is being dropped, before it goes
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                ray.wait(list(pending), num_returns=len(pending), timeout=_CANCEL_WAIT_S)
         for i in range(len(slices)):
-            row = done[i]
-            writer.adopt(json.loads(row["part"]))
-            report.merge(ConvertReport(actions=Counter(json.loads(row["actions"])),
-                                       skipped=[tuple(s) for s in json.loads(row["skipped"])]))
+            writer.adopt(done[i]["part"])
+            report.merge(ConvertReport(actions=Counter(done[i]["actions"]),
+                                       skipped=list(done[i]["skipped"])))
 
 
-class _WriteSlice:
-    """One task: the units [start, stop) of the job, written by a PartWriter."""
-
-    def __init__(self, job_ref: Any, target: PartTarget, kill_first: str | None):
-        self.job_ref, self.target, self.kill_first = job_ref, target, kill_first
-
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        import ray
-
-        job = ray.get(self.job_ref)
-        units = job.units[row["start"]:row["stop"]]
-        writer = PartWriter(self.target)
-        report = ConvertReport()
-        result = {**row, "error": "", "part": "", "actions": "{}", "skipped": "[]"}
-        try:
-            if self.kill_first and _first_attempt(self.kill_first, row["task"]):
-                job.write(units[:max(1, len(units) // 2)], writer, report, _ignore, 1)
-                os._exit(1)
-            job.write(units, writer, report, _ignore, 1)
-            writer.close()
-        except ChuteError as exc:
-            writer.abort()
-            return {**result, "error": str(exc)}
-        except BaseException:
-            writer.abort()
-            raise
-        return {**result, "part": json.dumps(writer.part),
-                "actions": json.dumps(dict(report.actions)),
-                "skipped": json.dumps(report.skipped)}
-
-
-class _Retries:
-    """Remote options of every task: a task whose process died, or that raised an I/O error,
-    runs again up to `retries` times (Ray Data alone would rerun a dying task forever)."""
-
-    def __init__(self, retries: int):
-        self.retries = retries
-
-    def __call__(self) -> dict[str, Any]:
-        return {"max_retries": self.retries, "retry_exceptions": [OSError, StorageError],
-                **task_env()}
+def _write_slice(job: Any, target: PartTarget, task: int, start: int, stop: int,
+                 kill_first: str | None) -> dict[str, Any]:
+    """One task: the units [start, stop) of `job`, written by a PartWriter."""
+    units = job.units[start:stop]
+    writer = PartWriter(target)
+    report = ConvertReport()
+    result: dict[str, Any] = {"task": task, "units": stop - start, "error": ""}
+    try:
+        if kill_first and _first_attempt(kill_first, task):
+            job.write(units[:max(1, len(units) // 2)], writer, report, _ignore, 1)
+            os._exit(1)
+        job.write(units, writer, report, _ignore, 1)
+        writer.close()
+    except ChuteError as exc:
+        writer.abort()
+        return {**result, "error": str(exc)}
+    except BaseException:
+        writer.abort()
+        raise
+    return {**result, "part": writer.part, "actions": dict(report.actions),
+            "skipped": report.skipped}
 
 
 def _first_attempt(folder: str, task: int) -> bool:

@@ -46,7 +46,7 @@ def read_dataset(path: Any, *, fields: list[str] | None = None) -> Any:
     source = _ShardSource(DatasetRef.of(dataset), spans, names,
                           {n: dataset.fields[n] for n in names}, _sizes(dataset, spans))
     return ray.data.read_datasource(source, override_num_blocks=max(1, len(spans)),
-                                    ray_remote_args=task_env())
+                                    runtime_env=task_env().get("runtime_env"))
 
 
 def _sizes(dataset: Any, spans: list[tuple[int, int]]) -> list[int]:
