@@ -4,6 +4,10 @@ loopback: convert writes it there, info, verify and bench read it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+
+import pytest
 
 from chute import cli
 from tests._media import jpeg
@@ -34,3 +38,28 @@ def test_convert_info_verify_and_bench_on_s3(s3, tmp_path, capsys):
     assert cli.main(["bench", url, "--backend", "cpu", "--batch-size", "4", "--epochs", "1",
                      "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["dataset"] == url
+
+
+@pytest.mark.slow
+def test_a_second_convert_to_the_same_url_in_another_process_fails_in_one_line(s3, tmp_path):
+    from chute.readers import ShardWriter, open_dataset
+
+    server, bucket = s3
+    src = tmp_path / "src"
+    (src / "c0").mkdir(parents=True)
+    for i in range(4):
+        (src / "c0" / f"{i}.jpg").write_bytes(jpeg(40, 48, seed=i))
+    url = f"{bucket}/train"
+    first = ShardWriter(url, {"image": "bytes", "label": "int64"}, shard_size="4KB")
+    first.write({"image": b"x" * 5000, "label": 0})  # a shard uploaded: a write under way
+    run = subprocess.run([sys.executable, "-c", "import sys; from chute import cli; "
+                          "sys.exit(cli.main(sys.argv[1:]))", "convert", "imagefolder",
+                          str(src), url, "--overwrite", "--no-progress", "--workers", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "another writer (pid" in lines[0] and url in lines[0]
+    first.write({"image": b"y" * 5000, "label": 1})
+    first.close()
+    ds = open_dataset(url, cache_dir=tmp_path / "c")
+    assert [bytes(ds[i]["image"]) for i in range(2)] == [b"x" * 5000, b"y" * 5000]
