@@ -1,0 +1,67 @@
+"""`chute convert ... --engine ray` (chute/_cli/_engine.py): the same multiset of (payload
+bytes, label) as the single-process convert, `chute verify` passes, the Ray options are
+refused without `--engine ray`, and the command runs on its own local Ray instance."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from chute.cli import main
+from chute.readers import open_dataset
+from tests.ray._sources import image_folder
+
+
+def payloads(path) -> Counter:
+    dataset = open_dataset(path)
+    return Counter((bytes(dataset[i]["image"]), int(dataset[i]["label"]))
+                   for i in range(len(dataset)))
+
+
+@pytest.mark.slow
+def test_convert_imagefolder_on_ray_equals_the_single_process_convert(tmp_path, capsys,
+                                                                       ray_local):
+    src = image_folder(tmp_path / "src")
+    assert main(["convert", "imagefolder", str(src), str(tmp_path / "one"), "--json",
+                 "--shard-size", "2KB"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main(["convert", "imagefolder", str(src), str(tmp_path / "ray"), "--json",
+                 "--shard-size", "2KB", "--engine", "ray", "--task-size", "4"]) == 0
+    on_ray = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in on_ray.items() if k not in ("path", "report")} == \
+        {k: v for k, v in one.items() if k not in ("path", "report")}
+    assert payloads(tmp_path / "ray") == payloads(tmp_path / "one")
+    assert (tmp_path / "ray" / "skipped.tsv").read_text() == \
+        (tmp_path / "one" / "skipped.tsv").read_text()
+    assert main(["verify", str(tmp_path / "ray")]) == 0
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--task-size", "4"], "--task-size only apply with --engine ray"),
+    (["--ray-address", "auto"], "--ray-address only apply with --engine ray"),
+    (["--engine", "ray", "--workers", "2"], "--workers does not apply with --engine ray"),
+])
+def test_ray_options_are_refused_where_they_would_be_ignored(tmp_path, capsys, flags, message):
+    src = image_folder(tmp_path / "src")
+    assert main(["convert", "imagefolder", str(src), str(tmp_path / "dst"), *flags]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "dst").exists()
+
+
+@pytest.mark.slow
+def test_the_command_starts_its_own_local_ray_instance(tmp_path):
+    src = image_folder(tmp_path / "src")
+    done = subprocess.run([sys.executable, "-c", "import sys; from chute.cli import main; "
+                           "sys.exit(main(sys.argv[1:]))", "convert", "imagefolder", str(src),
+                           str(tmp_path / "ray"), "--engine", "ray", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 26 samples" in done.stdout and "Traceback" not in done.stderr
+    assert main(["convert", "imagefolder", str(src), str(tmp_path / "one"),
+                 "--no-progress"]) == 0
+    assert payloads(tmp_path / "ray") == payloads(tmp_path / "one")
