@@ -21,9 +21,11 @@ from chute.kernels._plan import (
     pack_args,
     pending_streams,
     source_views,
+    views_plan,
 )
 
-__all__ = ["resize_normalize", "kernel_source", "stream_pointer", "external_stream"]
+__all__ = ["resize_normalize", "resize_normalize_views", "kernel_source", "stream_pointer",
+           "external_stream"]
 
 _SOURCE_FILE = "resize_normalize.cu"
 _NVRTC_OPTIONS = ("-std=c++17",)
@@ -157,14 +159,65 @@ def resize_normalize(
     if target.batch == 0 or target.height == 0 or target.width == 0:
         return
     packed = pack_args(views, boxes, flips, mean, std)
-    device_id = int(cupy.cuda.runtime.pointerGetAttributes(target.ptr).device)
+    offsets = (packed.srcs, packed.shapes, packed.boxes, packed.flips, packed.norm)
+    _launch(cupy, views, packed.buffer, target.ptr, stream,
+            lambda base: (kernel_name(target.dtype, layout), launch_grid(target),
+                          (*(np.uint64(base + o) for o in offsets), np.uint64(target.ptr),
+                           np.int32(target.height), np.int32(target.width))))
+
+
+def resize_normalize_views(
+    sources,
+    boxes,
+    flips,
+    outs,
+    *,
+    layout: str = "NCHW",
+    mean=IMAGENET_MEAN,
+    std=IMAGENET_STD,
+    stream=None,
+) -> None:
+    """Multi-crop views on the GPU (docs/views.md): V views of every source, each cropped,
+    resized, flipped and normalised into its own output batch, all in one kernel launch.
+
+    Args:
+        sources: B decoded HWC uint8 RGB images in device memory (as `resize_normalize`
+            takes them).
+        boxes: [B, V, 4] (y0, x0, height, width) floats in each source's pixel units: view v
+            of sample b reads boxes[b, v].
+        flips: [B, V] bools.
+        outs: V preallocated contiguous CUDA tensors (torch or CuPy) of one dtype (uint8,
+            float16, float32) and `layout`, view v shaped [B, 3, h_v, w_v] ("NCHW") or
+            [B, h_v, w_v, 3] ("NHWC"). uint8 output ignores mean/std.
+        layout: "NCHW" or "NHWC".
+        mean, std: per-channel normalisation, fractions of 255.
+        stream: where to launch, as for `resize_normalize`; the sources must stay alive until
+            the stream reaches the kernel.
+    """
+    require_cuda("chute.kernels.resize_normalize_views")
+    cupy = _import_cupy()
+    targets = [output_view(out, layout) for out in outs]
+    views = source_views(sources)
+    plan = views_plan(views, boxes, flips, targets, mean, std)
+    if not views or all(t.height == 0 or t.width == 0 for t in targets):
+        return
+    names = ("srcs", "shapes", "boxes", "flips", "norm", "outs", "views")
+    _launch(cupy, views, plan.buffer, targets[0].ptr, stream,
+            lambda base: (plan.kernel, plan.grid,
+                          (*(np.uint64(base + plan.offsets[k]) for k in names),
+                           np.int32(plan.num_views))))
+
+
+def _launch(cupy, views, buffer: np.ndarray, out_ptr: int, stream, launch) -> None:
+    """Copy `buffer` (the packed arguments) to the device and launch on `stream`, after the
+    streams the sources were written on; `launch(base)` -> (entry point, grid, arguments)."""
+    device_id = int(cupy.cuda.runtime.pointerGetAttributes(out_ptr).device)
     with cupy.cuda.Device(device_id):
         ptr = stream_pointer(stream)
         launch_stream = (
             cupy.cuda.get_current_stream() if ptr is None
             else external_stream(cupy, ptr, device_id)
         )
-        kernel = _module(device_id).get_function(kernel_name(target.dtype, layout))
         # sources written on another stream (their array interface says which): wait for it
         for pending in pending_streams(views, int(launch_stream.ptr)):
             written = cupy.cuda.Event(disable_timing=True)
@@ -175,20 +228,8 @@ def resize_normalize(
             # function returns cannot hand its memory to other work before the kernel ran.
             # Through a pinned ring: asynchronous, never blocking the producer thread on a
             # pageable copy (chute/kernels/_arg_ring.py).
-            args = cupy.empty(packed.buffer.size, dtype=cupy.uint8)
-            _arg_ring(device_id).copy_to_device(packed.buffer, args, launch_stream)
-            base = args.data.ptr
-            kernel(
-                launch_grid(target),
-                BLOCK,
-                (
-                    np.uint64(base + packed.srcs),
-                    np.uint64(base + packed.shapes),
-                    np.uint64(base + packed.boxes),
-                    np.uint64(base + packed.flips),
-                    np.uint64(base + packed.norm),
-                    np.uint64(target.ptr),
-                    np.int32(target.height),
-                    np.int32(target.width),
-                ),
-            )
+            args = cupy.empty(buffer.size, dtype=cupy.uint8)
+            _arg_ring(device_id).copy_to_device(buffer, args, launch_stream)
+            name, grid, arguments = launch(args.data.ptr)
+            kernel = _module(device_id).get_function(name)
+            kernel(grid, BLOCK, arguments)

@@ -28,7 +28,11 @@ __all__ = [
     "kernel_name",
     "launch_grid",
     "pack_args",
+    "ViewsPlan",
+    "views_plan",
+    "views_kernel_name",
     "roi_windows",
+    "union_windows",
 ]
 
 
@@ -36,6 +40,8 @@ __all__ = [
 # threads per block, matching __launch_bounds__(256) in the .cu.
 BLOCK = (32, 8, 1)
 _MAX_GRID_Z = 65535
+_MAX_GRID_Y = 65535
+_MAX_GRID_X = 2**31 - 1
 # The suffix of the kernel entry point of each output dtype name.
 _KERNEL_DTYPES = {"uint8": "u8", "float16": "f16", "float32": "f32"}
 
@@ -223,6 +229,116 @@ def pack_args(views: list[SourceView], boxes, flips, mean, std) -> PackedArgs:
         chunks.append(raw)
         size += raw.size
     return PackedArgs(buffer=np.concatenate(chunks), **offsets)
+
+
+@dataclass(frozen=True)
+class ViewsPlan:
+    """One launch of the multi-crop views kernel: the packed arguments (offsets of srcs, outs,
+    boxes, norm, shapes, views and flips in `buffer`), the grid and the entry point."""
+
+    buffer: np.ndarray  # uint8
+    offsets: dict[str, int]
+    grid: tuple[int, int, int]
+    kernel: str
+    num_views: int
+
+
+def views_kernel_name(dtype, layout: str) -> str:
+    """The extern "C" entry point of the views kernel for this output type and layout."""
+    return kernel_name(dtype, layout).replace("resize_normalize_", "resize_normalize_views_", 1)
+
+
+def views_plan(views: list[SourceView], boxes, flips, outs: list[OutputView], mean,
+               std) -> ViewsPlan:
+    """Pack one views launch: V outputs (one dtype and layout, any sizes) of B sources.
+
+    Args:
+        views: the B decoded sources.
+        boxes: [B, V, 4] (y0, x0, height, width) in each source's pixel units.
+        flips: [B, V] bools.
+        outs: the V output batches, each of B images.
+        mean, std: per-channel normalisation, fractions of 255.
+    """
+    n, v = len(views), len(outs)
+    if v == 0:
+        raise ValueError("the views kernel needs at least one output (one per view)")
+    if len({(o.dtype, o.layout) for o in outs}) != 1:
+        raise ValueError("every view's output must share one dtype and layout, got "
+                         f"{sorted({(str(o.dtype), o.layout) for o in outs})}")
+    bad = [k for k, o in enumerate(outs) if o.batch != n]
+    if bad:
+        raise ValueError(f"{n} source images but view {bad[0]}'s output holds "
+                         f"{outs[bad[0]].batch}")
+    boxes = np.asarray(boxes, dtype=np.float64)
+    if boxes.shape != (n, v, 4):
+        raise ValueError(f"boxes must have shape ({n}, {v}, 4), got {boxes.shape}")
+    flips = np.asarray(flips, dtype=bool)
+    if flips.shape != (n, v):
+        raise ValueError(f"flips must have shape ({n}, {v}), got {flips.shape}")
+    if n > _MAX_GRID_Y:
+        raise ValueError(f"batch {n} exceeds the {_MAX_GRID_Y} samples of one views launch")
+    # every (sample, view) box checked against its source, as pack_args checks one view
+    checked = _checked_boxes(boxes.reshape(n * v, 4), [s for s in views for _ in range(v)])
+    table = np.zeros((v, 4), dtype=np.int64)  # (out_h, out_w, blocks_x, first_block)
+    first = 0
+    for k, o in enumerate(outs):
+        bx, by = -(-o.width // BLOCK[0]), -(-o.height // BLOCK[1])
+        table[k] = (o.height, o.width, bx, first)
+        first += bx * by
+    if first > _MAX_GRID_X:
+        raise ValueError(f"the views' outputs need {first} blocks per sample, more than one "
+                         f"launch holds ({_MAX_GRID_X})")
+    mean255, std255 = scaled_mean_std(mean, std)
+    parts = [  # 8-byte aligned first, then 4, then 1: no padding needed
+        ("srcs", np.array([s.ptr for s in views], dtype=np.uint64)),
+        ("outs", np.array([o.ptr for o in outs], dtype=np.uint64)),
+        ("boxes", checked),
+        ("norm", np.concatenate([mean255, std255])),
+        ("shapes", np.array([[s.height, s.width, s.pitch] for s in views], dtype=np.int32)),
+        ("views", table.astype(np.int32)),
+        ("flips", flips.astype(np.uint8)),
+    ]
+    offsets, chunks, size = {}, [], 0
+    for name, arr in parts:
+        offsets[name] = size
+        raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        chunks.append(raw)
+        size += raw.size
+    return ViewsPlan(buffer=np.concatenate(chunks), offsets=offsets, grid=(max(first, 1), n, 1),
+                     kernel=views_kernel_name(outs[0].dtype, outs[0].layout), num_views=v)
+
+
+def union_windows(boxes, image_sizes, out_sizes) -> tuple[np.ndarray, np.ndarray]:
+    """One decode window per sample that serves all its views, and every view's box inside it.
+
+    Each view's window is `roi_windows`' (the box plus the resample's margin for that view's
+    output size); the sample's window is their bounding box, so every view reads exactly the
+    pixels a decode of the full image gives it (docs/views.md).
+
+    Args:
+        boxes: [B, V, 4] (top, left, height, width) in full-image pixels.
+        image_sizes: [B, 2] (height, width) of the full images.
+        out_sizes: [V, 2] (out_h, out_w) of every view.
+
+    Returns:
+        (windows [B, 4] int32 (top, left, height, width), inner [B, V, 4] float32 boxes
+        relative to their sample's window).
+    """
+    boxes = np.asarray(boxes, dtype=np.float64)
+    n, v = boxes.shape[:2]
+    tops = np.empty((n, v), dtype=np.int64)
+    lefts, bottoms, rights = np.empty_like(tops), np.empty_like(tops), np.empty_like(tops)
+    for k in range(v):
+        win, _ = roi_windows(boxes[:, k], image_sizes, tuple(out_sizes[k]))
+        win = win.astype(np.int64)
+        tops[:, k], lefts[:, k] = win[:, 0], win[:, 1]
+        bottoms[:, k], rights[:, k] = win[:, 0] + win[:, 2], win[:, 1] + win[:, 3]
+    top, left = tops.min(axis=1), lefts.min(axis=1)
+    windows = np.stack([top, left, bottoms.max(axis=1) - top, rights.max(axis=1) - left], axis=1)
+    inner = boxes.copy()
+    inner[:, :, 0] -= top[:, None]
+    inner[:, :, 1] -= left[:, None]
+    return windows.astype(np.int32), inner.astype(np.float32)
 
 
 def roi_windows(boxes, image_sizes, out_size) -> tuple[np.ndarray, np.ndarray]:

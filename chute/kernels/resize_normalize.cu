@@ -85,24 +85,14 @@ __device__ __forceinline__ void store(unsigned short* out, size_t i, float v, fl
     out[i] = float_to_half_bits((v - mean255) / std255);
 }
 
+// One output pixel (ox, oy) of sample row `b` of `out` (out_h x out_w), resampled from `src`.
 template <typename OutT, bool kNCHW>
-__device__ __forceinline__ void resize_normalize(
-    const unsigned char* const* __restrict__ srcs, const int* __restrict__ shapes,
-    const float* __restrict__ boxes, const unsigned char* __restrict__ flips,
-    const float* __restrict__ norm, OutT* __restrict__ out, int out_h, int out_w) {
-    const int ox = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    const int oy = (int)(blockIdx.y * blockDim.y + threadIdx.y);
-    const int b = (int)blockIdx.z;
-    if (ox >= out_w || oy >= out_h) return;
-
-    const int src_h = shapes[3 * b + 0];
-    const int src_w = shapes[3 * b + 1];
-    const size_t pitch = (size_t)shapes[3 * b + 2];
-    const float* box = boxes + 4 * b;
-    const unsigned char* src = srcs[b];
-
+__device__ __forceinline__ void resample_pixel(
+    const unsigned char* __restrict__ src, int src_h, int src_w, size_t pitch,
+    const float* __restrict__ box, bool flip, const float* __restrict__ norm,
+    OutT* __restrict__ out, int b, int out_h, int out_w, int ox, int oy) {
     // Flip: output column ox shows the resampled column out_w - 1 - ox.
-    const int rx = flips[b] ? out_w - 1 - ox : ox;
+    const int rx = flip ? out_w - 1 - ox : ox;
     const Taps ty = axis_taps(oy, box[0], box[2] / (float)out_h, src_h);
     const Taps tx = axis_taps(rx, box[1], box[3] / (float)out_w, src_w);
 
@@ -134,6 +124,50 @@ __device__ __forceinline__ void resize_normalize(
     }
 }
 
+template <typename OutT, bool kNCHW>
+__device__ __forceinline__ void resize_normalize(
+    const unsigned char* const* __restrict__ srcs, const int* __restrict__ shapes,
+    const float* __restrict__ boxes, const unsigned char* __restrict__ flips,
+    const float* __restrict__ norm, OutT* __restrict__ out, int out_h, int out_w) {
+    const int ox = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int oy = (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    const int b = (int)blockIdx.z;
+    if (ox >= out_w || oy >= out_h) return;
+    resample_pixel<OutT, kNCHW>(srcs[b], shapes[3 * b + 0], shapes[3 * b + 1],
+                                (size_t)shapes[3 * b + 2], boxes + 4 * b, flips[b] != 0, norm,
+                                out, b, out_h, out_w, ox, oy);
+}
+
+// Multi-crop views (docs/views.md): V views of every source in one launch. The blocks of all
+// views' outputs are numbered one after the other along x (view v owns blocks
+// [first_block, first_block + blocks_x * blocks_y)), blockIdx.y is the sample: no block is
+// idle whatever the views' sizes.
+//   boxes  [B, V, 4] float32, flips [B, V] uint8 (row b * V + v)
+//   outs   [V]       pointer to view v's contiguous [B, ...] output (one dtype and layout)
+//   views  [V, 4]    int32 (out_h, out_w, blocks_x, first_block)
+// Launch: block (32, 8, 1), grid (total blocks of one sample over all views, B).
+template <typename OutT, bool kNCHW>
+__device__ __forceinline__ void resize_normalize_views(
+    const unsigned char* const* __restrict__ srcs, const int* __restrict__ shapes,
+    const float* __restrict__ boxes, const unsigned char* __restrict__ flips,
+    const float* __restrict__ norm, OutT* const* __restrict__ outs,
+    const int* __restrict__ views, int num_views) {
+    const int block = (int)blockIdx.x;
+    int v = 0;
+    while (v + 1 < num_views && views[4 * (v + 1) + 3] <= block) ++v;
+    const int out_h = views[4 * v + 0];
+    const int out_w = views[4 * v + 1];
+    const int local = block - views[4 * v + 3];
+    const int ox = (local % views[4 * v + 2]) * (int)blockDim.x + (int)threadIdx.x;
+    const int oy = (local / views[4 * v + 2]) * (int)blockDim.y + (int)threadIdx.y;
+    if (ox >= out_w || oy >= out_h) return;
+    const int b = (int)blockIdx.y;
+    const int item = b * num_views + v;
+    resample_pixel<OutT, kNCHW>(srcs[b], shapes[3 * b + 0], shapes[3 * b + 1],
+                                (size_t)shapes[3 * b + 2], boxes + 4 * item, flips[item] != 0,
+                                norm, outs[v], b, out_h, out_w, ox, oy);
+}
+
 }  // namespace chute_kernels
 
 #define CHUTE_RESIZE_NORMALIZE_ENTRY(name, OutT, nchw)                                       \
@@ -151,3 +185,20 @@ CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f16_nhwc, unsigned short, fa
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f16_nchw, unsigned short, true)
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f32_nhwc, float, false)
 CHUTE_RESIZE_NORMALIZE_ENTRY(chute_resize_normalize_f32_nchw, float, true)
+
+#define CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(name, OutT, nchw)                                 \
+    extern "C" __global__ void __launch_bounds__(256) name(                                  \
+        const unsigned char* const* __restrict__ srcs, const int* __restrict__ shapes,       \
+        const float* __restrict__ boxes, const unsigned char* __restrict__ flips,            \
+        const float* __restrict__ norm, OutT* const* __restrict__ outs,                      \
+        const int* __restrict__ views, int num_views) {                                      \
+        chute_kernels::resize_normalize_views<OutT, nchw>(srcs, shapes, boxes, flips, norm,  \
+                                                          outs, views, num_views);           \
+    }
+
+CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(chute_resize_normalize_views_u8_nhwc, unsigned char, false)
+CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(chute_resize_normalize_views_u8_nchw, unsigned char, true)
+CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(chute_resize_normalize_views_f16_nhwc, unsigned short, false)
+CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(chute_resize_normalize_views_f16_nchw, unsigned short, true)
+CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(chute_resize_normalize_views_f32_nhwc, float, false)
+CHUTE_RESIZE_NORMALIZE_VIEWS_ENTRY(chute_resize_normalize_views_f32_nchw, float, true)

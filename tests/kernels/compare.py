@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from chute.kernels import IMAGENET_MEAN, IMAGENET_STD, kernel_name
-from chute.kernels._plan import BLOCK, launch_grid, output_view, pack_args, source_views
+from chute.kernels._plan import (
+    BLOCK,
+    launch_grid,
+    output_view,
+    pack_args,
+    source_views,
+    views_plan,
+)
 
 
 class HostAsDevice:
@@ -57,6 +64,26 @@ def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IM
         base + packed.norm, target.ptr, target.height, target.width,
     )
     assert rc == 0
+
+
+def run_views_shim(lib, sources, boxes, flips, outs, layout, mean=IMAGENET_MEAN,
+                   std=IMAGENET_STD):
+    """Same host-side path as chute.kernels.resize_normalize_views (one launch for every
+    view), with the shim as the 'device'. sources: host HWC uint8 arrays; outs: V host
+    batches."""
+    targets = [output_view(HostAsDevice(out), layout) for out in outs]
+    plan = views_plan(source_views([HostAsDevice(s) for s in sources]), boxes, flips, targets,
+                      mean, std)
+    base = plan.buffer.ctypes.data
+    grid = np.array(plan.grid, dtype=np.uint32)
+    block = np.array(BLOCK, dtype=np.uint32)
+    at = {name: base + offset for name, offset in plan.offsets.items()}
+    rc = lib.run_views_kernel(
+        plan.kernel.encode(), grid.ctypes.data, block.ctypes.data, at["srcs"], at["shapes"],
+        at["boxes"], at["flips"], at["norm"], at["outs"], at["views"], plan.num_views,
+    )
+    assert rc == 0
+    return plan
 
 
 class CpuAsCuda:

@@ -34,6 +34,9 @@ def build_shim(out_dir: Path) -> ctypes.CDLL:
     lib.run_kernel.argtypes = [ctypes.c_char_p, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr,
                                ctypes.c_int, ctypes.c_int]
     lib.run_kernel.restype = ctypes.c_int
+    lib.run_views_kernel.argtypes = [ctypes.c_char_p, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr,
+                                     ptr, ctypes.c_int]
+    lib.run_views_kernel.restype = ctypes.c_int
     lib.floats_to_half_bits.argtypes = [ptr, ptr, ctypes.c_long]
     lib.floats_to_half_bits.restype = None
     return lib

@@ -11,13 +11,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from chute.kernels import kernel_name, kernel_source
+from chute.kernels import kernel_name, kernel_source, views_kernel_name
 from chute.kernels._launch import _NVRTC_OPTIONS
 
 ARCHS = ["sm_80", "sm_90"]
 ENTRY_POINTS = sorted(
-    kernel_name(dtype, layout)
+    name(dtype, layout)
     for dtype, layout in itertools.product([np.uint8, np.float16, np.float32], ["NCHW", "NHWC"])
+    for name in (kernel_name, views_kernel_name)  # one view, and multi-crop views
 )
 
 
