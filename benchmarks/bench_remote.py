@@ -21,9 +21,13 @@ epoch each, cpu backend, batch --batch:
       the http:// loopback endpoint), cold cache, PIL decode + resize 256 + center
       crop 224 + normalise (torchvision's eval transform, written out here). A peer that is
       not importable or fails is a row saying "not run" and why.
+  (f) MosaicML streaming (a peer, when importable: run this script with the virtualenv
+      benchmarks/peer_streaming_env.sh makes): the same JPEGs written with MDSWriter in 8 MB
+      shards, uploaded, read with StreamingDataset + StreamingDataLoader (--threads workers),
+      the same PIL eval transform as (e); a cold epoch, then a warm one (same cache folder).
 Bytes downloaded are the sizes of the objects chute fetched (Remote.download and
-Remote.get_bytes, wrapped in this script: open plus the epoch) or, for litdata, the size of
-its cache folder after the epoch. Every configuration runs after one untimed warm-up epoch
+Remote.get_bytes, wrapped in this script: open plus the epoch) or, for the peers, what their
+cache folder grew by during the epoch. Every configuration runs after one untimed warm-up epoch
 of the local dataset in each mode (kernels compiled, page cache filled). Ratios are the warm
 s3 rate (c) over each row's rate.
 """
@@ -180,6 +184,47 @@ def litdata_epoch(folder: Path, tmp: Path, endpoint: str, batch: int,
     return samples, seconds, folder_bytes(cache)
 
 
+# -- MosaicML streaming (a peer) -----------------------------------------------------------
+def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int,
+                     threads: int) -> list[tuple[str, int, float, int]]:
+    """(name, samples, seconds, bytes in its cache folder) of a cold then a warm epoch of
+    MosaicML streaming: the JPEGs written with MDSWriter in 8 MB shards, uploaded, read with
+    StreamingDataset + StreamingDataLoader (--threads workers), the same PIL eval transform as
+    litdata's row."""
+    import boto3
+    from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
+
+    local = tmp / "mds-local"
+    with MDSWriter(out=str(local), columns={"image": "bytes"}, size_limit="8mb") as writer:
+        for path in sorted(folder.iterdir()):
+            writer.write({"image": path.read_bytes()})
+    client = boto3.client("s3", endpoint_url=endpoint)
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            client.upload_file(str(path), BUCKET, f"mds/{path.relative_to(local)}")
+    os.environ["S3_ENDPOINT_URL"] = endpoint  # where streaming's boto3 client goes
+
+    class Images(StreamingDataset):
+        transform = LitTransform()
+
+        def __getitem__(self, index):
+            return self.transform(super().__getitem__(index))
+
+    cache = tmp / "mds-cache"
+    out = []
+    for name in ("cold", "warm"):
+        clean_stale_shared_memory()
+        t0 = time.perf_counter()
+        dataset = Images(remote=f"s3://{BUCKET}/mds", local=str(cache), batch_size=batch,
+                         shuffle=False)
+        loader = StreamingDataLoader(dataset, batch_size=batch, num_workers=threads)
+        samples = sum(len(b) for b in loader)
+        out.append((name, samples, time.perf_counter() - t0, folder_bytes(cache)))
+        del loader, dataset
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=2000, help="JPEGs in the dataset")
@@ -265,9 +310,24 @@ def main() -> None:
                     text = str(exc).strip().splitlines()
                     rows.append({"configuration": peer, "not_run":
                                  f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
-            rows.append({"configuration": "(f) MosaicML streaming", "not_run":
-                         "streaming 0.13 imports transformers at import; installing it with its "
-                         "dependencies would replace torch 2.13 (see docs/benchmarks.md)"})
+            peer = "(f) MosaicML StreamingDataset, s3, {} cache, PIL eval"
+            try:
+                import streaming  # noqa: F401
+            except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
+                rows.append({"configuration": peer.format("cold"), "not_run":
+                             f"streaming not importable ({type(exc).__name__}: "
+                             f"{str(exc)[:120]}); see docs/benchmarks.md for its environment"})
+            else:
+                try:
+                    before = 0
+                    for which, n, s, cached in streaming_epochs(folder, tmp, server.endpoint,
+                                                                args.batch, args.threads):
+                        add(peer.format(which), n, s, cached - before)
+                        before = cached
+                except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
+                    text = str(exc).strip().splitlines()
+                    rows.append({"configuration": peer.format("cold"), "not_run":
+                                 f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
     finally:
         server.stop()
     warm = next(r["samples_per_s"] for r in rows if r["configuration"].startswith("(c)"))
