@@ -340,6 +340,10 @@ class ShardWriter:
         if self._remote is not None:
             self._remote.abort()
             return
+        self._drop_local(current)
+
+    def _drop_local(self, current: _Shard | None) -> None:
+        """Remove what this writer wrote locally (its staging folder) and let the lock go."""
         shutil.rmtree(self._folder, ignore_errors=True)
         assert self._lock is not None
         self._lock.release()
@@ -395,16 +399,8 @@ class PartWriter(ShardWriter):
         if self._remote is not None:
             self._remote.finish()
 
-    def abort(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        current, self._current = self._current, None
-        if current is not None:
-            current.abort()
-        if self._remote is not None:
-            self._remote.abort()
-            return
+    def _drop_local(self, current: _Shard | None) -> None:
+        """Remove this part's shards only (the staging folder is the committing writer's)."""
         for shard in self._shards:
             shutil.rmtree(self._folder / shard["name"], ignore_errors=True)
         if current is not None:
