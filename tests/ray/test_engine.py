@@ -156,3 +156,42 @@ def test_a_convert_to_s3_on_ray_equals_the_local_one(tmp_path, ray_local, s3, mo
     listed = {name.split("/")[0] for name, _ in Remote(url).list()}
     shards = {s["name"] for s in open_dataset(url).manifest["shards"]}
     assert listed == shards | {"chute.json", "skipped.tsv"}  # killed attempts' shards gone
+
+
+def test_a_killed_driver_leaves_the_old_dataset_whole(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = _sources.image_folder(tmp_path / "src")
+    dst = tmp_path / "dst.chute"
+    from chute.cli import main
+
+    assert main(["convert", "imagefolder", str(src), str(dst), "--no-progress",
+                 "--shard-size", "1KB"]) == 0
+    before = open_dataset(dst).fingerprint
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from chute.cli import main; "
+         "sys.exit(main(sys.argv[1:]))", "convert", "imagefolder", str(src), str(dst),
+         "--engine", "ray", "--task-size", "1", "--overwrite", "--no-progress",
+         "--shard-size", "1KB"], start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until some part is written in the staging folder
+            staged = [p for p in tmp_path.glob(".dst.chute.tmp-*/p*")]
+            if staged or driver.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert staged, "the Ray convert wrote no part before it ended"
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert open_dataset(dst).fingerprint == before and verify_dataset(dst) == []
+    # the next write cleans up what the killed one left beside the destination
+    assert main(["convert", "imagefolder", str(src), str(dst), "--no-progress", "--overwrite",
+                 "--shard-size", "1KB"]) == 0
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".dst.chute.")]
