@@ -101,8 +101,8 @@ row "pytest -m gpu (${#GPU_TESTS[@]} modules)" "$(tests_status "$(last_line "$LO
   "$(last_line "$LOGS/tests.log")"
 
 # 3. compute-sanitizer memcheck: the kernel tests (not the stream-ordering ones, whose large
-#    matrix products are their delay) and the nvimgcodec path.
-MEMCHECK=(tests/gpu/test_kernels_gpu.py tests/gpu/test_producers_gpu.py
+#    matrix products are their delay), the views kernel and the nvimgcodec path.
+MEMCHECK=(tests/gpu/test_kernels_gpu.py tests/gpu/test_producers_gpu.py tests/gpu/test_views_gpu.py
           -k "not stream_ordering and not another_stream and (not producers or nvimgcodec)")
 if [ -n "$SANITIZER" ] && [ "$DRY" != 1 ]; then
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 "$SANITIZER" --tool memcheck \

@@ -69,11 +69,12 @@ def run_shim(lib, sources, boxes, flips, out, layout, mean=IMAGENET_MEAN, std=IM
 def run_views_shim(lib, sources, boxes, flips, outs, layout, mean=IMAGENET_MEAN,
                    std=IMAGENET_STD):
     """Same host-side path as chute.kernels.resize_normalize_views (one launch for every
-    view), with the shim as the 'device'. sources: host HWC uint8 arrays; outs: V host
-    batches."""
+    view), with the shim as the 'device'. sources: host HWC uint8 arrays (or CPU tensors, or
+    objects exposing a __cuda_array_interface__ over host memory); outs: V host batches."""
     targets = [output_view(HostAsDevice(out), layout) for out in outs]
-    plan = views_plan(source_views([HostAsDevice(s) for s in sources]), boxes, flips, targets,
-                      mean, std)
+    wrapped = [s if hasattr(s, "__cuda_array_interface__") else HostAsDevice(np.asarray(s))
+               for s in sources]
+    plan = views_plan(source_views(wrapped), boxes, flips, targets, mean, std)
     base = plan.buffer.ctypes.data
     grid = np.array(plan.grid, dtype=np.uint32)
     block = np.array(BLOCK, dtype=np.uint32)

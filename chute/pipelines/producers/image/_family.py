@@ -104,14 +104,15 @@ def build(field: str, options: ImageOptions, ctx: FieldContext) -> FieldBuild:
                                    "reason": reason})
 
 
-# The backends that decode views (the GPU kernels do not take them yet; docs/views.md).
-VIEW_BACKENDS = ("cpu",)
+# The backends that decode views (docs/views.md): the CPU decoder, and nvImageCodec with chute's
+# views kernel (one launch for all views) on a GPU.
+VIEW_BACKENDS = ("cpu", "nvimgcodec")
 
 
 def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dict,
                  channels_last: bool, produced: str, cast, mean, std) -> FieldBuild:
     """An image field delivering multi-crop views: one decode per sample, every view resampled
-    from it by the cpu backend, delivered as a list of tensors in view order."""
+    from it (cpu or nvimgcodec backend), delivered as a list of tensors in view order."""
     where = f"ImageOptions of field {field!r}"
     given = [k for k in ("size", "crop", "eval_crop") if getattr(options, k) is not None]
     if given:
@@ -125,7 +126,8 @@ def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dic
         name, reason = options.backend, f"backend={options.backend!r} was requested"
     else:
         raise ValueError(f"{where}: backend={options.backend!r} does not decode views yet; "
-                         f"use backend='cpu' or 'auto' with views= (docs/views.md)")
+                         f"use backend='cpu', 'nvimgcodec' or 'auto' with views= "
+                         "(docs/views.md)")
     _check_columns(field, ctx.dataset)
     crops = tuple(view.crop(ctx.augment) for view in views)
     spec = ctx.spec(name, field, dict(user), spec_type=ImageSpec, size=crops[0].size,

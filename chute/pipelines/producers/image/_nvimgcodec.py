@@ -8,6 +8,10 @@ decode, no DALI graph), then the shared resample (docs/design.md, "Resize defini
 - device cpu (the CPU twin, which the tests run): nvImageCodec's CPU-only backend decodes, and
   the CPU fallback's resample (`chute.fallbacks._resample.resample_into`) does the rest.
 
+Multi-crop views (docs/views.md): each sample is decoded once, in the one window that holds every
+view's resample margin (`chute.kernels.union_windows`), and on a GPU every view of the batch is
+resampled by one launch of the views kernel (`chute.kernels.resize_normalize_views`).
+
 Windows carry the resample's margin (`chute.kernels.roi_windows`), EXIF orientation is ignored,
 and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them), as
 do samples whose header claims more than `max_pixels` (backend option) or another size than the
@@ -23,7 +27,7 @@ import numpy as np
 from chute._device import require_cuda
 from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
-from chute.kernels import roi_windows
+from chute.kernels import roi_windows, union_windows
 from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
 from chute.pipelines.producers.image._header import refused_headers
 from chute.pipelines.producers.image._producer import ImageProducerBase
@@ -72,6 +76,7 @@ class NvImgCodecBackend(ImageProducerBase):
 
         self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
         self._sizes = self.size_table()
+        self._placeholder: Any = None  # the 1x1 source failed samples read (views on a GPU)
         if device_id is None:
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
@@ -81,20 +86,32 @@ class NvImgCodecBackend(ImageProducerBase):
 
     def fill(self, request, out: dict) -> np.ndarray:
         ids = np.asarray(request.ids, dtype=np.int64)
-        flips = np.asarray(request.params["flips"], dtype=bool)
-        windows, inner = roi_windows(request.params["boxes"], self._sizes[ids], self.spec.size)
-        views = self.spec.dataset.views(ids, field=self.field)
+        if self.spec.views:  # one decode window per sample serves every view
+            boxes = request.params[f"{self.field}.view_boxes"]
+            flips = np.asarray(request.params[f"{self.field}.view_flips"], dtype=bool)
+            windows, inner = union_windows(boxes, self._sizes[ids],
+                                           [crop.size for crop in self.spec.views])
+            targets = [out[key] for key in self.view_shapes(1)]
+        else:
+            flips = np.asarray(request.params["flips"], dtype=bool)[:, None]
+            windows, inner = roi_windows(request.params["boxes"], self._sizes[ids],
+                                         self.spec.size)
+            inner = inner[:, None]
+            targets = [out[self.field]]
+        encoded = self.spec.dataset.views(ids, field=self.field)
         # headers first: a bomb or a size the columns do not state never reaches the decoder
-        refused = refused_headers(views, self._sizes[ids], self._max_pixels)
-        target = out[self.field]
-        stream = None if self.device_id is None else _current_stream(target)
-        images = self._decode(views, windows, refused, 0 if stream is None else stream.cuda_stream)
+        refused = refused_headers(encoded, self._sizes[ids], self._max_pixels)
+        stream = None if self.device_id is None else _current_stream(targets[0])
+        images = self._decode(encoded, windows, refused,
+                              0 if stream is None else stream.cuda_stream)
         status = refused.copy()
         status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
         if stream is None:
-            self._resample_on_cpu(images, inner, flips, target)
+            self._resample_on_cpu(images, inner, flips, targets)
+        elif self.spec.views:
+            self._views_on_gpu(images, inner, flips, targets, status, stream)
         else:
-            self._resample_on_gpu(images, inner, flips, target, status, stream)
+            self._resample_on_gpu(images, inner[:, 0], flips[:, 0], targets[0], status, stream)
         return status
 
     def _decode(self, views, windows, refused, cuda_stream: int) -> list:
@@ -113,7 +130,9 @@ class NvImgCodecBackend(ImageProducerBase):
                 images[k] = img
         return images
 
-    def _resample_on_cpu(self, images, inner, flips, target) -> None:
+    def _resample_on_cpu(self, images, inner, flips, targets) -> None:
+        """inner [B, V, 4], flips [B, V]: view v of sample b into targets[v] (V = 1 without
+        views)."""
         from chute.fallbacks import (
             KIND_FLOAT16,
             KIND_FLOAT32,
@@ -123,7 +142,7 @@ class NvImgCodecBackend(ImageProducerBase):
 
         kind = {"uint8": KIND_UINT8, "float16": KIND_FLOAT16, "float32": KIND_FLOAT32}[
             self.spec.dtype]
-        dest = target.view(np.uint16) if kind == KIND_FLOAT16 else target
+        dests = [t.view(np.uint16) if kind == KIND_FLOAT16 else t for t in targets]
         mean255, std255 = self._norm
         for b, img in enumerate(images):
             if img is None:
@@ -135,9 +154,10 @@ class NvImgCodecBackend(ImageProducerBase):
                     "use backend='cpu' and report this")
             h, w = pixels.shape[:2]
             row = np.empty(w * 3, dtype=np.float32)
-            y0, x0, bh, bw = (float(v) for v in inner[b])
-            resample_into(pixels.reshape(-1), h, w, y0, x0, bh, bw, bool(flips[b]), dest, b,
-                          kind, self.spec.layout == "NCHW", mean255, std255, row)
+            for v, dest in enumerate(dests):
+                y0, x0, bh, bw = (float(x) for x in inner[b, v])
+                resample_into(pixels.reshape(-1), h, w, y0, x0, bh, bw, bool(flips[b, v]), dest,
+                              b, kind, self.spec.layout == "NCHW", mean255, std255, row)
 
     def _resample_on_gpu(self, images, inner, flips, target, status, stream) -> None:
         import torch
@@ -159,6 +179,27 @@ class NvImgCodecBackend(ImageProducerBase):
         resize_normalize([images[k] for k in good], inner[good], flips[good], part, **kwargs)
         with torch.cuda.stream(stream):
             target.index_copy_(0, rows, part)
+
+    def _views_on_gpu(self, images, inner, flips, targets, status, stream) -> None:
+        """Every view of the batch in one launch of the views kernel. A sample without an image
+        reads a 1x1 placeholder instead (one launch whatever fails); the Pipeline replaces its
+        rows in every view (status non-zero)."""
+        import torch
+
+        from chute.kernels import resize_normalize_views
+
+        if not (status == 0).any():
+            return
+        inner = np.array(inner, dtype=np.float32)  # a copy: failed rows are rewritten
+        sources = list(images)
+        for k in np.flatnonzero(status != 0).tolist():
+            if self._placeholder is None:
+                self._placeholder = torch.zeros((1, 1, 3), dtype=torch.uint8,
+                                                device=targets[0].device)
+            sources[k] = self._placeholder
+            inner[k] = (0.0, 0.0, 1.0, 1.0)
+        resize_normalize_views(sources, inner, flips, targets, layout=self.spec.layout,
+                               mean=self.spec.mean, std=self.spec.std, stream=stream)
 
     def close(self) -> None:
         pass
