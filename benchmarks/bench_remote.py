@@ -26,8 +26,9 @@ epoch each, cpu backend, batch --batch:
       shards, uploaded, read with StreamingDataset + StreamingDataLoader (--threads workers),
       the same PIL eval transform as (e); a cold epoch, then a warm one (same cache folder).
 Bytes downloaded are the sizes of the objects chute fetched (Remote.download and
-Remote.get_bytes, wrapped in this script: open plus the epoch) or, for the peers, what their
-cache folder grew by during the epoch. Every configuration runs after one untimed warm-up epoch
+Remote.get_bytes, wrapped in this script: open plus the epoch) or, for litdata, what its
+cache folder grew by during the epoch, for MosaicML streaming the files its downloader
+fetched (Stream._download_file, wrapped). Every configuration runs after one untimed warm-up epoch
 of the local dataset in each mode (kernels compiled, page cache filled). Ratios are the warm
 s3 rate (c) over each row's rate.
 """
@@ -185,24 +186,29 @@ def litdata_epoch(folder: Path, tmp: Path, endpoint: str, batch: int,
 
 
 # -- MosaicML streaming (a peer) -----------------------------------------------------------
-def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int,
-                     threads: int) -> list[tuple[str, int, float, int]]:
-    """(name, samples, seconds, bytes in its cache folder) of a cold then a warm epoch of
-    MosaicML streaming: the JPEGs written with MDSWriter in 8 MB shards, uploaded, read with
-    StreamingDataset + StreamingDataLoader (--threads workers), the same PIL eval transform as
-    litdata's row."""
+def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads: int,
+                     limit: int, window: int) -> list[tuple[str, int, float, int]]:
+    """(name, samples, seconds, bytes fetched) of a cold then a warm epoch of MosaicML
+    streaming, then a shuffled one from an empty cache limited to `limit` bytes (its py1e
+    shuffle in blocks of `window` samples, the samples of chute's ShardWindows(2)): the JPEGs
+    written with MDSWriter in 8 MB shards, uploaded, read with StreamingDataset +
+    StreamingDataLoader (--threads workers), the same PIL eval transform as litdata's row.
+    Bytes fetched: the files its downloader fetched (counted by wrapping it)."""
     import boto3
     from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
-    local = tmp / "mds-local"
-    with MDSWriter(out=str(local), columns={"image": "bytes"}, size_limit="8mb") as writer:
-        for path in sorted(folder.iterdir()):
-            writer.write({"image": path.read_bytes()})
     client = boto3.client("s3", endpoint_url=endpoint)
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            client.upload_file(str(path), BUCKET, f"mds/{path.relative_to(local)}")
+    # streaming refuses a cache_limit under 4 shards: the limited run reads a copy in shards
+    # of a fifth of the limit
+    for prefix, shard in (("mds", 8_000_000), ("mds-small", limit // 5)):
+        local = tmp / f"{prefix}-local"
+        with MDSWriter(out=str(local), columns={"image": "bytes"}, size_limit=shard) as writer:
+            for path in sorted(folder.iterdir()):
+                writer.write({"image": path.read_bytes()})
+        for path in sorted(local.rglob("*")):
+            if path.is_file():
+                client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(local)}")
     os.environ["S3_ENDPOINT_URL"] = endpoint  # where streaming's boto3 client goes
 
     class Images(StreamingDataset):
@@ -211,18 +217,47 @@ def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int,
         def __getitem__(self, index):
             return self.transform(super().__getitem__(index))
 
-    cache = tmp / "mds-cache"
     out = []
-    for name in ("cold", "warm"):
+    for name, prefix, cache, options in (
+            ("cold cache", "mds", tmp / "mds-cache", {"shuffle": False}),
+            ("warm cache", "mds", tmp / "mds-cache", {"shuffle": False}),
+            (f"limit 25% ({limit / 2**20:.0f} MiB), {limit // 5 / 2**20:.1f} MiB shards, "
+             "py1e", "mds-small", tmp / "mds-small",
+             {"shuffle": True, "cache_limit": limit, "shuffle_algo": "py1e",
+              "shuffle_block_size": window})):
         clean_stale_shared_memory()
+        fetched = _count_streaming_downloads()
         t0 = time.perf_counter()
-        dataset = Images(remote=f"s3://{BUCKET}/mds", local=str(cache), batch_size=batch,
-                         shuffle=False)
+        dataset = Images(remote=f"s3://{BUCKET}/{prefix}", local=str(cache), batch_size=batch,
+                         **options)
         loader = StreamingDataLoader(dataset, batch_size=batch, num_workers=threads)
         samples = sum(len(b) for b in loader)
-        out.append((name, samples, time.perf_counter() - t0, folder_bytes(cache)))
+        seconds = time.perf_counter() - t0
+        out.append((name, samples, seconds, fetched()))
         del loader, dataset
     return out
+
+
+def _count_streaming_downloads():
+    """A function giving the bytes of the files streaming downloaded since this call: its
+    Stream._download_file wrapped, counting into shared memory, so that the loader's worker
+    processes (forked after this) count too."""
+    import multiprocessing
+
+    from streaming.base.stream import Stream
+
+    original = getattr(Stream._download_file, "__wrapped__", Stream._download_file)
+    count = multiprocessing.Value("q", 0)
+
+    def counted(self, from_basename, to_basename=None):
+        local = original(self, from_basename, to_basename)
+        with count.get_lock():
+            count.value += os.path.getsize(local)
+        return local
+
+    counted.__wrapped__ = original  # type: ignore[attr-defined]
+    Stream._download_file = counted  # type: ignore[method-assign]
+    return lambda: count.value
 
 
 def main() -> None:
@@ -310,23 +345,22 @@ def main() -> None:
                     text = str(exc).strip().splitlines()
                     rows.append({"configuration": peer, "not_run":
                                  f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
-            peer = "(f) MosaicML StreamingDataset, s3, {} cache, PIL eval"
+            peer = "(f) MosaicML streaming, s3, {}, PIL eval"
             try:
                 import streaming  # noqa: F401
             except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
-                rows.append({"configuration": peer.format("cold"), "not_run":
+                rows.append({"configuration": peer.format("cold cache"), "not_run":
                              f"streaming not importable ({type(exc).__name__}: "
                              f"{str(exc)[:120]}); see docs/benchmarks.md for its environment"})
             else:
                 try:
-                    before = 0
-                    for which, n, s, cached in streaming_epochs(folder, tmp, server.endpoint,
-                                                                args.batch, args.threads):
-                        add(peer.format(which), n, s, cached - before)
-                        before = cached
+                    for which, n, s, fetched in streaming_epochs(
+                            folder, tmp, server.endpoint, args.batch, args.threads, limit,
+                            window=2 * args.images // shards):
+                        add(peer.format(which), n, s, fetched)
                 except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
                     text = str(exc).strip().splitlines()
-                    rows.append({"configuration": peer.format("cold"), "not_run":
+                    rows.append({"configuration": peer.format("cold cache"), "not_run":
                                  f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
     finally:
         server.stop()
