@@ -122,9 +122,18 @@ class WriteLease:
             except StorageError as exc:  # taken over (ConflictError), deleted, or unreachable
                 why = "another writer took it over" if isinstance(exc, ConflictError) else \
                     str(exc).split(": ", 1)[-1]
+                if self._gone():  # S3 answers If-Match on a missing object 404, moto 412
+                    why = ("it was removed: another writer took it over and finished, or it "
+                           "was deleted by hand")
                 self.lost = (f"{self.remote.url}: this write lost its lease "
                              f"{self.remote.where(LEASE)} ({why}); it stopped and left the "
                              "dataset there as it is; write one dataset per URL at a time")
+
+    def _gone(self) -> bool:
+        try:
+            return self.remote.head(LEASE) is None
+        except StorageError:
+            return False
 
     def _renew_loop(self) -> None:
         every = lease_seconds() / 10

@@ -117,3 +117,15 @@ def test_a_lease_left_by_a_writer_that_died_expires(s3, tmp_path, monkeypatch):
         for row in rows(5, 0):
             w.write(row)
     assert_holds(url, rows(5, 0), tmp_path / "c")
+
+
+def test_a_writer_whose_lease_was_deleted_by_hand_stops_without_publishing(s3, tmp_path):
+    server, bucket = s3
+    url = f"{bucket}/ds"
+    w = writer(url)
+    for row in rows(10, 0):
+        w.write(row)
+    Remote(url).delete([LEASE])
+    with pytest.raises(ChuteError, match="lost its lease .*was deleted by hand"):
+        w.close()
+    assert not list(Remote(url).list())  # its shards removed, nothing published
