@@ -166,3 +166,68 @@ def test_torchvision_eval_boxes_of_a_non_square_size():
     new_w = int(114 * 900 / 300)
     np.testing.assert_allclose(box, [7 * 300 / 114, round((new_w - 200) / 2) * 900 / new_w,
                                      100 * 300 / 114, 200 * 900 / new_w], rtol=1e-12)
+
+
+def _attempt_loop_boxes(seed, epoch, ids, heights, widths, config):
+    """The train boxes drawn attempt by attempt (torchvision's loop, one keyed draw per attempt
+    and quantity): what `crop_boxes` computed before its draws were vectorised, and must still
+    give bit for bit (resume and cross-version reproducibility depend on it)."""
+    from chute.pipelines.producers.image._crops import _center_fallback
+    from chute.pipelines.sampling._keyed_random import derive_key, uniform
+
+    key = derive_key(seed, epoch, "crop")
+    counters = np.asarray(ids).astype(np.uint64)
+    area = (heights * widths).astype(np.float64)
+    log_lo, log_hi = math.log(config.ratio[0]), math.log(config.ratio[1])
+    box_h, box_w = _center_fallback(heights, widths, config.ratio)
+    found = np.zeros(len(ids), dtype=bool)
+    for attempt in range(config.attempts):
+        u_area = uniform(key, counters, 2 * attempt)
+        u_ratio = uniform(key, counters, 2 * attempt + 1)
+        target = area * (config.scale[0] + u_area * (config.scale[1] - config.scale[0]))
+        aspect = np.exp(log_lo + u_ratio * (log_hi - log_lo))
+        w = np.round(np.sqrt(target * aspect)).astype(np.int64)
+        h = np.round(np.sqrt(target / aspect)).astype(np.int64)
+        ok = ~found & (w > 0) & (w <= widths) & (h > 0) & (h <= heights)
+        box_h, box_w = np.where(ok, h, box_h), np.where(ok, w, box_w)
+        found |= ok
+    rand_top = np.floor(uniform(key, counters, 1_000_001) * (heights - box_h + 1))
+    rand_left = np.floor(uniform(key, counters, 1_000_002) * (widths - box_w + 1))
+    top = np.where(found, rand_top.astype(np.int64), (heights - box_h) // 2)
+    left = np.where(found, rand_left.astype(np.int64), (widths - box_w) // 2)
+    flips = uniform(key, counters, 1_000_003) < config.flip_p
+    return np.stack([top, left, box_h, box_w], axis=1).astype(np.float64), flips
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 1000])
+@pytest.mark.parametrize("config", [
+    CropConfig((224, 224)),
+    CropConfig((96, 96), scale=(0.05, 0.32)),
+    CropConfig((64, 64), scale=(0.9, 1.0), ratio=(3.0, 4.0), attempts=3),  # many fallbacks
+    CropConfig((64, 64), attempts=1),
+    CropConfig((64, 64), attempts=0),
+], ids=["default", "dino-local", "fallbacks", "one-attempt", "no-attempt"])
+def test_train_boxes_equal_the_attempt_loop(n, config):
+    rng = np.random.default_rng(n)
+    ids = rng.choice(10**9, size=n, replace=False)
+    h, w = rng.integers(1, 900, n), rng.integers(1, 900, n)
+    boxes, flips = crop_boxes(12, 3, ids, h, w, config)
+    want_boxes, want_flips = _attempt_loop_boxes(12, 3, ids, h, w, config)
+    np.testing.assert_array_equal(boxes, want_boxes)
+    np.testing.assert_array_equal(flips, want_flips)
+    if config.attempts == 3 and n >= 7:  # the fallback path is exercised
+        from chute.pipelines.producers.image._crops import _center_fallback
+
+        centre = np.stack(_center_fallback(h, w, config.ratio), axis=1)
+        assert (boxes[:, 2:] == centre).all(axis=1).any()
+
+
+def test_uniform_streams_equal_uniform_per_stream():
+    from chute.pipelines.sampling._keyed_random import uniform, uniform_streams
+
+    counters = np.arange(0, 10**12, 10**9 + 7, dtype=np.uint64)
+    streams = [0, 1, 19, 1_000_001, 2**40]
+    got = uniform_streams(0xDEADBEEF12345, counters, streams)
+    assert got.shape == (len(streams), len(counters))
+    for row, stream in zip(got, streams, strict=True):
+        np.testing.assert_array_equal(row, uniform(0xDEADBEEF12345, counters, stream))

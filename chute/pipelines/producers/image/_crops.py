@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from chute.pipelines.sampling._keyed_random import derive_key, uniform
+from chute.pipelines.sampling._keyed_random import derive_key, uniform, uniform_streams
 
 __all__ = ["CropConfig", "crop_boxes", "resized_size", "EVAL_CROPS"]
 
@@ -132,23 +132,28 @@ def _train_boxes(key, counters, heights, widths, config: CropConfig) -> np.ndarr
     area = (heights * widths).astype(np.float64)
     log_lo, log_hi = math.log(config.ratio[0]), math.log(config.ratio[1])
     box_h, box_w = _center_fallback(heights, widths, config.ratio)
-    found = np.zeros(n, dtype=bool)
-    for attempt in range(config.attempts):
-        u_area = uniform(key, counters, 2 * attempt)
-        u_ratio = uniform(key, counters, 2 * attempt + 1)
-        target = area * (config.scale[0] + u_area * (config.scale[1] - config.scale[0]))
-        aspect = np.exp(log_lo + u_ratio * (log_hi - log_lo))
-        w = np.round(np.sqrt(target * aspect)).astype(np.int64)
-        h = np.round(np.sqrt(target / aspect)).astype(np.int64)
-        ok = ~found & (w > 0) & (w <= widths) & (h > 0) & (h <= heights)
-        box_h = np.where(ok, h, box_h)
-        box_w = np.where(ok, w, box_w)
-        found |= ok
+    # Every attempt's draws at once (attempt k: area from stream 2k, ratio from 2k + 1), then
+    # the first attempt whose box fits, as torchvision's loop takes it: one vectorised pass
+    # instead of a dozen small NumPy calls per attempt (docs/views.md: views draw one crop per
+    # view per batch).
+    attempts = config.attempts
+    draws = uniform_streams(key, counters, [*range(2 * attempts), _STREAM_TOP, _STREAM_LEFT])
+    u_area, u_ratio = draws[0:2 * attempts:2], draws[1:2 * attempts:2]
+    target = area * (config.scale[0] + u_area * (config.scale[1] - config.scale[0]))
+    aspect = np.exp(log_lo + u_ratio * (log_hi - log_lo))
+    w = np.round(np.sqrt(target * aspect)).astype(np.int64)
+    h = np.round(np.sqrt(target / aspect)).astype(np.int64)
+    ok = (w > 0) & (w <= widths) & (h > 0) & (h <= heights)
+    found = ok.any(axis=0)
+    if attempts:  # (argmax needs at least one attempt)
+        first, cols = ok.argmax(axis=0), np.arange(n)
+        box_h = np.where(found, h[first, cols], box_h)
+        box_w = np.where(found, w[first, cols], box_w)
     # torchvision: a random position for a found box, the centre for the fallback.
     span_h = (heights - box_h + 1).astype(np.float64)
     span_w = (widths - box_w + 1).astype(np.float64)
-    rand_top = np.floor(uniform(key, counters, _STREAM_TOP) * span_h).astype(np.int64)
-    rand_left = np.floor(uniform(key, counters, _STREAM_LEFT) * span_w).astype(np.int64)
+    rand_top = np.floor(draws[-2] * span_h).astype(np.int64)
+    rand_left = np.floor(draws[-1] * span_w).astype(np.int64)
     top = np.where(found, rand_top, (heights - box_h) // 2)
     left = np.where(found, rand_left, (widths - box_w) // 2)
     return np.stack([top, left, box_h, box_w], axis=1).astype(np.float64)
