@@ -42,7 +42,7 @@ from chute.pipelines._compat import translate
 from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._fields import field_options
 from chute.pipelines._options import check_ring_memory
-from chute.pipelines._run import Run
+from chute.pipelines._run import Run, SpareSlots
 from chute.pipelines._staging import device_views, wait_ready
 from chute.pipelines.producers._contract import Output
 from chute.pipelines.producers._family import FieldContext
@@ -221,6 +221,7 @@ class Pipeline:
         self._warned = False
         self._run: Run | None = None
         self._run_thread: threading.Thread | None = None
+        self._spare_slots: SpareSlots | None = None  # the last pass's slots, for the next
         self._lock = ProcessLock()  # free again in a forked child
         self._pid = os.getpid()
         self._closed = False
@@ -447,13 +448,16 @@ class Pipeline:
             self._resume_pending = False
             self._pass_start = (self._position, dict(self._batch_state))
             plan = self.plan()
-            run = Run(self, plan)
+            spare, self._spare_slots = self._spare_slots, None
+            run = Run(self, plan, spare)
             self._run, self._run_thread = run, threading.current_thread()
         return run, plan
 
     def _iterate(self):
         run, plan = self._start()
-        held = []  # slots of the batches yielded last and before last: still valid
+        # slots of the batches yielded last and before last: still valid (at first, those of
+        # the previous pass, when this one reuses its slots)
+        held = list(run.inherited)
         try:
             for k in range(len(plan)):
                 while len(held) > 1:
@@ -484,6 +488,8 @@ class Pipeline:
             self._position = self._n
         finally:
             run.close()
+            if not self._closed and self._pid == os.getpid():
+                self._spare_slots = run.spare_slots(held)
             if self._run is run:
                 self._run = self._run_thread = None
                 # a pass the parent started is not abandoned by a forked child: the child's
@@ -566,6 +572,7 @@ class Pipeline:
         when the Pipeline opened it); the pipeline cannot be iterated again."""
         self._closed = True
         self._stop_run()
+        self._spare_slots = None
         if self._producers is not None:
             producers, self._producers = self._producers, None
             for producer in producers:

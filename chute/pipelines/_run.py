@@ -4,7 +4,8 @@ thread, and the fill of one batch (read, substitute failed samples, stage to the
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+import os
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -22,13 +23,33 @@ from chute.pipelines._staging import (
 )
 from chute.pipelines._substitute import Substitutor, failure_reason
 
-__all__ = ["Run"]
+__all__ = ["Run", "SpareSlots"]
+
+
+@dataclass(frozen=True)
+class SpareSlots:
+    """The slots of a finished pass, for the next pass of the same Pipeline (CPU device): a
+    pass over a short epoch otherwise spends much of its time faulting in fresh pages of its
+    slots. `held`: the slots of the last two batches it delivered, which the consumer may still
+    use (docs/pipeline.md: a batch stays valid until the next-but-one `next()`); the next pass
+    gives them to its producer only as its own `next()` calls expire them."""
+
+    key: tuple
+    free: list
+    held: list
 
 
 class Run:
-    """One pass over a plan: slots, every producer's epoch reader and the prefetch thread."""
+    """One pass over a plan: slots, every producer's epoch reader and the prefetch thread.
 
-    def __init__(self, pipe, plan):
+    Args:
+        pipe: the Pipeline.
+        plan: this pass's plan.
+        spare: the previous pass's slots (`spare_slots`), reused when their shapes, dtypes and
+            device are this pass's.
+    """
+
+    def __init__(self, pipe, plan, spare=None):
         self.outputs = pipe._outputs
         self.producers = pipe._producers
         b = pipe.batch_size
@@ -36,12 +57,21 @@ class Run:
                   if o.dtype is not None}
         arrays["index"] = ((b,), np.dtype(np.int64))
         on_device = tuple(k for k, o in self.outputs.items() if o.on_device)
-        try:
-            slots = allocate_slots(pipe.prefetch + 2, arrays, pipe.device,
-                                   device_only=on_device)
-        except (MemoryError, torch.OutOfMemoryError) as exc:
-            raise ring_memory_error(pipe.prefetch + 2, b, self.outputs, pipe.dataset.path,
-                                    f"which could not be allocated ({exc})") from None
+        count = pipe.prefetch + 2
+        self.slot_key = (count, tuple(sorted((k, s, np.dtype(d).str) for k, (s, d)
+                                             in arrays.items())),
+                         str(pipe.device), on_device, os.getpid())
+        self.inherited: list = []  # the previous pass's held slots (see SpareSlots)
+        if spare is not None and spare.key == self.slot_key:
+            slots, self.inherited = list(spare.free), list(spare.held)
+        else:
+            try:
+                slots = allocate_slots(count, arrays, pipe.device, device_only=on_device)
+            except (MemoryError, torch.OutOfMemoryError) as exc:
+                raise ring_memory_error(count, b, self.outputs, pipe.dataset.path,
+                                        f"which could not be allocated ({exc})") from None
+        self.slots = slots + self.inherited
+        self.reusable = pipe.device.type == "cpu"
         self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
         self.plan = plan
         self.readers = []
@@ -121,6 +151,15 @@ class Run:
 
     def get(self):
         return self.prefetcher.get()
+
+    def spare_slots(self, held: list) -> SpareSlots | None:
+        """After close(): this pass's slots for the next pass, `held` (the slots the consumer
+        may still use) apart; None where slots are not reused (CUDA staging keeps its own)."""
+        if not self.reusable:
+            return None
+        kept = {id(slot) for slot in held}
+        return SpareSlots(self.slot_key, [s for s in self.slots if id(s) not in kept],
+                          list(held))
 
     def release(self, slot) -> None:
         release(slot)

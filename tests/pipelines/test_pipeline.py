@@ -218,3 +218,33 @@ def test_bad_arguments_are_explained(dataset_path):
         make(dataset_path, backend="tpu")
     with pytest.raises(ValueError, match="rank"):
         make(dataset_path, rank=2, world_size=2)
+
+
+def test_a_new_pass_reuses_the_slots_of_the_last(dataset_path):
+    """A pass over a short epoch would spend much of its time faulting in fresh slot pages
+    (docs/views.md, "Speed"): the next pass writes into the previous pass's slots, even while
+    the old batches are still referenced (their contract ended)."""
+    with make(dataset_path, batch_size=4, prefetch=2) as pipe:
+        first = list(pipe)  # references keep every slot of the first pass alive
+        second = list(pipe)
+        ptrs = [{b["image"].data_ptr() for b in batches} for batches in (first, second)]
+        assert len(ptrs[0]) == 4  # prefetch + 2 slots
+        assert ptrs[1] == ptrs[0]
+
+
+def test_a_batch_held_across_passes_stays_valid_until_the_next_but_one_next(dataset_path):
+    with make(dataset_path, batch_size=4, prefetch=2) as pipe:
+        it = iter(pipe)
+        slots = set()
+        for _ in range(4):
+            held = next(it)
+            slots.add(held["image"].data_ptr())
+        snapshot = held["image"].clone()
+        it.close()  # the loop breaks: the next pass reuses this pass's slots
+        pipe.set_epoch(1)  # another order: a reused slot would show other samples
+        it = iter(pipe)
+        reused = {next(it)["image"].data_ptr()}  # the batch held before this next() stays
+        time.sleep(0.3)  # valid until the one after it; the producer fills every slot it may
+        assert torch.equal(held["image"], snapshot), "a valid batch was overwritten"
+        reused |= {batch["image"].data_ptr() for batch in it}
+        assert reused == slots  # the new pass ran in the old pass's slots
