@@ -105,11 +105,11 @@ class HostDecodingCodec:
         return types.SimpleNamespace(decode=decode)
 
 
-def _spec(dataset, device):
-    crops = tuple(view.crop("train") for view in VIEWS for _ in range(view.count))
+def _spec(dataset, device, dtype="float16", layout="NCHW", augment="train"):
+    crops = tuple(view.crop(augment) for view in VIEWS for _ in range(view.count))
     return ImageSpec("nvimgcodec", "image", dataset, 14, device, options={}, size=crops[0].size,
-                     dtype="float16", layout="NCHW", mean=MEAN, std=STD, crop=crops[0],
-                     views=crops)
+                     dtype=dtype, layout=layout, mean=MEAN, std=STD, crop=crops[0],
+                     views=crops, augment=augment)
 
 
 def _fill(producer, request, make):
@@ -117,9 +117,13 @@ def _fill(producer, request, make):
     return producer.fill(request, outs), outs
 
 
+@pytest.mark.parametrize("dtype, layout, augment", [("float16", "NCHW", "train"),
+                                                     ("uint8", "NHWC", "train"),
+                                                     ("float32", "NCHW", "eval")])
 def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, shim,
-                                                                         monkeypatch):
-    twin = create_producer(_spec(dataset, "cpu"))
+                                                                         monkeypatch, dtype,
+                                                                         layout, augment):
+    twin = create_producer(_spec(dataset, "cpu", dtype, layout, augment))
     plan = BatchPlan(DatasetRef.of(dataset), len(dataset), 3, 1, 0, 1, 7, True, 0,
                      twin.param_sources())
     launches = []
@@ -133,13 +137,14 @@ def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, 
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", HostDecodingCodec)
     monkeypatch.setattr(nvimgcodec, "_current_stream", lambda target: STREAM)
     monkeypatch.setattr(chute.kernels, "resize_normalize_views", views_kernel)
-    gpu = nvimgcodec.NvImgCodecBackend(_spec(dataset, "cuda:0"), device_id=0)
-    saw_failure = False
+    gpu = nvimgcodec.NvImgCodecBackend(_spec(dataset, "cuda:0", dtype, layout, augment),
+                                       device_id=0)
+    saw_failure, stale_dtype = False, getattr(torch, dtype)
     for k in range(len(plan)):
         request = plan.request(k)
-        want_status, want = _fill(twin, request, lambda s: np.zeros(s, np.float16))
+        want_status, want = _fill(twin, request, lambda s: np.zeros(s, dtype))
         # 77: a stale value every good row must overwrite
-        status, got = _fill(gpu, request, lambda s: torch.full(s, 77, dtype=torch.float16))
+        status, got = _fill(gpu, request, lambda s: torch.full(s, 77, dtype=stale_dtype))
         assert launches == [5] * (k + 1)  # one launch per batch, for all five views
         np.testing.assert_array_equal(status, want_status)
         good = status == 0
