@@ -61,7 +61,7 @@ class Run:
         self.slot_key = (count, tuple(sorted((k, s, np.dtype(d).str) for k, (s, d)
                                              in arrays.items())),
                          str(pipe.device), on_device, os.getpid())
-        self.inherited: list = []  # the previous pass's held slots (see SpareSlots)
+        self.inherited = []  # the previous pass's held slots (see SpareSlots)
         if spare is not None and spare.key == self.slot_key:
             slots, self.inherited = list(spare.free), list(spare.held)
         else:

@@ -214,7 +214,7 @@ def test_uint8_nhwc_views_equal_the_float_views_rounded(dataset_path):
 
 @pytest.mark.parametrize("options,match", [
     (dict(views=DINO, size=32), r"leave \['size'\] unset"),
-    (dict(views=DINO, backend="dali"), r"backend='dali' does not decode views yet"),
+    (dict(views=DINO, backend="dali-native"), r"backend='dali-native' does not decode views"),
     (dict(views=[]), "non-empty list of chute.View"),
     (dict(views=[CropConfig()]), r"chute.View\(...\) items"),
 ])

@@ -63,24 +63,44 @@ class KernelWriter:
         # memory and keeps the kernel's inputs alive even if a DALI version released eagerly.
         self._held = crops
 
+    def write_views(self, crops, boxes, flips, outs) -> None:
+        """Multi-crop views (docs/views.md): every view of every decoded window in one launch.
+        boxes: [B, V, 4] every view's box inside its sample's window; flips [B, V]; outs: the
+        V output batches."""
+        import torch
+
+        from chute.kernels import resize_normalize_views
+
+        samples = [crops[k] for k in range(len(crops))]
+        stream = torch.cuda.current_stream(outs[0].device)
+        resize_normalize_views(
+            samples, np.asarray(boxes, dtype=np.float32), np.asarray(flips, dtype=bool), outs,
+            layout=self.layout, mean=self.mean, std=self.std, stream=stream,
+        )
+        self._held = crops  # as in write()
+
 
 def decode_batch_on_cpu(ids, boxes, flips, out, spec) -> np.ndarray:
-    """Decode one batch with chute's CPU decoder into `out`; returns its per-sample status."""
+    """Decode one batch with chute's CPU decoder into `out`; returns its per-sample status.
+    Multi-crop views: `out` is the list of V view batches, boxes [B, V, 4] and flips [B, V]."""
     import dataclasses
 
     from chute.pipelines.producers.image._cpu import CpuBackend
 
     # The cpu backend with its defaults (DALI's options mean nothing to it).
     cpu = CpuBackend(dataclasses.replace(spec, name="cpu", options={}))
-    host = np.empty(tuple(out.shape), dtype=spec.numpy_dtype)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    hosts = [np.empty(tuple(o.shape), dtype=spec.numpy_dtype) for o in outs]
     status = cpu.decode(np.asarray(ids, dtype=np.int64), np.asarray(boxes, dtype=np.float64),
-                        np.asarray(flips, dtype=bool), host)
-    if isinstance(out, np.ndarray):
-        np.copyto(out, host)
-    else:
-        import torch
+                        np.asarray(flips, dtype=bool),
+                        hosts if isinstance(out, (list, tuple)) else hosts[0])
+    for target, host in zip(outs, hosts, strict=True):
+        if isinstance(target, np.ndarray):
+            np.copyto(target, host)
+        else:
+            import torch
 
-        out.copy_(torch.from_numpy(host))
+            target.copy_(torch.from_numpy(host))
     return np.asarray(status, dtype=np.uint8)
 
 

@@ -3,6 +3,8 @@
 - `dali` (device cuda): DALI decodes each sample's crop window on the GPU (device="mixed", ROI
   decode), then chute's fused CUDA kernel (`chute.kernels.resize_normalize`) resizes, flips,
   normalizes and lays the crops out straight into the Pipeline's torch CUDA tensor.
+  Multi-crop views (docs/views.md): one window per sample holding every view's margin, then
+  one launch of the views kernel for all views (`chute.kernels.resize_normalize_views`).
 - `dali-native` (device cuda or cpu): the same reader and ROI decode, then DALI's own
   `fn.resize(antialias=True)` + `fn.crop_mirror_normalize`. With device="cpu" the graph runs in
   DALI's CPU-only mode (device_id=None): how a machine without a GPU runs the DALI reader.
@@ -182,12 +184,24 @@ class DaliBackend(ImageProducerBase):
             size_fields=cast("tuple[str, str]", tuple(self.spec.size_fields)),
             with_roi=self.variant == "native",
             max_pixels=self.options.max_pixels,
+            view_sizes=(tuple(cast("tuple[int, int]", tuple(crop.size))
+                              for crop in self.spec.views) if self.spec.views else None),
         )
+
+    def targets(self, out: dict):
+        """The output this backend writes: the field's batch, or the list of every view's."""
+        if self.spec.views:
+            return [out[key] for key in self.view_shapes(1)]
+        return out[self.field]
 
     def fill(self, request, out: dict) -> np.ndarray:
         """Random access (substitutes): the CPU decoder, with this backend's output format."""
         from chute.pipelines.producers._dali._output import decode_batch_on_cpu
 
+        if self.spec.views:
+            return decode_batch_on_cpu(request.ids, request.params[f"{self.field}.view_boxes"],
+                                       request.params[f"{self.field}.view_flips"],
+                                       self.targets(out), self.spec)
         return decode_batch_on_cpu(request.ids, request.params["boxes"],
                                    request.params["flips"], out[self.field], self.spec)
 
@@ -227,9 +241,9 @@ class DaliEpoch:
         return build_dali_pipeline(source, self.backend.graph_config())
 
     def read(self, request, out: dict) -> np.ndarray:
-        iteration, ids = request.iteration, request.ids
-        boxes, flips = request.params["boxes"], request.params["flips"]
-        out = out[self.backend.field]
+        iteration = request.iteration
+        ids, boxes, flips = self.source.crops(request)  # every view's, with views
+        out = self.backend.targets(out)
         if iteration != self.next_iteration:
             raise ChuteError(
                 f"DALI epoch reader asked for iteration {iteration}, expected "
@@ -258,7 +272,8 @@ class DaliEpoch:
             return self.pipe.run()
         import torch
 
-        stream = torch.cuda.current_stream(out.device)
+        first = out[0] if isinstance(out, list) else out
+        stream = torch.cuda.current_stream(first.device)
         # Outputs bound to the caller's stream: our kernel/copy enqueued on it runs after DALI.
         return self.pipe.run(stream)
 
@@ -283,7 +298,10 @@ class DaliEpoch:
             inner[status != 0] = PLACEHOLDER_BOX
             writer = self.backend._kernel_writer
             assert writer is not None  # the "kernel" variant (not "native") has one
-            writer.write(outputs[0], inner, flips, out)
+            if isinstance(out, list):  # multi-crop views: one launch for all of them
+                writer.write_views(outputs[0], inner, flips, out)
+            else:
+                writer.write(outputs[0], inner, flips, out)
 
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:
         """A DALI error kills its pipeline: find the bad samples with the CPU decoder, fill the

@@ -63,6 +63,10 @@ class DaliBatchSource:
         A payload whose header claims more, or a size other than its height/width columns, or
         cannot be read, never reaches DALI: a small placeholder image takes its place and its
         `index` output is `refused_index(id, status)` (`refusals` decodes it).
+    view_sizes: multi-crop views (docs/views.md; the kernel graph only): the (out_h, out_w) of
+        every view. The plan's "<field>.view_boxes" [B, V, 4] then give one decode window per
+        sample holding every view's resample margin (`chute.kernels.union_windows`), and
+        `windows` returns every view's box inside it ([B, V, 4]). None: one crop per sample.
     """
 
     plan: Any
@@ -74,6 +78,7 @@ class DaliBatchSource:
     size_fields: tuple[str, str] = ("height", "width")
     with_roi: bool = False
     max_pixels: int | None = None
+    view_sizes: tuple[tuple[int, int], ...] | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -83,6 +88,9 @@ class DaliBatchSource:
     def __post_init__(self) -> None:
         if self.staging not in ("views", "pinned"):
             raise ValueError(f"staging must be 'views' or 'pinned', not {self.staging!r}")
+        if self.view_sizes is not None and self.with_roi:
+            raise ValueError("multi-crop views are resampled by chute's kernel: a views "
+                             "source cannot feed the dali-native graph (with_roi)")
         from chute.fallbacks import max_image_pixels
 
         self.max_pixels = max_image_pixels(self.max_pixels)
@@ -118,7 +126,9 @@ class DaliBatchSource:
         plan, iteration = self.plan_iteration(batch_info)
         # BatchPlan.request raises StopIteration past the end, consistently for any lookahead.
         request = plan.request(iteration)
-        ids, boxes, flips = request.ids, request.params["boxes"], request.params["flips"]
+        ids, boxes, flips = self.crops(request)
+        if self.view_sizes is not None:
+            flips = flips[:, 0]  # the graph passes flips through unused: the kernel flips
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         sizes = self.sizes(ids)
         boxes, inner = self.windows(ids, boxes, sizes)
@@ -143,12 +153,24 @@ class DaliBatchSource:
             self._held[iteration % self.ring] = batch
         return batch
 
+    def crops(self, request) -> tuple[Any, np.ndarray, np.ndarray]:
+        """(ids, boxes, flips) of a request: [B, 4] and [B], or every view's [B, V, 4] and
+        [B, V] with `view_sizes`."""
+        if self.view_sizes is not None:
+            return (request.ids, request.params[f"{self.field}.view_boxes"],
+                    np.asarray(request.params[f"{self.field}.view_flips"], dtype=bool))
+        return request.ids, request.params["boxes"], request.params["flips"]
+
     def windows(self, ids, boxes, sizes=None) -> tuple[np.ndarray, np.ndarray]:
-        """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32) of a batch
-        (`sizes`: its height/width columns, when already at hand)."""
+        """(decode windows [B, 4] int32, crop boxes inside them [B, 4] float32, or [B, V, 4]
+        with `view_sizes`) of a batch (`sizes`: its height/width columns, when at hand)."""
         from chute._resize_box import decode_windows
 
         sizes = self.sizes(ids) if sizes is None else sizes
+        if self.view_sizes is not None:
+            from chute.kernels import union_windows
+
+            return union_windows(boxes, sizes, self.view_sizes)
         return decode_windows(boxes, sizes, self.margin_for)
 
     def sizes(self, ids) -> np.ndarray:

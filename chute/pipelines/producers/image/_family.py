@@ -104,15 +104,15 @@ def build(field: str, options: ImageOptions, ctx: FieldContext) -> FieldBuild:
                                    "reason": reason})
 
 
-# The backends that decode views (docs/views.md): the CPU decoder, and nvImageCodec with chute's
-# views kernel (one launch for all views) on a GPU.
-VIEW_BACKENDS = ("cpu", "nvimgcodec")
+# The backends that decode views (docs/views.md): the CPU decoder, and nvImageCodec or DALI's
+# decoder with chute's views kernel (one launch for all views) on a GPU.
+VIEW_BACKENDS = ("cpu", "nvimgcodec", "dali")
 
 
 def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dict,
                  channels_last: bool, produced: str, cast, mean, std) -> FieldBuild:
     """An image field delivering multi-crop views: one decode per sample, every view resampled
-    from it (cpu or nvimgcodec backend), delivered as a list of tensors in view order."""
+    from it (cpu, nvimgcodec or dali backend), delivered as a list of tensors in view order."""
     where = f"ImageOptions of field {field!r}"
     given = [k for k in ("size", "crop", "eval_crop") if getattr(options, k) is not None]
     if given:
@@ -126,7 +126,7 @@ def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dic
         name, reason = options.backend, f"backend={options.backend!r} was requested"
     else:
         raise ValueError(f"{where}: backend={options.backend!r} does not decode views yet; "
-                         f"use backend='cpu', 'nvimgcodec' or 'auto' with views= "
+                         f"use backend='cpu', 'nvimgcodec', 'dali' or 'auto' with views= "
                          "(docs/views.md)")
     _check_columns(field, ctx.dataset)
     crops = tuple(view.crop(ctx.augment) for view in views)

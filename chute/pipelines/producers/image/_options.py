@@ -42,8 +42,8 @@ class ImageOptions:
         views: a list of `View`s for multi-crop (DINO, SwAV): each image is decoded once and
             every view cropped, resized, flipped and normalised from that decode; the batch
             holds the field as a list of tensors in view order, `count` expanded
-            (docs/views.md). Excludes `size`, `crop` and `eval_crop`; backends "cpu" and
-            "nvimgcodec" (one kernel launch for all views on a GPU).
+            (docs/views.md). Excludes `size`, `crop` and `eval_crop`; backends "cpu",
+            "nvimgcodec" and "dali" (one kernel launch for all views on a GPU).
     """
 
     size: int | tuple[int, int] | str | None = None
