@@ -62,7 +62,8 @@ class _Usage:
 
     @property
     def total(self) -> int:
-        return self.files + sum(self.parts.values())
+        """Bytes of the folder: its files, reservations, and this total's own file."""
+        return self.files + sum(self.parts.values()) + len(self.as_bytes())
 
     def as_bytes(self) -> bytes:
         return json.dumps({"files": self.files, "parts": self.parts,
@@ -303,14 +304,14 @@ class NodeCache:
         processes that died, handed to the caller to change, and written back."""
         with _locked(self.root / _EVICT_LOCK, fcntl.LOCK_EX):
             state = self._read_usage()
+            stored = None if state is None else state.as_bytes()
             if state is None or time.time() - state.counted > _RECOUNT_SECONDS:
                 state = self._count()
-            before = state.as_bytes()
             try:
                 self._purge(state)
                 yield state
             finally:  # what was done to the folder is counted even when the caller failed
-                if state.as_bytes() != before:
+                if state.as_bytes() != stored:
                     self._write_usage(state)
 
     def _read_usage(self) -> _Usage | None:

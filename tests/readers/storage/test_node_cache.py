@@ -16,8 +16,8 @@ from chute.readers.storage._node_cache import NodeCache, VersionPin
 
 
 def folder_bytes(root: Path) -> int:
-    """Every file's bytes but the running total's own file."""
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.name != ".usage")
+    """Every file's bytes (the running total's own file too)."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
 def version(cache: NodeCache, name: str, payload: list[str]) -> Path:
