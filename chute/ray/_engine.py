@@ -39,6 +39,10 @@ class RayEngine:
     task_size: int | None = None
     retries: int = 3
 
+    def start(self) -> None:
+        """Join the cluster (or start a local instance) before anything is written."""
+        connect(self.address)
+
     def run(self, job, writer, report: ConvertReport, progress) -> None:
         """Write `job`'s units as parts adopted by `writer` (see `chute.readers.Engine`)."""
         ray = connect(self.address)

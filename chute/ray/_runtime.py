@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import tempfile
 from typing import Any
 
 from chute._lazy import require
@@ -14,6 +16,7 @@ __all__ = ["connect", "cluster_cpus", "task_env"]
 
 # what tasks need to reach object storage the way the driver does (docs/storage.md)
 _FORWARDED = ("AWS_", "CHUTE_S3_", "CHUTE_DATA_CACHE")
+_CONNECT_TIMEOUT_S = 10  # to reach a cluster's address before ray.init is asked to
 
 
 def connect(address: str | None = None) -> Any:
@@ -27,6 +30,8 @@ def connect(address: str | None = None) -> Any:
     ray = require("ray", "ray")
     require("ray.data", "ray")
     if not ray.is_initialized():
+        if address is not None:
+            _check_reachable(address)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      logging_level="ERROR", configure_logging=True)
@@ -43,6 +48,40 @@ def connect(address: str | None = None) -> Any:
     # per-operator status lines and a note that Ray's own bars are off
     logging.getLogger("ray.data").setLevel(logging.ERROR)
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """ChuteError unless something listens at the cluster's address: ray.init retries an
+    address where nothing runs for minutes without end."""
+    given = address
+    if address == "auto":  # as Ray resolves it: RAY_ADDRESS, else this node's latest cluster
+        address = os.environ.get("RAY_ADDRESS") or _current_cluster() or ""
+        if not address:
+            raise ChuteError("--ray-address auto: no Ray cluster runs on this node (no "
+                             "RAY_ADDRESS, nothing started by `ray start`); start one with "
+                             "`ray start --head`, or leave the address out to run on a local "
+                             "Ray instance")
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)),
+                                 timeout=_CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ChuteError(f"--ray-address {given}: no Ray cluster answers at {address} "
+                         f"({reason}); check the address (HOST:PORT of the head node, or "
+                         "ray://HOST:10001), or leave it out to run on a local Ray instance"
+                         ) from None
+
+
+def _current_cluster() -> str | None:
+    """The address `ray start` recorded on this node (Ray's temporary folder)."""
+    folder = os.environ.get("RAY_TMPDIR") or os.path.join(tempfile.gettempdir(), "ray")
+    try:
+        with open(os.path.join(folder, "ray_current_cluster")) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def cluster_cpus(ray: Any) -> int:

@@ -5,6 +5,7 @@ refused without `--engine ray`, and the command runs on its own local Ray instan
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -65,3 +66,22 @@ def test_the_command_starts_its_own_local_ray_instance(tmp_path):
     assert main(["convert", "imagefolder", str(src), str(tmp_path / "one"),
                  "--no-progress"]) == 0
     assert payloads(tmp_path / "ray") == payloads(tmp_path / "one")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("address", ["127.0.0.1:9", "auto"])
+def test_an_address_where_no_cluster_runs_is_one_line_and_writes_nothing(tmp_path, address):
+    src = image_folder(tmp_path / "src")
+    (tmp_path / "ray-tmp").mkdir()
+    done = subprocess.run([sys.executable, "-c", "import sys; from chute.cli import main; "
+                           "sys.exit(main(sys.argv[1:]))", "convert", "imagefolder", str(src),
+                           str(tmp_path / "dst"), "--engine", "ray", "--ray-address",
+                           address], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RAY_ADDRESS": "",
+                               "RAY_TMPDIR": str(tmp_path / "ray-tmp")})
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(lines) == 1 and f"--ray-address {address}: no Ray cluster" in lines[0], \
+        done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "dst").exists()

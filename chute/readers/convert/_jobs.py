@@ -88,7 +88,10 @@ class ConvertJob(ABC):
 
 class Engine(Protocol):
     """Runs the units of a job in slices, each through `PartWriter(writer.part_target())`,
-    adopting the parts into `writer` in order and merging their reports."""
+    adopting the parts into `writer` in order and merging their reports. `start` is called
+    first, before anything is written (connect, or fail in one line)."""
+
+    def start(self) -> None: ...
 
     def run(self, job: ConvertJob, writer: ShardWriter, report: ConvertReport,
             progress: Callable[[int], Any]) -> None: ...
@@ -110,6 +113,8 @@ def run_job(job: ConvertJob, dst, *, engine: Engine | None = None,
 
     dst = destination(dst)
     report = ConvertReport()
+    if engine is not None:
+        engine.start()
     with ShardWriter(dst, job.fields, shard_size=job.shard_size, class_names=job.class_names,
                      overwrite=job.overwrite, tables=job.tables,
                      manifest_extra=job.extra) as writer:
