@@ -4,6 +4,7 @@ the dataset's size, and an endpoint that goes away mid-epoch and comes back."""
 
 from __future__ import annotations
 
+import stat
 import threading
 import time
 from pathlib import Path
@@ -71,8 +72,15 @@ def test_a_quarter_size_cache_completes_a_training_epoch_within_its_limit(s3, fo
 
     def watch() -> None:
         while not stop.is_set():
-            size = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
-            peak[0] = max(peak[0], size)
+            sizes = {}  # by inode: a file being renamed may be listed under both names
+            for path in cache.rglob("*"):
+                try:
+                    info = path.lstat()
+                except FileNotFoundError:  # evicted or renamed since listed
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    sizes[info.st_ino] = info.st_size
+            peak[0] = max(peak[0], sum(sizes.values()))
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch, daemon=True)
