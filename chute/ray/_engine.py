@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +25,13 @@ _CANCEL_WAIT_S = 60  # how long a failed convert waits for its cancelled tasks t
 
 @dataclass(frozen=True)
 class RayEngine:
-    """Run converts as Ray Data tasks (`chute convert ... --engine ray`).
+    """Run converts as Ray tasks (`chute convert ... --engine ray`).
 
     Args:
         address: the Ray cluster ("auto", "ray://HOST:PORT"); None starts a local instance.
-        task_size: units (images, tars, videos) per task; None: the units split into four
-            tasks per CPU of the cluster. Every task ends its last shard early, so a task
-            should hold several shards' worth of input.
+        task_size: units (image files, tars, video or audio rows, samples) per task; None:
+            the units split into four tasks per CPU of the cluster. Every task ends its last
+            shard early, so a task should hold several shards' worth of input.
         retries: how often a task that failed (its process died, or an I/O error) is run
             again before the convert fails.
     """
@@ -92,10 +93,14 @@ class RayEngine:
 def _write_slice(job: Any, target: PartTarget, task: int, start: int, stop: int,
                  kill_first: str | None) -> dict[str, Any]:
     """One task: the units [start, stop) of `job`, written by a PartWriter."""
+    result: dict[str, Any] = {"task": task, "units": stop - start, "error": ""}
+    if not target.remote and not os.path.isdir(target.location):
+        return {**result, "error": f"{target.location}: the destination's staging folder is not "
+                f"on the node that ran task {task} ({socket.gethostname()}); write to s3:// or "
+                "a shared file system every node mounts (docs/ray.md)"}
     units = job.units[start:stop]
     writer = PartWriter(target)
     report = ConvertReport()
-    result: dict[str, Any] = {"task": task, "units": stop - start, "error": ""}
     try:
         if kill_first and _first_attempt(kill_first, task):
             job.write(units[:max(1, len(units) // 2)], writer, report, _ignore, 1)
