@@ -20,6 +20,7 @@ _LAZY = {
     "ImageOptions": "chute.pipelines",
     "VideoOptions": "chute.pipelines",
     "AudioOptions": "chute.pipelines",
+    "FbankOptions": "chute.pipelines",
     "ArrayOptions": "chute.pipelines",
     "Lookup": "chute.pipelines",
     "MaxDuration": "chute.pipelines",

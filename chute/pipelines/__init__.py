@@ -18,7 +18,7 @@ from chute.pipelines.producers._contract import (
     SequentialEpoch,
 )
 from chute.pipelines.producers._registry import FAMILIES, PRODUCERS, create_producer, family_of
-from chute.pipelines.producers.audio._options import AudioOptions
+from chute.pipelines.producers.audio._options import AudioOptions, FbankOptions
 from chute.pipelines.producers.image._auto import tune_dataset
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 from chute.pipelines.producers.image._options import ImageOptions
@@ -36,6 +36,7 @@ from chute.pipelines.sampling._windows import ShardWindows
 __all__ = [
     "ArrayOptions",
     "AudioOptions",
+    "FbankOptions",
     "BatchPlan",
     "BatchRequest",
     "Batching",

@@ -32,7 +32,13 @@ from chute.pipelines.producers._contract import (
     check_options,
     no_candidates,
 )
-from chute.pipelines.producers.audio._fbank import FbankConfig, fbank, fbank_frames
+from chute.pipelines.producers.audio._fbank import (
+    FbankConfig,
+    FbankDither,
+    fbank,
+    fbank_frames,
+)
+from chute.pipelines.producers.audio._options import FbankOptions
 from chute.pipelines.producers.audio._perturb import AudioPerturbation
 from chute.pipelines.sampling._units import sample_unit
 
@@ -132,15 +138,15 @@ class AudioProducer(StoredFieldProducer):
     def _fbank_config(self, features) -> FbankConfig | None:
         if features is None:
             return None
-        if features != "fbank" or not self.mono:
-            raise ValueError(f"features must be None or 'fbank' (with mono=True), got "
-                             f"{features!r} for field {self.field!r}")
+        if (features != "fbank" and not isinstance(features, FbankOptions)) or not self.mono:
+            raise ValueError(f"features must be None, 'fbank' or a FbankOptions (with "
+                             f"mono=True), got {features!r} for field {self.field!r}")
         if self.mixed_rates:
             raise ValueError(f"features='fbank' for field {self.field!r} needs one sample rate, "
                              f"but its recordings mix {sorted(set(self.rates.tolist()))}; pass "
                              "sample_rate= to resample them to one")
         rate = self.target if self.target is not None else int(self.rates[0])
-        return FbankConfig(rate)
+        return FbankConfig(rate, features if isinstance(features, FbankOptions) else None)
 
     def _rates(self, params: dict) -> tuple[np.ndarray, np.ndarray]:
         """(rate the decoded frames are taken at, output rate) per sample: speed perturbation
@@ -162,7 +168,8 @@ class AudioProducer(StoredFieldProducer):
         return (frames,) if self.mono else (self.channels, frames)
 
     def param_sources(self) -> tuple:
-        return (self.unit, self.perturb)
+        dither = self.fbank is not None and self.fbank.options.dither > 0
+        return (self.unit, self.perturb, *((FbankDither(),) if dither else ()))
 
     def outputs(self) -> dict[str, Output]:
         outputs = {self.field: Output(self._sample_shape(self.longest), np.dtype(np.float32)),
@@ -208,7 +215,8 @@ class AudioProducer(StoredFieldProducer):
             import torch
 
             out[f"{self.field}_fbank"][...] = fbank(torch.from_numpy(audio), lengths,
-                                                    self.fbank).numpy()
+                                                    self.fbank,
+                                                    params.get("fbank_dither")).numpy()
             out[f"{self.field}_fbank_lengths"][...] = fbank_frames(lengths, self.fbank)
         return status
 
