@@ -3,7 +3,7 @@ field producers (image decoders, video clips, audio, array gathers, columns, met
 per-field typed options and one batching contract."""
 
 from chute.pipelines._fields import default_fields
-from chute.pipelines._mix import MixedDataset, MixSampler, mix
+from chute.pipelines._mix import MixedDataset, MixRef, MixSampler, mix
 from chute.pipelines._options import image_size_of
 from chute.pipelines._pipeline import Pipeline, PipelineStats
 from chute.pipelines._request import BatchRequest, CropParams, ParamSource
@@ -27,7 +27,9 @@ from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
 from chute.pipelines.producers.video._cpu import VideoProducer
 from chute.pipelines.producers.video._options import VideoOptions
+from chute.pipelines.producers.video._output import to_output as clip_to_output
 from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
+from chute.pipelines.sampling._clips import spread_clips
 from chute.pipelines.sampling._order import EpochOrder
 from chute.pipelines.sampling._partition import Partition
 from chute.pipelines.sampling._plan import BatchPlan
@@ -53,6 +55,7 @@ __all__ = [
     "MaxDuration",
     "MixSampler",
     "MixedDataset",
+    "MixRef",
     "Output",
     "PRODUCERS",
     "ParamSource",
@@ -67,12 +70,14 @@ __all__ = [
     "VideoOptions",
     "VideoProducer",
     "View",
+    "clip_to_output",
     "create_producer",
     "crop_boxes",
     "default_fields",
     "family_of",
     "image_size_of",
     "mix",
+    "spread_clips",
     "tune_dataset",
     "tune_video",
     "view_seed",

@@ -29,7 +29,7 @@ import numpy as np
 from chute.pipelines.sampling._keyed_random import derive_key, random_u64
 from chute.pipelines.sampling._order import EpochOrder
 
-__all__ = ["mix", "MixedDataset", "MixSampler", "SOURCE_FIELD"]
+__all__ = ["mix", "MixedDataset", "MixRef", "MixSampler", "SOURCE_FIELD"]
 
 SOURCE_FIELD = "source"  # the per-sample source index every batch of a mix carries
 _LIST_KINDS = ("json", "bytes")  # kinds that may be optional: a missing value is None
@@ -131,6 +131,44 @@ class MixOrder:
         return local
 
 
+@dataclass(frozen=True)
+class MixRef:
+    """A mix named across processes, as `DatasetRef` names one dataset.
+
+    Attributes:
+        names: the sources' names, in "source" index order.
+        sources: their DatasetRef objects.
+        weights: the `weights` given to `chute.mix`.
+        epoch_samples: its `epoch_samples`.
+        replacement: its `replacement`.
+        optional: its `optional`.
+        fingerprint: the mix's fingerprint when it was made.
+    """
+
+    names: tuple[str, ...]
+    sources: tuple[Any, ...]
+    weights: dict | None
+    epoch_samples: int | None
+    replacement: bool | dict
+    optional: tuple[str, ...]
+    fingerprint: str
+
+    @property
+    def url(self) -> str:
+        return f"mix:{self.fingerprint}"
+
+    def open(self) -> MixedDataset:
+        from chute.errors import FormatError
+
+        opened = MixedDataset(dict(zip(self.names, (r.open() for r in self.sources),
+                                       strict=True)),
+                              self.weights, self.epoch_samples, self.replacement, self.optional)
+        if opened.fingerprint != self.fingerprint:
+            raise FormatError(f"{self.url}: the mix changed since it was made (fingerprint "
+                              f"{opened.fingerprint}); restart the job")
+        return opened
+
+
 class MixedDataset:
     """The dataset `chute.mix` returns: its sources' rows back to back, read through the
     sources, with the `sampler` a Pipeline plans its epochs with.
@@ -168,6 +206,18 @@ class MixedDataset:
                  repr(self.sampler), repr(self.optional)]
         self.fingerprint = "mix-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
         self.delivered_fields = (SOURCE_FIELD,)
+        self._args = (weights, epoch_samples, replacement, tuple(optional))
+
+    def ref(self) -> MixRef:
+        """The mix's identity for other processes (DALI workers): its sources' `DatasetRef`s
+        and its arguments; `open()` there builds the same mix, or refuses a changed one."""
+        from chute.readers import DatasetRef
+
+        weights, epoch_samples, replacement, optional = self._args
+        return MixRef(self.names, tuple(DatasetRef.of(ds) for ds in self.sources),
+                      None if weights is None else dict(weights), epoch_samples,
+                      replacement if isinstance(replacement, bool) else dict(replacement),
+                      optional, self.fingerprint)
 
     # -- construction -----------------------------------------------------------------------
     def _shares(self, weights, sizes) -> np.ndarray:

@@ -247,3 +247,35 @@ def test_latents_from_two_zarr_stores_mix(tmp_path):
                                          batch["index"], strict=True):
             local = int(index) - (12 if source else 0)
             assert np.array_equal(frames.numpy(), values[int(source)]["base_frames"][local])
+
+
+def test_a_mix_reopens_in_dali_workers_as_the_same_mix(paths):
+    """The DALI backends reopen their source by reference in worker processes: a mix names
+    itself by its sources' references (MixRef) and DALI (CPU mode) delivers what cpu does."""
+    pytest.importorskip("nvidia.dali")
+    mixed = chute.mix({"a": paths[0], "b": paths[1]}, weights={"a": 0.7, "b": 0.3})
+    ref = mixed.ref()
+    assert ref.open().fingerprint == mixed.fingerprint
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 5, "augment": "eval"}
+    got = {}
+    for backend in ("cpu", "dali-native"):
+        image = ImageOptions(size=16, backend=backend, dtype="float32")
+        with Pipeline(mixed, 8, fields={"image": image, "label": None}, **kw) as pipe:
+            got[backend] = run(pipe, 4)
+    for cpu, dali in zip(got["cpu"], got["dali-native"], strict=True):
+        for key in ("index", "source", "label"):
+            assert torch.equal(cpu[key], dali[key])
+        assert (cpu["image"] - dali["image"]).abs().mean() < 0.05  # two JPEG decoders
+
+
+def test_a_changed_source_is_refused_when_a_mix_reopens(paths, tmp_path):
+    import shutil
+
+    copy = shutil.copytree(paths[1], tmp_path / "b.chute")
+    mixed = chute.mix({"a": paths[0], "b": copy})
+    ref = mixed.ref()
+    write_dataset(tmp_path / "b2.chute", n=NB, sizes=(40, 60), label=lambda i: i, meta=False)
+    shutil.rmtree(copy)
+    shutil.copytree(tmp_path / "b2.chute", copy)
+    with pytest.raises(chute.errors.FormatError, match="changed"):
+        ref.open()

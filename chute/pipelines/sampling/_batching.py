@@ -105,9 +105,12 @@ class BoundBatching(Protocol):
 
 
 def _ref(dataset):
+    """How processes that reopen the dataset name it: its own `ref()` (a mix), else its
+    `DatasetRef`."""
     from chute.readers import DatasetRef
 
-    return DatasetRef.of(dataset)
+    own = getattr(dataset, "ref", None)
+    return own() if callable(own) else DatasetRef.of(dataset)
 
 
 def _positive_batch(batch_size, what: str) -> int:
