@@ -7,6 +7,7 @@ import argparse
 import errno
 import importlib
 import sys
+from typing import NoReturn
 
 from chute.errors import ChuteError
 
@@ -17,8 +18,17 @@ _COMMANDS = ("convert", "info", "verify", "meta", "show", "bench", "autotune", "
              "demo", "infer_bench")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, exit status 2 (every subcommand's parser is one of
+    these: subparsers take their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} "
+                     "--help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="chute",
         description="Feed PyTorch training with decoded, augmented image batches: "
         "convert data to chute shards, inspect and verify them, benchmark and autotune pipelines.",

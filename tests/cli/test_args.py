@@ -42,3 +42,18 @@ def test_eval_crop_choices_are_the_pipelines():
     from chute.pipelines.producers.image._crops import EVAL_CROPS as PIPELINE_EVAL_CROPS
 
     assert EVAL_CROPS == PIPELINE_EVAL_CROPS
+
+
+@pytest.mark.parametrize("argv", [
+    ["convert", "imagefolder"],
+    ["convert", "imagefolder", "src", "dst", "--engine", "spark"],
+    ["convert", "csv", "x.csv", "dst", "--shard-size", "12XB"],
+    ["nope"],
+    ["info"],
+])
+def test_a_usage_error_is_one_line_exit_2_naming_the_help(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "error:" in err and "--help`" in err
