@@ -176,7 +176,13 @@ def convert_webdataset(tars: list[str | Path], dst, options=None, *,
 class WebDatasetJob(ConvertJob):
     """Tar shards as units. Whether the dataset has labels is decided by the first sample
     that can be stored (looked up before writing, so every slice of a distributed convert
-    declares the same fields); later samples that differ are skipped."""
+    declares the same fields); later samples that differ are skipped.
+
+    Args:
+        tars: the shard files, in order.
+        options: a ConvertOptions (max_side, quality, strict, shard_size, overwrite, ...).
+        max_member: the largest tar member read, in bytes.
+    """
 
     unit = "tar"
     kind = "webdataset"
