@@ -7,6 +7,7 @@ Each (2+1)D block factors a 3-D convolution into a spatial (1 x k x k) one and a
     from video_classifier import build
     model = build(seed=0)                     # the same weights on every call
     logits = model(torch.zeros(2, 3, 16, 112, 112))   # [2, 400]
+    logits = model(torch.zeros(2, 10, 3, 8, 112, 112))   # 10 clips per video, averaged: [2, 400]
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class VideoClassifier(nn.Module):
         self.head = nn.Linear(256, num_classes)
 
     def forward(self, clips: torch.Tensor) -> torch.Tensor:
+        if clips.dim() == 6:  # [B, N, 3, T, H, W]: N clips per video, their logits averaged
+            b, n = clips.shape[:2]
+            return self.forward(clips.flatten(0, 1)).view(b, n, -1).mean(dim=1)
         x = self.features(clips)
         return self.head(x.mean(dim=(2, 3, 4)))
 

@@ -13,21 +13,34 @@ from pathlib import Path
 
 from chute._cli._args import positive
 from chute._cli._output import add_json_flag, print_json
+from chute.errors import FormatError
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "infer-bench", help="load-test an inference pipeline (chute.infer) on a dataset",
         description="Start the pipeline of CONFIG (JSON, or YAML with PyYAML) on DATASET, offer "
-        "REQUESTS requests (sample ids 0, 1, ... of DATASET, repeated) as a Poisson process "
+        "REQUESTS requests (sample ids 0, 1, ... of DATASET, or the video files of --files, "
+        "repeated; --clips N asks N clips of each) as a Poisson process "
         "of RATE requests/s, and print throughput, latency p50/p95/p99, per-stage busy "
         "fraction, batch sizes, queue waits, service times, dropped and failed requests. "
         "Exit status: 0 when every accepted request succeeded (dropped requests are load "
         "shed, not failures), 3 when some failed, 4 when none succeeded, 130 on Ctrl-C "
         "(after the partial report).")
     parser.add_argument("config", metavar="CONFIG", type=Path, help="inference config file")
-    parser.add_argument("dataset", metavar="DATASET", help="dataset handed to the stages "
-                        "(e.g. one made by `chute convert video`)")
+    parser.add_argument("dataset", metavar="DATASET", nargs="?", default=None,
+                        help="dataset handed to the stages (e.g. one made by `chute convert "
+                        "video`); optional with --files")
+    parser.add_argument("--files", type=Path, default=None, metavar="LIST",
+                        help="requests are the video files LIST names (one path a line, "
+                        "relative to --root; '#' starts a comment) instead of sample ids; "
+                        "every path must lie inside --root")
+    parser.add_argument("--root", type=Path, default=None, metavar="DIR",
+                        help="the folder file requests may read from (default: LIST's "
+                        "folder); given to a chute.infer:VideoClipLoader first stage")
+    parser.add_argument("--clips", type=positive(int), default=None, metavar="N",
+                        help="each request asks for N clips spread over its video (the "
+                        "loader gives [N, 3, T, H, W] per request)")
     parser.add_argument("--rate", type=positive(float), default=None,
                         help="offered requests/s (default: bulk, as fast as it goes)")
     parser.add_argument("--requests", type=positive(int), default=100, help="(default: 100)")
@@ -79,6 +92,48 @@ def _save(config, path: Path) -> None:
     if outside:
         print(f"chute infer-bench: {path} names files outside its folder (stages "
               f"{', '.join(outside)}); run it with --allow-outside", file=sys.stderr)
+
+
+def read_file_list(path: Path, root: Path) -> list[str]:
+    """The video paths `path` lists (one a line, '#' comments and blank lines skipped), each
+    checked to lie inside `root` (symlinks followed) as the loader checks it.
+
+    Args:
+        path: the list file.
+        root: the folder the paths are relative to and must stay inside.
+    """
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FormatError(f"{path}: cannot read the list of video files ({exc})") from None
+    names = []
+    for number, line in enumerate(lines, 1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        try:
+            target = (root / name).resolve()
+        except (OSError, ValueError) as exc:
+            raise FormatError(f"{path}:{number}: {name!r} is not a usable path ({exc})") \
+                from None
+        if not target.is_relative_to(root):
+            raise FormatError(f"{path}:{number}: {name!r} leads to {target}, outside the root "
+                              f"{root}; list only files inside it, or pass --root")
+        if not target.is_file():
+            raise FormatError(f"{path}:{number}: no file {target}")
+        names.append(name)
+    if not names:
+        raise FormatError(f"{path}: lists no video files (one path a line)")
+    return names
+
+
+def _give_root(config, root: Path) -> None:
+    """Hand `root` to a VideoClipLoader first stage (file requests go to the first stage)."""
+    from chute.infer import VideoClipLoader
+
+    first = config.stages[0]
+    if first.fn in ("chute.infer:VideoClipLoader", VideoClipLoader):
+        first.options = {**(first.options or {}), "root": str(root)}
 
 
 # exit status of a run whose requests failed (docs/cli.md, "chute infer-bench")
@@ -144,9 +199,20 @@ def _run(args, out, interrupt: _Interrupt) -> int:
     from chute.readers import open_dataset
 
     config = load_config(args.config, allow_outside=args.allow_outside or None)
-    config.dataset = str(args.dataset)
-    n = len(open_dataset(args.dataset))
-    inputs = [k % n for k in range(args.requests)]
+    if args.dataset is None and args.files is None:
+        raise FormatError("chute infer-bench: give DATASET (requests are its sample ids), "
+                          "--files LIST (requests are video files), or both")
+    config.dataset = None if args.dataset is None else str(args.dataset)
+    if args.files is not None:
+        root = (args.root or args.files.parent).resolve()
+        names = read_file_list(args.files, root)
+        inputs: list = [names[k % len(names)] for k in range(args.requests)]
+        _give_root(config, root)
+    else:
+        n = len(open_dataset(args.dataset))
+        inputs = [k % n for k in range(args.requests)]
+    if args.clips is not None:
+        inputs = [{"video": item, "clips": args.clips} for item in inputs]
     result = {}
     if args.search:
         probe = inputs[:args.search_requests or min(args.requests, 30)]

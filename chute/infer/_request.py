@@ -44,7 +44,8 @@ class InferRequest:
 
     Attributes:
         id: its position in submission order (0, 1, ...).
-        input: what was submitted (for a video loader, the sample id).
+        input: what was submitted (for a video loader, a sample id, a file path or
+            {"video": ..., "clips": N}).
         submitted: when the client submitted it.
         stages: stage name -> StageTimes, for the stages it reached.
         done: when it finished (succeeded or failed), NaN while in flight.

@@ -1,26 +1,58 @@
-"""The loader stage for video: a batch of sample ids -> their clips, decoded from the dataset's
-shards by the `video` producer (span-only decoding; docs/design.md, "Video clips"), written
-straight into shared memory so that handing them to the next stage copies nothing."""
+"""The loader stage for video: a batch of requests -> their clips, decoded by the `video`
+producer from the dataset's shards (span-only decoding; docs/design.md, "Video clips") or from
+video files under the loader's root, written straight into shared memory so that handing them
+to the next stage copies nothing (docs/inference.md, "Requests")."""
 
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from chute.errors import DecodeError
-from chute.pipelines import BatchRequest, ProducerSpec, VideoProducer
-from chute.readers import open_dataset
+from chute.fallbacks import decode_frames
+from chute.pipelines import (
+    BatchRequest,
+    ProducerSpec,
+    VideoProducer,
+    clip_to_output,
+    spread_clips,
+)
+from chute.readers import UnreadableVideo, open_dataset, probe_video
 
 __all__ = ["VideoClipLoader"]
 
+# probed files kept per replica (a file's frame timestamps: a few KB each)
+_PROBES_KEPT = 256
+
+
+def _size(value) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if np.ndim(value) == 0:
+        return int(value), int(value)
+    height, width = (int(v) for v in value)
+    return height, width
+
 
 class VideoClipLoader:
-    """Clips of the samples a batch names, centred in each video (evaluation clips).
+    """Clips of the videos a batch of requests names (evaluation clips, centred, or spread
+    over the video when a request asks for several).
+
+    A request is a sample id of `dataset`, a path of a video file under `root`, or a dict
+    `{"video": id_or_path, "clips": N}`. One clip gives [3, T, H, W] (layout "CTHW"); a
+    request that asks for clips (the dict, or the loader's `clips=`) gives [N, 3, T, H, W]:
+    N clips centred on the middles of N equal segments of the video (`spread_clips`).
 
     Args:
-        dataset: a dataset made by `chute convert video` (path or open Dataset).
+        dataset: a dataset made by `chute convert video` (path or open Dataset); None when
+            requests name only files.
         field: its video field.
         num_frames: frames per clip.
         frame_interval: frames between two clip frames.
@@ -29,34 +61,120 @@ class VideoClipLoader:
         layout: "CTHW" ([3, T, H, W] per clip) or "TCHW".
         threads: decoding threads (samples of a batch decode in parallel).
         max_batch: the largest batch it is called with.
+        clips: clips per request for requests that do not say (None: one clip, [3, T, H, W]).
+        root: the folder file-path requests may read from (symlinks followed: a path that
+            leads outside it fails its request); None refuses file paths.
 
-    Calling it with a list of sample ids returns one clip tensor per id; a clip that does not
-    decode is a DecodeError in its place (that request fails, the others go on).
+    Calling it with a list of requests returns one tensor per request; a request that cannot
+    be served (a clip that does not decode, a path outside `root`) is an exception in its
+    place (that request fails, the others go on). A sample id out of range raises IndexError.
     """
 
-    def __init__(self, dataset, field: str = "video", *, num_frames: int = 16,
+    def __init__(self, dataset=None, field: str = "video", *, num_frames: int = 16,
                  frame_interval: int = 1, size=112, dtype: str = "float32",
-                 layout: str = "CTHW", threads: int = 1, max_batch: int = 64):
+                 layout: str = "CTHW", threads: int = 1, max_batch: int = 64,
+                 clips: int | None = None, root: str | os.PathLike | None = None):
+        if clips is not None and (isinstance(clips, bool) or not isinstance(clips, int)
+                                  or clips < 1):
+            raise ValueError(f"VideoClipLoader(clips={clips!r}): clips per request is an "
+                             "integer >= 1, or None for one clip without the clips axis")
+        if dataset is None and root is None:
+            raise ValueError("VideoClipLoader needs a dataset (requests are sample ids), a "
+                             "root (requests are video files under it), or both")
         self.dataset = (open_dataset(dataset) if isinstance(dataset, (str, os.PathLike))
                         else dataset)
-        options = {"num_frames": num_frames, "frame_interval": frame_interval, "size": size,
-                   "dtype": dtype, "layout": layout, "threads": threads}
-        spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
-                            augment="eval")
-        self.producer = VideoProducer(spec)
-        self.sources = self.producer.param_sources()
         self.field = field
+        self.num_frames, self.frame_interval = int(num_frames), int(frame_interval)
+        self.size, self.dtype, self.layout = _size(size), dtype, layout
+        self.clips = clips
+        self.root = None if root is None else Path(root).resolve()
+        self.producer = None
+        if self.dataset is not None:
+            options = {"num_frames": num_frames, "frame_interval": frame_interval,
+                       "size": size, "dtype": dtype, "layout": layout, "threads": threads}
+            spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
+                                augment="eval")
+            self.producer = VideoProducer(spec)  # checks the options
+            self.frames = np.asarray(self.dataset.column("num_frames"), np.int64)
+        self.pool = ThreadPoolExecutor(max(1, int(threads)), "chute-infer-video") \
+            if self.root is not None else None
+        self.probes: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
 
-    def __call__(self, ids: list) -> list:
-        wanted = np.asarray([int(i) for i in ids], dtype=np.int64)
-        bad = (wanted < 0) | (wanted >= len(self.dataset))
-        if bad.any():
-            raise IndexError(f"sample ids {wanted[bad].tolist()} are out of range for "
-                             f"{self.dataset.path} ({len(self.dataset)} samples)")
-        params = {}
-        for source in self.sources:
-            params.update(source(0, 0, wanted))
-        request = BatchRequest(-1, wanted, params)
+    def _parse(self, item) -> tuple[Any, int | None]:
+        """(sample id or path, clips or None) of one request."""
+        clips = self.clips
+        if isinstance(item, dict):
+            unknown = sorted(set(item) - {"video", "clips"})
+            if "video" not in item or unknown:
+                raise ValueError(f"request {item!r}: a dict request is {{'video': sample id or "
+                                 "path, 'clips': N}")
+            if "clips" in item:
+                clips = item["clips"]
+                if isinstance(clips, bool) or not isinstance(clips, int) or clips < 1:
+                    raise ValueError(f"request {item!r}: clips is an integer >= 1")
+            item = item["video"]
+        if isinstance(item, (str, os.PathLike)):
+            return os.fspath(item), clips
+        if isinstance(item, (bool, float)) or not isinstance(item, (int, np.integer)):
+            raise ValueError(f"request {item!r}: expected a sample id, a video file path or "
+                             "{'video': ..., 'clips': N}")
+        return int(item), clips
+
+    def __call__(self, requests: list) -> list:
+        parsed: list = []
+        for item in requests:
+            try:
+                parsed.append(self._parse(item))
+            except ValueError as exc:
+                parsed.append(exc)
+        ids = [p[0] for p in parsed if isinstance(p, tuple) and isinstance(p[0], int)]
+        if ids and self.producer is None:
+            raise IndexError(f"sample ids {ids} name no dataset: this loader was built without "
+                             "one (requests must be video file paths)")
+        if ids:
+            wanted = np.asarray(ids, np.int64)
+            bad = (wanted < 0) | (wanted >= len(self.dataset))
+            if bad.any():
+                raise IndexError(f"sample ids {wanted[bad].tolist()} are out of range for "
+                                 f"{self.dataset.path} ({len(self.dataset)} samples)")
+        results: list = [p if isinstance(p, Exception) else None for p in parsed]
+        by_id = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
+                 isinstance(p[0], int)]
+        if by_id:
+            self._from_dataset([parsed[k] for k in by_id], by_id, results)
+        by_path = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
+                   isinstance(p[0], str)]
+        if by_path:
+            if self.pool is None:
+                for k in by_path:
+                    results[k] = ValueError(f"request {parsed[k][0]!r}: a video file path needs "
+                                            "the loader's root= option (the folder requests "
+                                            "may read from)")
+            else:
+                jobs = {k: self.pool.submit(self._from_file, *parsed[k]) for k in by_path}
+                for k, job in jobs.items():
+                    try:
+                        results[k] = job.result()
+                    except (ValueError, DecodeError, OSError) as exc:
+                        results[k] = exc
+        return results
+
+    def _from_dataset(self, items: list, where: list[int], results: list) -> None:
+        """Decode the clips of dataset requests `items` (results[where[k]] for item k) as one
+        batch of rows: a request of N clips is N rows of the same sample."""
+        assert self.producer is not None
+        rows: list[int] = []
+        starts: list[int] = []
+        spans: list[tuple[int, int, int | None]] = []
+        for sample, clips in items:
+            indices = spread_clips(int(self.frames[sample]), clips or 1, self.num_frames,
+                                   self.frame_interval)
+            spans.append((len(rows), len(indices), clips))
+            rows.extend([sample] * len(indices))
+            starts.extend(indices[:, 0].tolist())
+        request = BatchRequest(-1, np.asarray(rows, np.int64),
+                               {"clip_start": np.asarray(starts, np.int64)})
         shapes = self.producer.shapes(request)
         outputs = self.producer.outputs()
         dtype = getattr(torch, str(outputs[self.field].dtype))
@@ -64,8 +182,71 @@ class VideoClipLoader:
         batch = torch.empty(shapes[self.field], dtype=dtype).share_memory_()
         out = {k: np.empty(shapes[k], outputs[k].dtype) for k in shapes if k != self.field}
         status = self.producer.fill(request, {**out, self.field: batch.numpy()})
-        return [DecodeError(f"sample {int(i)} of {self.dataset.path}: its clip does not decode")
-                if status[k] else batch[k] for k, i in enumerate(wanted)]
+        for (first, count, clips), k, (sample, _) in zip(spans, where, items, strict=True):
+            failed = np.flatnonzero(status[first:first + count])
+            if failed.size:
+                which = "its clip" if clips is None else f"clip {int(failed[0])} of {count}"
+                results[k] = DecodeError(f"sample {sample} of {self.dataset.path}: {which} "
+                                         "does not decode")
+            else:
+                results[k] = batch[first] if clips is None else batch[first:first + count]
+
+    def _path(self, name: str) -> Path:
+        """The file `name` names under the root; ValueError when it leads outside or is none."""
+        assert self.root is not None
+        try:
+            target = (self.root / name).resolve()  # an absolute name replaces the root
+        except (OSError, ValueError) as exc:  # a NUL byte, a symlink loop
+            raise ValueError(f"request {name!r}: not a usable path ({exc})") from None
+        if not target.is_relative_to(self.root):
+            raise ValueError(f"request {name!r}: {target} is outside the loader's root "
+                             f"{self.root}; requests may name only files inside it")
+        if not target.is_file():
+            raise ValueError(f"request {name!r}: no file {target} under the loader's root")
+        return target
+
+    def _probe(self, path: Path, data: bytes):
+        stat = path.stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self.lock:
+            info = self.probes.get(key)
+            if info is not None:
+                self.probes.move_to_end(key)
+                return info
+        try:
+            info = probe_video(data)
+        except UnreadableVideo as exc:
+            raise ValueError(f"request {path.name!r}: {path} {exc}") from None
+        with self.lock:
+            self.probes[key] = info
+            while len(self.probes) > _PROBES_KEPT:
+                self.probes.popitem(last=False)
+        return info
+
+    def _from_file(self, name: str, clips: int | None) -> torch.Tensor:
+        """The clips of one file request, decoded in one pass over the frames they need."""
+        path = self._path(name)
+        data = path.read_bytes()
+        info = self._probe(path, data)
+        indices = spread_clips(info.num_frames, clips or 1, self.num_frames,
+                               self.frame_interval)
+        try:
+            rgb = decode_frames(data, info.pts, indices.reshape(-1), info.rotation, self.size,
+                                None, keyframes=info.keyframes)
+        except DecodeError as exc:
+            raise DecodeError(f"request {name!r}: {path} does not decode ({exc})") from None
+        rgb = rgb.reshape(len(indices), self.num_frames, *rgb.shape[1:])
+        first = clip_to_output(rgb[0], self.dtype, self.layout)
+        dtype = getattr(torch, str(first.dtype))
+        out = torch.empty((len(indices), *first.shape), dtype=dtype).share_memory_()
+        view = out.numpy()
+        view[0] = first
+        for k in range(1, len(indices)):
+            view[k] = clip_to_output(rgb[k], self.dtype, self.layout)
+        return out[0] if clips is None else out
 
     def close(self) -> None:
-        self.producer.close()
+        if self.producer is not None:
+            self.producer.close()
+        if self.pool is not None:
+            self.pool.shutdown()

@@ -11,7 +11,7 @@ import numpy as np
 
 from chute.pipelines.sampling._keyed_random import derive_key, uniform
 
-__all__ = ["ClipParams", "clip_indices"]
+__all__ = ["ClipParams", "clip_indices", "spread_clips"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,26 @@ def clip_indices(start: int, num_frames: int, frame_interval: int, frames: int,
         at = np.floor((np.arange(num_frames) + phase) * frames / num_frames).astype(np.int64)
         return np.minimum(at, frames - 1)
     return np.minimum(start + np.arange(num_frames) * frame_interval, frames - 1)
+
+
+def spread_clips(frames: int, clips: int, num_frames: int, frame_interval: int = 1) -> np.ndarray:
+    """int64 [clips, num_frames] frame numbers of `clips` evaluation clips spread over a video
+    of `frames` frames as sampling="uniform" spreads frames: clip k is centred on the middle of
+    the k-th of `clips` equal segments (its start `floor((k + 1/2) * frames / clips - span / 2)`,
+    moved inside the video); one clip is the centred eval clip. Each clip is `num_frames` frames
+    `frame_interval` apart; a video shorter than a clip repeats its last frame.
+
+    Args:
+        frames: frames of the video.
+        clips: clips to take (>= 1).
+        num_frames: frames per clip.
+        frame_interval: frames between two frames of a clip.
+    """
+    if clips < 1 or num_frames < 1 or frame_interval < 1:
+        raise ValueError(f"spread_clips needs clips, num_frames and frame_interval >= 1, got "
+                         f"{clips}, {num_frames}, {frame_interval}")
+    span = (num_frames - 1) * frame_interval + 1
+    k = np.arange(clips, dtype=np.int64)
+    starts = ((2 * k + 1) * frames - clips * span) // (2 * clips)  # exact integer floor
+    starts = np.clip(starts, 0, max(frames - span, 0))
+    return np.stack([clip_indices(int(s), num_frames, frame_interval, frames) for s in starts])
