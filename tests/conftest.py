@@ -59,9 +59,10 @@ def s3(s3_server, monkeypatch, tmp_path):
     yield s3_server, f"s3://{bucket}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_local():
-    """A local Ray instance with 2 CPUs for the whole session (chute.ray joins it)."""
+    """A local Ray instance with 2 CPUs for one test module (chute.ray joins it), stopped
+    after it: later tests fork processes, which a process running Ray's threads should not."""
     ray = pytest.importorskip("ray", reason="the chute.ray tests need ray[data] (chute[ray])")
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
