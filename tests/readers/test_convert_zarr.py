@@ -62,3 +62,18 @@ def test_cli_convert_zarr(tmp_path, capsys):
                  "--compression", "zstd", "--sample-array", "base_frames"]) == 0
     assert f"wrote {S} samples" in capsys.readouterr().out
     assert open_dataset(tmp_path / "c.chute").specs["base_frames"]["compression"] == "zstd"
+
+
+@pytest.mark.parametrize("attrs", ["[1, 2]", '"x"'])
+def test_attributes_that_are_no_json_object_are_one_line(tmp_path, attrs, capsys):
+    """Found by tests/robustness/test_zarr_stores.py (issue 26 item 16): an array's `.zattrs`
+    holding a list made `chute convert zarr` raise a raw TypeError."""
+    from chute.cli import main
+
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=2)
+    (store / "clip_emb" / ".zattrs").write_text(attrs)
+    assert main(["convert", "zarr", str(store), str(tmp_path / "c.chute"),
+                 "--sample-array", "base_frames"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "clip_emb" in err and "not a JSON object" in err
+    assert not (tmp_path / "c.chute").exists()

@@ -67,3 +67,14 @@ def test_unwritten_fill_chunks_open_and_verify_when_told(tmp_path):
     assert verify_dataset(store, missing_chunks="fill") == []
     problems = verify_dataset(store)  # by default absent chunks are reported, bounded
     assert len(problems) == 1 and "4994 chunk file(s) missing" in problems[0]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_chunks_of_zero_rows_are_a_format_error(tmp_path, fmt):
+    """Found by tests/robustness/test_zarr_stores.py (issue 26 item 16): chunks of 0 rows
+    opened, and reading a row raised a raw IndexError."""
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt, chunk=2)
+    document = _claim(store, fmt, chunks=[0, *VALUES["base_frames"].shape[1:]])
+    with pytest.raises(FormatError, match="at least 1") as caught:
+        open_latents(store)
+    assert str(document) in str(caught.value)

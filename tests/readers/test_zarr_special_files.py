@@ -136,3 +136,39 @@ def test_a_folder_whose_name_is_not_utf8_is_no_raw_error(tmp_path):
         f.write("{}")
     ds = open_latents(store)
     np.testing.assert_array_equal(ds.read("base_frames", [0])[0], VALUES["base_frames"][0])
+
+
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+@pytest.mark.parametrize("layout", [(2, 2, "zstd", None), (3, 1, "none", None),
+                                    (3, 1, "zstd", None), (3, 1, "zstd", 3)],
+                         ids=lambda p: "v{}-chunk{}-{}-shard{}".format(*p))
+def test_chunk_symlink_to_nothing_fails_its_rows_and_verify_names_it(tmp_path, layout, link,
+                                                                     read_path):  # noqa: F811
+    """Found by tests/robustness/test_zarr_stores.py (issue 26 item 16): a chunk that is a
+    symlink to itself raised a raw OSError (ELOOP) in reads, verify and convert; one leading
+    to no file failed its rows while `chute verify` passed the store (and a sharded array
+    read zarr's fill value as data)."""
+    from chute.readers import verify_dataset
+
+    fmt, chunk, codec, shard = layout
+    store = write_store(tmp_path / "x.zarr", VALUES, zarr_format=fmt, chunk=chunk, codec=codec,
+                        shard=shard)
+    bad = _chunk_file(store)
+    bad.unlink()
+    bad.symlink_to(bad if link == "loop" else store / "nowhere")
+    ds = open_latents(store)
+
+    done = _in_time(lambda: ds.read("base_frames", np.arange(S)))
+    assert isinstance(done.get("error"), FormatError), done
+    assert bad.name in str(done["error"]) or "chunk" in str(done["error"])
+
+    status = np.zeros(S, np.uint8)
+    done = _in_time(lambda: ds.reader("base_frames").read(np.arange(S, dtype=np.int64),
+                                                          status=status))
+    assert "error" not in done, done
+    assert status[0] == 1 and not status[-1]
+    np.testing.assert_array_equal(done["value"][-1], VALUES["base_frames"][-1])
+
+    done = _in_time(lambda: verify_dataset(store))
+    assert "error" not in done, done
+    assert any("base_frames" in p for p in done["value"]), done

@@ -33,8 +33,15 @@ def _attributes(path: Path) -> dict[str, dict]:
     from chute.readers.zarr._zarr_store import ConfinedStore
 
     group = zarr.open_group(ConfinedStore(path), mode="r")
-    found = {"": group.attrs.asdict()}
-    found.update({name: node.attrs.asdict() for name, node in group.members(max_depth=None)})
+    nodes = [("", group), *group.members(max_depth=None)]
+    found = {}
+    for name, node in nodes:
+        attrs = node.metadata.attributes
+        if not isinstance(attrs, dict):  # zarr opens a `.zattrs` holding a list or a string
+            raise FormatError(f"{path / name}: its attributes are {type(attrs).__name__} "
+                              f"{str(attrs)[:40]!r}, not a JSON object; the metadata (.zattrs, "
+                              "zarr.json) is corrupt or was edited by hand: restore the store")
+        found[name] = dict(attrs)
     return {name: attrs for name, attrs in found.items() if attrs}
 
 

@@ -90,8 +90,15 @@ class Confined:
         """A read-only descriptor of the regular file `relative` (to the folder);
         FileNotFoundError when absent, FormatError when it resolves outside or is not a
         regular file (a FIFO would block its reader forever, a folder or a device is no
-        chunk: opened without blocking, then checked)."""
-        return _regular(self._open(relative, what), self.root / relative, what)
+        chunk: opened without blocking, then checked; a symlink loop is no file either)."""
+        try:
+            fd = self._open(relative, what)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise NotRegular(f"{self.root / relative}: {what} is a symlink loop, not a regular "
+                             "file; replace it with the file it stands for") from None
+        return _regular(fd, self.root / relative, what)
 
     def _open(self, relative: str, what: str) -> int:
         if self._open_under is None and _open_beneath.available():
@@ -144,6 +151,11 @@ def check_regular(path: str | Path, what: str) -> Path:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return Path(path)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise NotRegular(f"{path}: {what} is a symlink loop, not a regular file; replace it "
+                         "with the file it stands for") from None
     if not stat.S_ISREG(mode):
         raise NotRegular(f"{path}: {what} is {kind_of(mode)}, not a regular file; replace it "
                          "with the file it stands for")

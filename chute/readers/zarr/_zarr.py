@@ -114,6 +114,11 @@ def _check_sizes(store: Path, name: str, array) -> None:
     itemsize = np.dtype(array.dtype).itemsize
     document = _document(store, name, array)
     chunk_bytes = math.prod(chunks) * itemsize
+    if min(chunks, default=1) < 1 or (array.shards is not None and min(array.shards) < 1):
+        # zarr opens chunks of 0 rows; every read of them then fails deep inside
+        raise FormatError(f"{document}: array {name!r} claims chunks {tuple(chunks)}; every "
+                          "chunk dimension must be at least 1: the metadata is corrupt or was "
+                          "edited by hand, restore the store")
     if chunk_bytes > MAX_CHUNK_BYTES:
         raise FormatError(f"{document}: array {name!r} claims chunks {tuple(chunks)} of "
                           f"{chunk_bytes} bytes decoded, more than chute reads "
@@ -394,10 +399,11 @@ class ZarrArrayReader:
         return max(int((array.shards or array.chunks)[0]), 1)
 
     def absent_chunks(self, chunks) -> list[int]:
-        """Those of `chunks` (indices along the first dimension) with a file absent."""
+        """Those of `chunks` (indices along the first dimension) with a file absent (a
+        symlink leading to no file included: zarr reads it as its fill value too)."""
         root = self.dataset.path
         return [c for c in chunks
-                if not all(os.path.lexists(root / f) for f in self._chunk_files(int(c)))]
+                if not all(os.path.exists(root / f) for f in self._chunk_files(int(c)))]
 
     def absent_rows(self, ids: np.ndarray) -> np.ndarray:
         """Which of the rows `ids` (bool [B]) lie in a chunk whose file is absent: zarr would
