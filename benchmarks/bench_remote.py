@@ -15,22 +15,27 @@ epoch each, cpu backend, batch --batch:
   (c) s3, warm node cache (the folder (b) filled, a new Pipeline), eval;
   (d) s3, cache limit 25% of the dataset's size, train (random resized crop 224),
       shuffle=ShardWindows(shards=2), starting from an empty cache;
-  (e) litdata (a peer, when importable): the same JPEGs written with litdata.optimize() to a
-      local folder, uploaded to the same server, read with StreamingDataset +
-      StreamingDataLoader (--threads workers; its obstore client options get allow_http for
-      the http:// loopback endpoint), cold cache, PIL decode + resize 256 + center
-      crop 224 + normalise (torchvision's eval transform, written out here). A peer that is
-      not importable or fails is a row saying "not run" and why.
+  (e) litdata (a peer, when importable: run this script with the virtualenv
+      benchmarks/peer_streaming_env.sh makes): the same JPEGs written with litdata.optimize()
+      in 8 MB chunks to a local folder, uploaded to the same server, read with
+      StreamingDataset + StreamingDataLoader (--threads forked workers; its obstore client
+      options get allow_http for the http:// loopback endpoint), PIL decode + resize 256 +
+      center crop 224 + normalise (torchvision's eval transform, written out here): a cold
+      epoch, a warm one (same cache folder), and a shuffled one (shuffle=True) from an empty
+      cache with max_cache_size 25% of the dataset. It runs in a spawned process of its own
+      (litdata_epochs says why). A peer that is not importable or fails is a row saying
+      "not run" and why.
   (f) MosaicML streaming (a peer, when importable: run this script with the virtualenv
       benchmarks/peer_streaming_env.sh makes): the same JPEGs written with MDSWriter in 8 MB
       shards, uploaded, read with StreamingDataset + StreamingDataLoader (--threads workers),
-      the same PIL eval transform as (e); a cold epoch, then a warm one (same cache folder).
+      the same PIL eval transform as (e); a cold epoch, then a warm one (same cache folder),
+      then a shuffled one (py1e) from an empty cache limited to 25% of the dataset.
 Bytes downloaded are the sizes of the objects chute fetched (Remote.download and
-Remote.get_bytes, wrapped in this script: open plus the epoch) or, for litdata, what its
-cache folder grew by during the epoch, for MosaicML streaming the files its downloader
-fetched (Stream._download_file, wrapped). Every configuration runs after one untimed warm-up epoch
-of the local dataset in each mode (kernels compiled, page cache filled). Ratios are the warm
-s3 rate (c) over each row's rate.
+Remote.get_bytes, wrapped in this script: open plus the epoch) or, for litdata, the files
+its downloader published into its cache plus its range reads (both wrapped), for MosaicML
+streaming the files its downloader fetched (Stream._download_file, wrapped). Every
+configuration runs after one untimed warm-up epoch of the local dataset in each mode (kernels
+compiled, page cache filled). Ratios are the warm s3 rate (c) over each row's rate.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import argparse
 import io
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
@@ -154,35 +160,107 @@ class LitTransform:
         return torch.from_numpy((chw - self.mean) / self.std)
 
 
-def litdata_epoch(folder: Path, tmp: Path, endpoint: str, batch: int,
-                  threads: int) -> tuple[int, float, int]:
-    """(samples, seconds, bytes in litdata's cache after the epoch) of one cold epoch."""
+def litdata_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads: int,
+                   limit: int) -> list[dict]:
+    """litdata's epochs (_litdata_epochs) run in a process of its own, started by spawn.
+    Why: chute's object store client (obstore, whose runtime does not survive a fork) already
+    ran in this process, and litdata's loader forks its workers, which then use obstore;
+    litdata's guard against that only knows about its own obstore use, so in workers forked
+    from here every chunk download hangs and the epoch ends in ChunkWaitTimeoutError (after
+    120 s). A fresh process is what a litdata user has."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    # not a multiprocessing.Pool: its processes are daemons, which may not start loader workers
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_litdata_epochs, folder, tmp, endpoint, batch, threads,
+                           limit).result()
+
+
+def _litdata_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads: int,
+                    limit: int) -> list[dict]:
+    """Rows {"name", "samples", "seconds", "fetched"} (or {"name", "error"}) of litdata: the
+    JPEGs written with litdata.optimize() in 8 MB chunks, uploaded, read with StreamingDataset
+    + StreamingDataLoader (`threads` forked workers, its default on Linux), the PIL eval
+    transform: a cold epoch, a warm one (same cache folder); then a shuffled one (its
+    shuffle=True: chunks shuffled, then samples within them) from an empty cache with
+    max_cache_size=`limit` bytes, reading a copy in chunks of a fifth of the limit (as
+    streaming's row does): with 8 MB chunks its cache holds three, fewer than its 2 workers
+    x (chunk in use + one read ahead), and the epoch stalls until ChunkWaitTimeoutError."""
     import boto3
     import litdata
-
-    local = tmp / "litdata-local"
-    files = sorted(str(p) for p in folder.iterdir())
-    litdata.optimize(fn=_lit_sample, inputs=files, output_dir=str(local), chunk_bytes="8MB",
-                     num_workers=1, verbose=False)
-    client = boto3.client("s3", endpoint_url=endpoint)
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            client.upload_file(str(path), BUCKET, f"litdata/{path.relative_to(local)}")
-    # litdata's obstore client options lack allow_http, which the loopback http:// endpoint
-    # needs (real S3 is https); added here, in place, before its workers start
     from litdata.streaming import downloader
 
+    client = boto3.client("s3", endpoint_url=endpoint)
+    files = sorted(str(p) for p in folder.iterdir())
+    for prefix, chunk in (("litdata", 8_000_000), ("litdata-small", limit // 5)):
+        local = tmp / f"{prefix}-local"
+        litdata.optimize(fn=_lit_sample, inputs=files, output_dir=str(local), chunk_bytes=chunk,
+                         num_workers=1, verbose=False)
+        for path in sorted(local.rglob("*")):
+            if path.is_file():
+                client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(local)}")
+    # litdata's obstore client options lack allow_http, which the loopback http:// endpoint
+    # needs (real S3 is https); added here, in place, before its workers start
     downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
-    cache = tmp / "litdata-cache"
-    t0 = time.perf_counter()
-    dataset = litdata.StreamingDataset(f"s3://{BUCKET}/litdata", cache_dir=str(cache),
-                                       transform=LitTransform(),
-                                       storage_options={"endpoint_url": endpoint})
-    loader = litdata.StreamingDataLoader(dataset, batch_size=batch, num_workers=threads,
-                                         multiprocessing_context="fork")
-    samples = sum(len(b) for b in loader)
-    seconds = time.perf_counter() - t0
-    return samples, seconds, folder_bytes(cache)
+    # it warns that a max_cache_size under 25GB may thrash: the 25% row measures exactly that
+    logging.getLogger("litdata.streaming.dataset").setLevel(logging.ERROR)
+    fetched = _count_litdata_downloads()
+    out: list[dict] = []
+    for name, prefix, cache, options in (
+            ("cold cache", "litdata", tmp / "litdata-cache", {}),
+            ("warm cache", "litdata", tmp / "litdata-cache", {}),
+            (f"limit 25% ({limit / 2**20:.0f} MiB), {limit // 5 / 2**20:.1f} MiB chunks, "
+             "shuffle", "litdata-small", tmp / "litdata-small",
+             {"shuffle": True, "max_cache_size": limit})):
+        start = fetched()
+        t0 = time.perf_counter()
+        try:
+            dataset = litdata.StreamingDataset(f"s3://{BUCKET}/{prefix}", cache_dir=str(cache),
+                                               transform=LitTransform(),
+                                               storage_options={"endpoint_url": endpoint},
+                                               **options)
+            loader = litdata.StreamingDataLoader(dataset, batch_size=batch,
+                                                 num_workers=threads,
+                                                 multiprocessing_context="fork")
+            samples = sum(len(b) for b in loader)
+        except Exception as exc:  # noqa: BLE001 - this row fails, the others still run
+            text = str(exc).strip().splitlines()
+            out.append({"name": name, "error":
+                        f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
+            continue
+        seconds = time.perf_counter() - t0
+        out.append({"name": name, "samples": samples, "seconds": seconds,
+                    "fetched": fetched() - start})
+        del loader, dataset
+    return out
+
+
+def _count_litdata_downloads():
+    """A function giving the bytes litdata downloaded so far: each whole file as it is
+    published into its cache (Downloader._publish_file, which its sync and async paths both
+    call) and each range read (S3Downloader.download_bytes), counted into shared memory so
+    that the loader's forked workers count too."""
+    from litdata.streaming.downloader import Downloader, S3Downloader
+
+    count = multiprocessing.Value("q", 0)
+    publish, read_range = Downloader._publish_file, S3Downloader.download_bytes
+
+    def counted_publish(self, tmp_path, local_filepath):
+        size = os.path.getsize(tmp_path)
+        publish(self, tmp_path, local_filepath)
+        with count.get_lock():
+            count.value += size
+
+    def counted_range(self, remote, offset, length, local):
+        data = read_range(self, remote, offset, length, local)
+        with count.get_lock():
+            count.value += len(data)
+        return data
+
+    Downloader._publish_file = counted_publish  # type: ignore[method-assign]
+    S3Downloader.download_bytes = counted_range  # type: ignore[method-assign]
+    return lambda: count.value
 
 
 # -- MosaicML streaming (a peer) -----------------------------------------------------------
@@ -242,8 +320,6 @@ def _count_streaming_downloads():
     """A function giving the bytes of the files streaming downloaded since this call: its
     Stream._download_file wrapped, counting into shared memory, so that the loader's worker
     processes (forked after this) count too."""
-    import multiprocessing
-
     from streaming.base.stream import Stream
 
     original = getattr(Stream._download_file, "__wrapped__", Stream._download_file)
@@ -330,20 +406,26 @@ def main() -> None:
                                shuffle=ShardWindows(shards=2))
             add(f"(d) chute, s3, cache limit 25% ({limit / 2**20:.0f} MiB), train, "
                 "ShardWindows(2)", n, s, counter.take())
-            peer = "(e) litdata StreamingDataset, s3, cold cache, PIL eval"
+            peer = "(e) litdata, s3, {}, PIL eval"
             try:
                 import litdata  # noqa: F401
             except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
-                rows.append({"configuration": peer,
-                             "not_run": f"litdata not importable ({type(exc).__name__}: {exc})"})
+                rows.append({"configuration": peer.format("cold cache"), "not_run":
+                             f"litdata not importable ({type(exc).__name__}: "
+                             f"{str(exc)[:120]}); see docs/benchmarks.md for its environment"})
             else:
                 try:
-                    n, s, downloaded = litdata_epoch(folder, tmp, server.endpoint, args.batch,
-                                                     args.threads)
-                    add(peer, n, s, downloaded)
+                    for row in litdata_epochs(folder, tmp, server.endpoint, args.batch,
+                                              args.threads, limit):
+                        if "error" in row:
+                            rows.append({"configuration": peer.format(row["name"]),
+                                         "not_run": row["error"]})
+                        else:
+                            add(peer.format(row["name"]), row["samples"], row["seconds"],
+                                row["fetched"])
                 except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
                     text = str(exc).strip().splitlines()
-                    rows.append({"configuration": peer, "not_run":
+                    rows.append({"configuration": peer.format("cold cache"), "not_run":
                                  f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
             peer = "(f) MosaicML streaming, s3, {}, PIL eval"
             try:
