@@ -102,3 +102,17 @@ def test_adopt_after_write_is_refused(tmp_path):
             part = write_part(writer.part_target(), rows(2)).part
             writer.write(rows(1)[0])
             writer.adopt(part)
+
+
+def test_an_aborted_write_to_s3_leaves_no_part_behind(s3):
+    from chute.readers.storage._object_store import Remote
+
+    url = s3[1] + "/aborted"
+    with pytest.raises(RuntimeError):
+        with ShardWriter(url, FIELDS, shard_size="1KB") as writer:
+            target = writer.part_target()
+            write_part(target, rows(10))
+            write_part(target, rows(5), close=False)
+            assert list(Remote(url).list())  # the parts' shards are up there
+            raise RuntimeError("the convert failed")
+    assert list(Remote(url).list()) == []

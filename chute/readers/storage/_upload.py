@@ -130,17 +130,26 @@ class RemoteDestination:
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def abort(self) -> None:
-        """Remove this write's objects (best effort: the next write removes any left)."""
+        """Remove this write's objects, and while it holds the lease every other write's
+        leftovers too (the parts of a distributed write's tasks); best effort: the next write
+        removes any left."""
         shutil.rmtree(self.staging, ignore_errors=True)
-        names = self._uploaded
-        if self._lease is not None:
-            if self._lease.lost is not None:  # tables share names with the other writer's
-                names = [n for n in names if n.startswith(f"w{self.token}-")]
-            self._lease.release()
-        try:
-            self.remote.delete(names)
+        names = list(self._uploaded)
+        lease = self._lease
+        if lease is not None and lease.lost is not None:  # tables share the other's names
+            names = [n for n in names if n.startswith(f"w{self.token}-")]
+        elif lease is not None:
+            old = _names_of(self._old) if self._old else set()
+            try:
+                names += [n for n, _ in self.remote.list() if _OWN.match(n) and n not in old]
+            except StorageError:
+                pass
+        try:  # before the lease goes: a writer after us may write shards of its own
+            self.remote.delete(sorted(set(names)))
         except StorageError:
             pass
+        if lease is not None:
+            lease.release()
 
 
 def _names_of(manifest: dict) -> set[str]:
