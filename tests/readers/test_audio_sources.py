@@ -111,3 +111,26 @@ def test_a_record_naming_its_file_wav_is_listed_like_path(tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"key": "x", "audio": "a.wav"}) + "\n")
     with pytest.raises(FormatError, match=r'bad.jsonl, line 1: names no audio file; .*"wav"'):
         list_audio_jsonl(tmp_path / "bad.jsonl")
+
+
+@pytest.mark.parametrize("line", ['{"path": "a.wav", "x": ' + "[" * 100_000 + "]" * 100_000
+                                  + "}",
+                                  '{"path": "a.wav", "sample_rate": Infinity}',
+                                  '{"path": "a.wav", "sample_rate": 16000.5}',
+                                  '{"path": "a.wav", "sample_rate": true}',
+                                  '{"path": "a.wav", "sample_rate": ' + "9" * 5000 + "}"])
+def test_hostile_numbers_and_nesting_are_one_line_naming_the_line(tmp_path, line):
+    """Found by tests/robustness/test_audio_listings.py (issue 26 item 16): deep nesting was a
+    raw RecursionError, an infinite sample rate a raw OverflowError; 16000.5 was truncated to
+    16000 and `true` read as 1 without a word."""
+    (tmp_path / "x.jsonl").write_text(line + "\n")
+    with pytest.raises(FormatError, match="line 1") as caught:
+        list_audio_jsonl(tmp_path / "x.jsonl")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_listed_path_holding_a_nul_byte_is_a_skipped_file(tmp_path):
+    """Found by tests/robustness/test_audio_listings.py: a path with a NUL byte raised a raw
+    ValueError from the probe (the file is skipped and listed like one that cannot be read)."""
+    problem = probe_audio(AudioSource(tmp_path / "a.wav\x00x", "a"))
+    assert isinstance(problem, str) and "cannot read the file" in problem

@@ -76,6 +76,9 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise FormatError(f"{where}: not valid JSON ({exc})") from None
+        except (RecursionError, ValueError) as exc:  # nested too deep; a 5,000-digit integer
+            raise FormatError(f"{where}: not a recording record ({type(exc).__name__}: "
+                              f"{str(exc)[:80]})") from None
         if not isinstance(row, dict):
             raise FormatError(f'{where}: not a recording record; each line needs at least '
                               '{"path": ...} (or {"wav": ...})')
@@ -92,13 +95,24 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
             if segments is None and "start" in row and "end" in row:
                 segments = [{"key": key, "start": row["start"], "end": row["end"], "txt": txt}]
             sources.append(AudioSource(root / file, key, txt,
-                                       None if rate is None else int(rate), segments, info))
-        except (TypeError, ValueError) as exc:
+                                       None if rate is None else _sample_rate(rate), segments,
+                                       info))
+        except (TypeError, ValueError, OverflowError) as exc:
             raise FormatError(f"{where}: not a recording record ({exc}); \"info\" must be an "
                               'object and "sample_rate" an integer') from None
     if not sources:
         raise FormatError(f"{path}: lists no recordings")
     return merge_listed(sources)
+
+
+def _sample_rate(value) -> int:
+    """A listed sample rate: a whole number (16000, 16000.0, "16000"); a fraction, a bool or
+    anything else is a ValueError (int() would truncate 16000.5 without a word)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"sample_rate {value!r} is not a number")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"sample_rate {value!r} is not a whole number")
+    return int(value)
 
 
 def merge_listed(sources: list[AudioSource]) -> list[AudioSource]:
@@ -229,6 +243,8 @@ def probe_audio(source: AudioSource) -> Probed | str:
         data = read_regular_file(source.path)
     except OSError as exc:
         return f"cannot read the file: {exc.strerror or exc}"
+    except ValueError as exc:  # a NUL byte in the listed path
+        return f"cannot read the file: {exc}"
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
             rate, channels, frames = f.samplerate, f.channels, f.frames

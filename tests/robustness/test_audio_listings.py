@@ -1,0 +1,156 @@
+"""Seeded mutants of an audio listing, JSONL and CSV (issue 26 item 16; `_audio_mutants.py`),
+converted with `chute convert audio`, in this process under a per-mutant alarm.
+
+A mutant passes when the convert either stores a dataset in which every sample is the bytes
+of a listed recording, and every recording the mutation did not touch is stored once with its
+own key, text and segments (or skipped and listed in the report), or exits 1 with one line and
+leaves no dataset; in both cases nothing is written outside the destination and the source
+folder is unchanged. A listed path may lead anywhere (listings name absolute paths: Kaldi's
+wav.scp does), but only regular files are read. It fails on a raw exception, a hang (over
+LIMIT_S), a wrong sample, an untouched recording lost, a half-written destination or a file
+written elsewhere. `pytest -s` prints the counts; CHUTE_ROBUSTNESS_SEED explores another seed,
+CHUTE_ROBUSTNESS_AUDIO sets the count."""
+
+import contextlib
+import io
+import json
+import os
+import signal
+from collections import Counter
+
+import pytest
+
+from chute.cli import main
+from chute.errors import ChuteError
+from chute.readers import open_dataset
+from tests.robustness._audio_mutants import FILES, mutants, write_source
+
+pytest.importorskip("soundfile")
+
+SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
+COUNT = int(os.environ.get("CHUTE_ROBUSTNESS_AUDIO", "40"))
+LIMIT_S = 20
+FAILURES = ("raw", "hang", "wrong", "lost", "half", "escape")
+
+
+class _Hang(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _alarm(seconds: int):
+    def ring(signum, frame):
+        raise _Hang(f"over {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _files(root) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), root) for d, dirs, files in os.walk(root)
+            for f in files + dirs}
+
+
+def _holds_samples(dst) -> bool:
+    try:
+        ds = open_dataset(dst)
+    except ChuteError:
+        return False
+    with contextlib.closing(ds):
+        return len(ds) > 0
+
+
+def _check(dst, stored_bytes: dict, touched: set[str]) -> tuple[str, str]:
+    """The outcome of a convert that exited 0."""
+    ds = open_dataset(dst)
+    seen: Counter = Counter()
+    try:
+        for i in range(len(ds)):
+            sample = ds[i]
+            data = bytes(sample["audio"])
+            name = next((f for f, b in stored_bytes.items() if b == data), None)
+            if name is None:
+                return "wrong", f"sample {i} holds bytes of no listed recording"
+            seen[name] += 1
+            if name in touched:
+                continue
+            text = json.dumps(sample["meta"])
+            others = [g for g in FILES if g != name and g in text]
+            if others or sample["meta"].get("key") != name or f"all of {name}" not in text:
+                return "wrong", f"sample {i} ({name}) carries meta {text[:200]}"
+    finally:
+        ds.close()
+    untouched = set(FILES) - touched
+    twice = sorted(f for f in untouched if seen[f] > 1)
+    if twice:
+        return "wrong", f"untouched recordings stored twice: {twice}"
+    lost = sorted(f for f in untouched if not seen[f])
+    if lost:
+        report = dst / "skipped.tsv"
+        text = report.read_text(errors="replace") if report.is_file() else ""
+        if all(f in text for f in lost):
+            return "untouched skipped, listed", f"{lost}"
+        return "lost", f"untouched recordings not stored nor listed: {lost}"
+    return ("stored whole" if all(seen[f] for f in FILES) else "stored, touched skipped"), ""
+
+
+def _convert(listing, dst) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["convert", "audio", str(listing), str(dst), "--workers", "1",
+                         "--no-progress"])
+    except _Hang:
+        raise
+    except BaseException as exc:
+        return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
+    text = err.getvalue()
+    if "Traceback" in text:
+        return "raw", text[-300:]
+    if code != 0:
+        if code != 1 or len(text.strip().splitlines()) != 1:
+            return "raw", f"exit {code}, stderr {text[-300:]!r}"
+        if os.path.lexists(dst) and _holds_samples(dst):
+            return "half", "a failed convert left samples in its destination"
+        return "refused", text.strip()[:160]
+    return "stored", ""
+
+
+def test_audio_listing_mutants(tmp_path):
+    source = tmp_path / "src"
+    write_source(source)
+    stored_bytes = {f: (source / f).read_bytes() for f in FILES}
+    totals: Counter = Counter()
+    failures = []
+    for name, build in mutants(SEED, COUNT):
+        listing, touched = build(source)
+        before = _files(source)
+        work = tmp_path / name.split()[0]
+        work.mkdir()
+        dst = work / "d.chute"
+        try:
+            with _alarm(LIMIT_S):
+                outcome, detail = _convert(listing, dst)
+                if outcome == "stored":
+                    outcome, detail = _check(dst, stored_bytes, touched)
+        except _Hang as exc:
+            outcome, detail = "hang", str(exc)
+        leaked = sorted(f for f in _files(work) if f != "d.chute" and
+                        not f.startswith("d.chute" + os.sep))
+        if _files(source) != before or leaked:
+            outcome, detail = "escape", f"written outside: {leaked[:5]} " \
+                                        f"{sorted(_files(source) ^ before)[:5]}"
+        totals[outcome] += 1
+        if outcome in FAILURES:
+            failures.append(f"{name}: {outcome}: {detail}")
+        if os.environ.get("CHUTE_ROBUSTNESS_SHOW") and outcome not in ("stored whole",):
+            print(f"{name}: {outcome}: {detail}")
+        listing.unlink()
+    print(f"\naudio listings: {sum(totals.values())} mutants, {dict(sorted(totals.items()))}")
+    assert not failures, "\n".join(failures)
+    assert totals["refused"] and (totals["stored whole"] or totals["stored, touched skipped"])
