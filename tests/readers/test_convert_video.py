@@ -141,3 +141,46 @@ def test_truncated_files_are_skipped(tmp_path, kw):
     assert report.written == 1
     assert [name for name, _ in report.skipped] == ["cut.v"]
     assert "truncated" in report.skipped[0][1]
+
+
+def test_a_stream_whose_codec_has_no_decoder_is_unreadable():
+    """Found by tests/robustness/test_video_inputs.py (issue 26 item 16): a Matroska file whose
+    codec id was corrupted has a video stream without a codec context, and probing raised a
+    raw AttributeError (the convert aborted) instead of skipping the file."""
+    from chute.readers.convert._video_probe import UnreadableVideo, probe_video
+
+    data = make_video(n=8, height=24, width=32, gop=4, container="matroska")
+    assert data.count(b"V_MPEG4/ISO/AVC") == 1
+    with pytest.raises(UnreadableVideo, match="no decoder"):
+        probe_video(data.replace(b"V_MPEG4/ISO/AVC", b"V_QQQQQ/ISO/AVC"))
+
+
+@pytest.mark.parametrize("rows", [[["path", "text", "path"], ["a.mp4", "clip", "b.mp4"]],
+                                  [["text", "path"], ["clip"]]],
+                         ids=["repeated-column", "row-without-path"])
+def test_a_csv_whose_rows_name_no_path_is_one_line(tmp_path, rows, capsys):
+    """Found by tests/robustness/test_video_inputs.py: a header naming `path` twice (the last
+    one silently kept) or a row with fewer cells than the header gave rows without a path,
+    and `chute convert video` raised a raw TypeError."""
+    from chute.cli import main
+
+    for name in ("a.mp4", "b.mp4"):  # the repeated column's last cell names a video too
+        (tmp_path / name).write_bytes(make_video(n=8, height=24, width=32, gop=4))
+    with open(tmp_path / "v.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    assert main(["convert", "video", str(tmp_path / "v.csv"), str(tmp_path / "d"),
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "v.csv" in err and "path" in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_listed_path_holding_a_nul_byte_is_skipped_and_listed(tmp_path):
+    """Found by tests/robustness/test_video_inputs.py: a path with a NUL byte raised a raw
+    ValueError that aborted the convert."""
+    (tmp_path / "a.mp4").write_bytes(make_video(n=8, height=24, width=32, gop=4))
+    with open(tmp_path / "v.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["path", "text"], ["a.mp4", "one"], ["a.mp4\x00x", "two"]])
+    report = convert_video_csv(tmp_path / "v.csv", tmp_path / "d", progress=False, workers=1)
+    assert report.written == 1
+    assert report.skipped[0][0] == "a.mp4\x00x" and "cannot read" in report.skipped[0][1]

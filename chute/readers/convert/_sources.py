@@ -117,14 +117,25 @@ def read_csv_rows(csv_path: Path) -> tuple[list[dict], list[str]]:
         # utf-8-sig: spreadsheet exports start with a byte order mark
         with open(csv_path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            rows = list(reader)
             columns = list(reader.fieldnames or [])
+            rows, no_path = [], None
+            for row in reader:
+                rows.append(row)
+                if no_path is None and row.get("path") is None:
+                    no_path = reader.line_num
     except FileNotFoundError:
         raise FormatError(f"{csv_path}: no such CSV file") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise FormatError(f"{csv_path}: cannot read it as UTF-8 CSV ({exc})") from None
     if "path" not in columns:
         raise FormatError(f"{csv_path}: needs a `path` column (has {columns})")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:  # csv.DictReader keeps the last one without a word
+        raise FormatError(f"{csv_path}: its header names columns {repeated} more than once; "
+                          "name each column once")
+    if no_path is not None:
+        raise FormatError(f"{csv_path}, line {no_path}: the row has no `path` cell (fewer "
+                          "cells than the header); fill it in or remove the row")
     return rows, columns
 
 

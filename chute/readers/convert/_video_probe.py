@@ -166,6 +166,9 @@ def probe_video(data: bytes) -> VideoInfo:
         if not container.streams.video:
             raise UnreadableVideo("has no video stream (audio only?)")
         stream = container.streams.video[0]
+        if stream.codec_context is None:  # a codec id FFmpeg has no decoder for
+            raise UnreadableVideo("its video stream's codec has no decoder (unknown or "
+                                  "corrupt codec id)")
         pts, keys, starts_with_key, stored, end = [], [], None, 0, None
         try:
             for packet in container.demux(stream):
