@@ -1,9 +1,10 @@
 """`chute convert` killed (SIGKILL, its whole process group) at random moments, for every
-converter (issue 26 item 16): the destination is always the old dataset or the new one, whole
-(`chute verify` clean), or, when there was none, absent; the next convert needs no cleanup and
-leaves nothing beside the destination. Every third trial converts to a fresh destination, the
-others `--overwrite` a dataset. `pytest -s` prints the counts per converter;
-CHUTE_ROBUSTNESS_KILLS sets the trials per converter, CHUTE_ROBUSTNESS_SEED the seed."""
+converter (issue 26 item 16; `convert hf` on a folder saved by `datasets`): the destination
+is always the old dataset or the new one, whole (`chute verify` clean), or, when there was
+none, absent; the next convert needs no cleanup and leaves nothing beside the destination.
+Every third trial converts to a fresh destination, the others `--overwrite` a dataset.
+`pytest -s` prints the counts per converter; CHUTE_ROBUSTNESS_KILLS sets the trials per
+converter, CHUTE_ROBUSTNESS_SEED the seed."""
 
 import csv
 import io
@@ -98,8 +99,23 @@ def _zarr(folder: Path, seed: int) -> list[str]:
     return ["zarr", str(folder / "s.zarr"), "--shard-size", "1KB"]
 
 
+def _hf(folder: Path, seed: int) -> list[str]:
+    datasets = pytest.importorskip("datasets")
+
+    features = datasets.Features({"image": datasets.Image(),
+                                  "label": datasets.ClassLabel(names=["cat", "dog"]),
+                                  "caption": datasets.Value("string")})
+    table = datasets.Dataset.from_dict(
+        {"image": [{"bytes": jpeg(24, 20 + k, seed=seed * 100 + k), "path": None}
+                   for k in range(6)],
+         "label": [k % 2 for k in range(6)],
+         "caption": [f"picture {seed}.{k}" for k in range(6)]}, features=features)
+    table.save_to_disk(str(folder / "saved"))
+    return ["hf", str(folder / "saved"), "--shard-size", "1KB"]
+
+
 CONVERTERS = {"imagefolder": _imagefolder, "csv": _csv, "webdataset": _webdataset,
-              "audio": _audio, "video": _video, "zarr": _zarr}
+              "audio": _audio, "video": _video, "zarr": _zarr, "hf": _hf}
 
 
 def _command(args: list[str], dst: Path, overwrite: bool) -> list[str]:
