@@ -13,8 +13,8 @@ __all__ = ["add_engine_args", "engine_of"]
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("engine (docs/ray.md)")
     group.add_argument("--engine", choices=("local", "ray"), default="local",
-                       help="local: this process and its workers (default); ray: Ray Data tasks "
-                            "on a local Ray instance or the cluster at --ray-address")
+                       help="local: this process and its workers (default); ray: Ray tasks on a "
+                            "local Ray instance or the cluster at --ray-address")
     group.add_argument("--ray-address", metavar="ADDR", default=None,
                        help="with --engine ray: the cluster to join ('auto' for the one `ray "
                             "start` runs on this node, or ray://HOST:PORT); default: start a "

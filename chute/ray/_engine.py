@@ -21,6 +21,7 @@ __all__ = ["RayEngine"]
 # then its process exits, as a preempted node would.
 _KILL_FIRST_ATTEMPT = "CHUTE_TEST_RAY_KILL_FIRST_ATTEMPT"
 _CANCEL_WAIT_S = 60  # how long a failed convert waits for its cancelled tasks to stop
+_CHECK_EVERY_S = 5  # how often the driver checks its write can still commit
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class RayEngine:
         ray = connect(self.address)
         units = len(job.units)
         cpus = cluster_cpus(ray)
+        if cpus == 0:
+            raise ChuteError("the Ray cluster has no CPU to run tasks on (a head started with "
+                             "--num-cpus 0 and no worker nodes?); add a node with CPUs")
         size = self.task_size or max(1, math.ceil(units / (4 * cpus)))
         slices = [(i, start, min(start + size, units))
                   for i, start in enumerate(range(0, units, size))]
@@ -61,24 +65,38 @@ class RayEngine:
         kill_first = os.environ.get(_KILL_FIRST_ATTEMPT)
         pending: dict[Any, int] = {}
         done: dict[int, dict] = {}
+        failed: dict[int, str] = {}  # task -> its one-line error
         waiting = iter(slices)
         try:
-            while len(done) < len(slices):
-                while len(pending) < 2 * cpus:  # the rest wait here, not in Ray's queue
+            while len(done) + len(failed) < len(slices):
+                while not failed and len(pending) < 2 * cpus:  # the rest wait here
                     item = next(waiting, None)
                     if item is None:
                         break
                     pending[task.remote(job_ref, target, *item, kill_first)] = item[0]
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                result = ray.get(ready[0])
-                del pending[ready[0]]
+                first_failed = min(failed, default=len(slices))
+                if not any(i < first_failed for i in pending.values()):
+                    break  # a failure, and every slice before it is done
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=_CHECK_EVERY_S)
+                writer.check()  # e.g. an s3 lease lost meanwhile: stop now, not at the end
+                if not ready:
+                    continue
+                index = pending.pop(ready[0])
+                try:
+                    result = ray.get(ready[0])
+                except ray.exceptions.RayError as exc:
+                    failed[index] = (f"{job.kind} convert on Ray: task {index} (inputs "
+                                     f"{slices[index][1]}-{slices[index][2] - 1}) failed: "
+                                     f"{_first_line(exc)} (a task whose process died or "
+                                     f"that hit an I/O error runs {self.retries + 1} times)")
+                    continue
                 if result["error"]:  # deterministic (--strict, a bad source): not retried
-                    raise ChuteError(result["error"])
-                done[result["task"]] = result
+                    failed[index] = result["error"]
+                    continue
+                done[index] = result
                 progress(result["units"])
-        except ray.exceptions.RayError as exc:
-            raise ChuteError(f"{job.kind} convert on Ray: a task failed {self.retries + 1} "
-                             f"times: {_first_line(exc)}") from None
+            if failed:  # the first in input order, as --engine local would stop at it
+                raise ChuteError(failed[min(failed)])
         finally:
             if pending:  # stop writing into a dataset that is being dropped, before it goes
                 for ref in pending:
@@ -107,6 +125,9 @@ def _write_slice(job: Any, target: PartTarget, task: int, start: int, stop: int,
             os._exit(1)
         job.write(units, writer, report, _ignore, 1)
         writer.close()
+    except StorageError:  # transient (the endpoint away too long): Ray runs the task again
+        writer.abort()
+        raise
     except ChuteError as exc:
         writer.abort()
         return {**result, "error": str(exc)}

@@ -85,8 +85,8 @@ def _current_cluster() -> str | None:
 
 
 def cluster_cpus(ray: Any) -> int:
-    """The CPUs of the connected cluster (at least 1)."""
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    """The CPUs of the connected cluster."""
+    return int(ray.cluster_resources().get("CPU", 0))
 
 
 def task_env() -> dict[str, Any]:

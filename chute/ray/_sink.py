@@ -42,20 +42,19 @@ def write_dataset(dataset: Any, path: str | Path, *, fields: Mapping[str, str | 
         The written dataset, opened.
     """
     connect(None)
-    import ray.data
-
     with ShardWriter(path, fields, shard_size=shard_size, class_names=class_names,
                      overwrite=overwrite) as writer:
         sink = _PartsSink(writer.part_target())
-        context = ray.data.DataContext.get_current()
-        ordered = context.execution_options.preserve_order
-        context.execution_options.preserve_order = True  # samples in the Dataset's order
+        # samples in the Dataset's order: a Dataset runs with the context it was made with
+        # (a copy), so the option goes on its own, for this write only
+        ordered = dataset.context.execution_options.preserve_order
+        dataset.context.execution_options.preserve_order = True
         try:
             dataset.write_datasink(sink, ray_remote_args={
                 "max_retries": retries, "retry_exceptions": [OSError, StorageError],
                 **task_env()})
         finally:
-            context.execution_options.preserve_order = ordered
+            dataset.context.execution_options.preserve_order = ordered
         for _, part in sorted(sink.returns, key=lambda r: r[0]):
             writer.adopt(part)
     written = open_url(str(writer.path))

@@ -46,6 +46,29 @@ def test_a_ray_dataset_written_reads_back_with_equal_rows_in_order(tmp_path, ray
     assert sorted(os.listdir(tmp_path)) == ["w.chute"]  # no staging folder left
 
 
+class _Slow:
+    """A stage whose blocks finish out of order (3 actors, random sleeps)."""
+
+    def __call__(self, batch):
+        import random
+        import time
+
+        time.sleep(random.random() * 0.3)
+        return batch
+
+
+def test_rows_keep_the_datasets_order_through_a_stage_that_finishes_out_of_order(tmp_path,
+                                                                               ray_local):
+    import ray.data
+
+    from chute.ray import write_dataset
+
+    source = ray.data.range(64, override_num_blocks=16)
+    staged = source.map_batches(_Slow, concurrency=3, batch_size=None)
+    written = write_dataset(staged, tmp_path / "w.chute", shard_size=64)
+    assert [int(written[i]["id"]) for i in range(len(written))] == list(range(64))
+
+
 def test_write_tasks_that_die_on_their_first_attempt_leave_nothing_behind(tmp_path, ray_local):
     import ray.data
 

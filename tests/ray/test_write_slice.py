@@ -62,3 +62,20 @@ def test_a_staging_folder_this_node_cannot_see_is_named(tmp_path):
     result = _write_slice(job, target, 3, 0, 4, None)
     assert "staging folder is not on the node that ran task 3" in result["error"]
     assert "s3://" in result["error"]
+
+
+class _Unreachable(ImageJob):
+    def write(self, units, writer, report, progress, workers):
+        from chute.readers import StorageError
+
+        raise StorageError("s3://b/x: the endpoint did not answer within 300 s")
+
+
+def test_a_storage_error_is_raised_for_ray_to_retry_not_returned_as_final(tmp_path):
+    from chute.readers import StorageError
+
+    job = job_of(tmp_path)
+    job.__class__ = _Unreachable
+    with ShardWriter(tmp_path / "x.chute", job.fields) as writer:
+        with pytest.raises(StorageError):
+            _write_slice(job, writer.part_target(), 0, 0, 4, None)

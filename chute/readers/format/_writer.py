@@ -222,6 +222,12 @@ class ShardWriter:
             return PartTarget(self._remote.url, True, self.shard_size, self._declared)
         return PartTarget(str(self._folder), False, self.shard_size, self._declared)
 
+    def check(self) -> None:
+        """Raise when this write can no longer be committed (an s3 destination's lease was
+        lost to another writer): an engine waiting on its tasks stops early."""
+        if self._remote is not None:
+            self._remote.check()
+
     def adopt(self, part: dict) -> None:
         """Append the shards a `PartWriter` wrote (its `part`), after those written or adopted
         before. Shards of the same target that are never adopted (a failed or retried task's)
@@ -233,6 +239,7 @@ class ShardWriter:
         if self._current is not None:
             raise ChuteError(f"{self.path}: adopt() after write(): finish one way of writing")
         fields = part["fields"]
+        self._adopted = True  # also for an empty part: the staging folder is swept at close
         if part["num_samples"] == 0:
             return
         if self._fields is not None and fields != self._fields:
@@ -252,7 +259,6 @@ class ShardWriter:
                         "every machine sees (a shared file system, or s3://)") from None
             self._shards.append({**shard, "name": name})
         self._count += part["num_samples"]
-        self._adopted = True
 
     def _commit_shard(self, shard: _Shard) -> None:
         self._current = None

@@ -83,6 +83,11 @@ class RemoteDestination:
         self._uploaded = []
         return self
 
+    def check(self) -> None:
+        """Raise when this write may not go on (its lease was lost to another writer)."""
+        if self._lease is not None:
+            self._lease.check()
+
     def finish(self) -> None:
         """A task's shards are all uploaded: remove its local staging folder."""
         shutil.rmtree(self.staging, ignore_errors=True)
