@@ -15,7 +15,6 @@ import contextlib
 import io
 import json
 import os
-import signal
 from collections import Counter
 
 import pytest
@@ -23,6 +22,7 @@ import pytest
 from chute.cli import main
 from chute.errors import ChuteError
 from chute.readers import open_dataset
+from tests.robustness._alarm import Hang, alarm
 from tests.robustness._audio_mutants import FILES, mutants, write_source
 
 pytest.importorskip("soundfile")
@@ -31,24 +31,6 @@ SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
 COUNT = int(os.environ.get("CHUTE_ROBUSTNESS_AUDIO", "40"))
 LIMIT_S = 20
 FAILURES = ("raw", "hang", "wrong", "lost", "half", "escape")
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _alarm(seconds: int):
-    def ring(signum, frame):
-        raise _Hang(f"over {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _files(root) -> set[str]:
@@ -105,7 +87,7 @@ def _convert(listing, dst) -> tuple[str, str]:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["convert", "audio", str(listing), str(dst), "--workers", "1",
                          "--no-progress"])
-    except _Hang:
+    except Hang:
         raise
     except BaseException as exc:
         return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -134,11 +116,11 @@ def test_audio_listing_mutants(tmp_path):
         work.mkdir()
         dst = work / "d.chute"
         try:
-            with _alarm(LIMIT_S):
+            with alarm(LIMIT_S):
                 outcome, detail = _convert(listing, dst)
                 if outcome == "stored":
                     outcome, detail = _check(dst, stored_bytes, touched)
-        except _Hang as exc:
+        except Hang as exc:
             outcome, detail = "hang", str(exc)
         leaked = sorted(f for f in _files(work) if f != "d.chute" and
                         not f.startswith("d.chute" + os.sep))

@@ -13,36 +13,18 @@ import contextlib
 import io
 import math
 import os
-import signal
 from collections import Counter
 
 from chute.cli import main
 from chute.errors import ChuteError
 from chute.infer import load_config
 from chute.infer._config import max_replicas
+from tests.robustness._alarm import Hang, alarm
 from tests.robustness._infer_mutants import mutants, outside_spec, write_clean
 
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
 COUNT = 200
 LIMIT_S = 10
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _alarm(seconds: int):
-    def ring(signum, frame):
-        raise _Hang(f"over {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _bad_values(config) -> list[str]:
@@ -77,7 +59,7 @@ def _load(path) -> tuple[str, str]:
         if "\n" in message or str(path) not in message:
             return "raw", f"not one line naming the config: {message[:200]!r}"
         return "named", message[:160]
-    except _Hang:
+    except Hang:
         raise
     except Exception as exc:
         return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -92,7 +74,7 @@ def _cli(path, missing) -> tuple[str, str]:
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             code = main(["infer-bench", str(path), str(missing), "--no-progress"])
-    except _Hang:
+    except Hang:
         raise
     except BaseException as exc:  # SystemExit included: argparse is not reached here
         return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -109,14 +91,14 @@ def test_inference_config_mutants(tmp_path):
         folder = tmp_path / str(k) / "cfg"
         write_clean(folder)
         try:
-            with _alarm(LIMIT_S):
+            with alarm(LIMIT_S):
                 path = apply(folder)
                 outcome, detail = _load(path)
                 if outcome in ("named", "accepted"):
                     cli, cli_detail = _cli(path, tmp_path / "no-dataset")
                     if cli == "raw":
                         outcome, detail = "raw", f"chute infer-bench: {cli_detail}"
-        except _Hang as exc:
+        except Hang as exc:
             outcome, detail = "hang", str(exc)
         if (folder.parent / "ran").exists():
             outcome, detail = "wrong", "a file was imported while loading the config"

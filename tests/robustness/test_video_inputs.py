@@ -15,7 +15,6 @@ import contextlib
 import io
 import json
 import os
-import signal
 from collections import Counter
 
 import numpy as np
@@ -25,6 +24,7 @@ from chute import Pipeline, VideoOptions
 from chute.cli import main
 from chute.errors import ChuteError
 from chute.readers import open_dataset
+from tests.robustness._alarm import Hang, alarm
 from tests.robustness._video_mutants import FILES, mutants, write_source
 
 pytest.importorskip("av")
@@ -34,24 +34,6 @@ COUNT = int(os.environ.get("CHUTE_ROBUSTNESS_VIDEO", "20"))
 LIMIT_S = 30
 FAILURES = ("raw", "hang", "wrong", "lost", "half", "escape")
 FIELDS = {"video": VideoOptions(num_frames=4, frame_interval=2, size=(16, 16)), "meta": None}
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _alarm(seconds: int):
-    def ring(signum, frame):
-        raise _Hang(f"over {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _files(root) -> set[str]:
@@ -115,7 +97,7 @@ def _check(dst, source, touched: set[str], reference: dict) -> tuple[str, str]:
         if "\n" in str(exc).strip():
             return "raw", f"Pipeline: not one line: {str(exc)[:200]!r}"
         return "read refused", str(exc)[:160]
-    except _Hang:
+    except Hang:
         raise
     except Exception as exc:
         return "raw", f"Pipeline: {type(exc).__name__}: {str(exc)[:200]}"
@@ -138,7 +120,7 @@ def _convert(listing, dst) -> tuple[str, str]:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["convert", "video", str(listing), str(dst), "--workers", "1",
                          "--no-progress", "--shard-size", "8KB"])
-    except _Hang:
+    except Hang:
         raise
     except BaseException as exc:
         return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -170,11 +152,11 @@ def test_video_csv_and_container_mutants(tmp_path):
         before = _files(work)
         dst = work / "d.chute"
         try:
-            with _alarm(LIMIT_S):
+            with alarm(LIMIT_S):
                 outcome, detail = _convert(listing, dst)
                 if outcome == "stored":
                     outcome, detail = _check(dst, source, touched, reference)
-        except _Hang as exc:
+        except Hang as exc:
             outcome, detail = "hang", str(exc)
         leaked = sorted(f for f in _files(work) - before if f != "d.chute" and
                         not f.startswith("d.chute" + os.sep))

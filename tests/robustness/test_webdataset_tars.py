@@ -13,35 +13,17 @@ import contextlib
 import io
 import json
 import os
-import signal
 from collections import Counter
 
 from chute.cli import main
 from chute.errors import ChuteError
 from chute.readers import open_dataset
+from tests.robustness._alarm import Hang, alarm
 from tests.robustness._tar_mutants import ALL, N, image, mutants
 
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
 COUNT = 80
 LIMIT_S = 20
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _alarm(seconds: int):
-    def ring(signum, frame):
-        raise _Hang(f"over {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _files(root) -> set[str]:
@@ -96,7 +78,7 @@ def _convert(work) -> tuple[str, str]:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["convert", "webdataset", str(tar), str(dst), "--no-progress",
                          "--json"])
-    except _Hang:
+    except Hang:
         raise
     except BaseException as exc:
         return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -127,7 +109,7 @@ def test_webdataset_tar_mutants(tmp_path):
         work.mkdir()
         touched = build(work / "in.tar")
         try:
-            with _alarm(LIMIT_S):
+            with alarm(LIMIT_S):
                 outcome, detail = _convert(work)
                 if outcome == "stored":
                     found, wrong = _stored(work / "out" / "d.chute")
@@ -140,7 +122,7 @@ def test_webdataset_tar_mutants(tmp_path):
                         outcome, detail = "lost", f"untouched samples not stored: {lost}"
                     elif found != ALL:
                         outcome = "stored, touched skipped"
-        except _Hang as exc:
+        except Hang as exc:
             outcome, detail = "hang", str(exc)
         if outcome == "named" and touched != ALL:
             outcome = "refused whole tar"

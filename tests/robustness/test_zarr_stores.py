@@ -16,7 +16,6 @@ CHUTE_ROBUSTNESS_ZARR sets the count."""
 import contextlib
 import io
 import os
-import signal
 from collections import Counter
 from pathlib import Path
 
@@ -25,30 +24,13 @@ import numpy as np
 from chute.cli import main
 from chute.errors import ChuteError
 from chute.readers import open_dataset
+from tests.robustness._alarm import Hang, alarm
 from tests.robustness._zarr_mutants import CLEAN, OTHER, S, build, mutants
 
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
 COUNT = int(os.environ.get("CHUTE_ROBUSTNESS_ZARR", "30"))
 LIMIT_S = 20
 FAILURES = ("raw", "hang", "wrong", "escape", "verify missed", "half", "lost")
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _alarm(seconds: int):
-    def ring(signum, frame):
-        raise _Hang(f"over {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _same(a, b) -> bool:
@@ -68,7 +50,7 @@ def _judge(store: Path, field: str, row: int, value) -> str:
         import zarr
 
         stored = zarr.open_group(str(store), mode="r")[field][row]
-    except _Hang:
+    except Hang:
         raise
     except Exception:  # zarr cannot read it: nothing to compare with
         return "wrong"
@@ -88,7 +70,7 @@ def _direct(store: Path) -> tuple[str, str, dict]:
         ds = open_dataset(store)
     except ChuteError as exc:
         return (*_one_line(exc), {})
-    except _Hang:
+    except Hang:
         raise
     except Exception as exc:
         return "raw", f"open: {type(exc).__name__}: {str(exc)[:200]}", {}
@@ -104,7 +86,7 @@ def _direct(store: Path) -> tuple[str, str, dict]:
                 return outcome, f"row {i}: {detail}", rows
             rows["named"] += 1
             continue
-        except _Hang:
+        except Hang:
             raise
         except Exception as exc:
             return "raw", f"row {i}: {type(exc).__name__}: {str(exc)[:200]}", rows
@@ -120,7 +102,7 @@ def _direct(store: Path) -> tuple[str, str, dict]:
                 return outcome, f"batch {field}: {detail}", rows
             rows["named"] += 1
             continue
-        except _Hang:
+        except Hang:
             raise
         except Exception as exc:
             return "raw", f"batch {field}: {type(exc).__name__}: {str(exc)[:200]}", rows
@@ -139,7 +121,7 @@ def _cli(args: list[str]) -> tuple[int | str, str, str]:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(args)
-    except _Hang:
+    except Hang:
         raise
     except BaseException as exc:
         return "raw", "", f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -200,11 +182,11 @@ def test_zarr_store_mutants(tmp_path):
         apply(store)
         before = _files(work)
         try:
-            with _alarm(LIMIT_S):
+            with alarm(LIMIT_S):
                 outcome, detail, rows = _direct(store)
                 verify, verify_detail = _verify(store)
                 convert, convert_detail = _convert(store, work / "out" / "d.chute")
-        except _Hang as exc:
+        except Hang as exc:
             outcome, detail, verify, convert, rows = "hang", str(exc), "-", "-", {}
         if outcome not in FAILURES:
             if verify == "raw":
