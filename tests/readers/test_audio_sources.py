@@ -134,3 +134,20 @@ def test_a_listed_path_holding_a_nul_byte_is_a_skipped_file(tmp_path):
     ValueError from the probe (the file is skipped and listed like one that cannot be read)."""
     problem = probe_audio(AudioSource(tmp_path / "a.wav\x00x", "a"))
     assert isinstance(problem, str) and "cannot read the file" in problem
+
+
+def test_a_jsonl_listing_with_a_byte_order_mark_is_read_like_a_csv_one(tmp_path):
+    """A recordings JSONL or WeNet data.list saved with a UTF-8 byte order mark (as Windows
+    editors write it) was refused as "not valid JSON" on line 1; CSV listings accept one."""
+    write_recordings(tmp_path, names=("a.wav", "b.flac"))
+    records = [{"key": "u1", "wav": "a.wav", "txt": "one", "start": 0.1, "end": 0.6},
+               {"path": "b.flac", "txt": "bee"}]
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    (tmp_path / "data.list").write_text(text, encoding="utf-8-sig")
+    sources = list_audio_jsonl(tmp_path / "data.list")
+    assert [(s.path, s.key, s.txt) for s in sources] == [
+        (tmp_path / "a.wav", "u1", "one"), (tmp_path / "b.flac", "b.flac", "bee")]
+    assert sources[0].segments == [{"key": "u1", "start": 0.1, "end": 0.6, "txt": "one"}]
+    (tmp_path / "latin1.jsonl").write_bytes('{"path": "é.wav"}\n'.encode("latin-1"))
+    with pytest.raises(FormatError, match=r"latin1.jsonl: not UTF-8 text .*save the listing"):
+        list_audio_jsonl(tmp_path / "latin1.jsonl")

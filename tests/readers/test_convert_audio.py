@@ -189,6 +189,20 @@ def test_kaldi_folder_errors_name_the_file_and_line(tmp_path, name, content, mes
         convert_audio(tmp_path / "empty", tmp_path / "ds", _options())
 
 
+def test_kaldi_tables_with_a_byte_order_mark_keep_their_first_id(tmp_path):
+    # a BOM at the start of wav.scp (or text) joined the first id ("\ufeffrecA"): the
+    # segments naming recA were refused as naming a recording wav.scp does not list
+    from chute.readers.convert._audio_kaldi import list_kaldi
+
+    data = _kaldi_folder(tmp_path)
+    for name in ("wav.scp", "text"):
+        (data / name).write_text((data / name).read_text(), encoding="utf-8-sig")
+    sources = list_kaldi(data, root=tmp_path)
+    assert [s.key for s in sources] == ["recA", "recB", "recC"]
+    assert [(s["key"], s["txt"]) for s in sources[0].segments] == [
+        ("uA1", "hello  there"), ("uA2", "again")]
+
+
 def _lhotse_recording(tmp_path, name, rid):
     _, rate, channels, seconds = RECORDINGS[name]
     return {"id": rid, "sources": [{"type": "file", "channels": list(range(channels)),
@@ -197,15 +211,15 @@ def _lhotse_recording(tmp_path, name, rid):
             "channel_ids": list(range(channels))}
 
 
-def _write_jsonl(path, rows):
+def _write_jsonl(path, rows, encoding="utf-8"):
     import gzip
 
     text = "".join(json.dumps(r) + "\n" for r in rows)
     if path.suffix == ".gz":
-        with gzip.open(path, "wt", encoding="utf-8") as f:
+        with gzip.open(path, "wt", encoding=encoding) as f:
             f.write(text)
     else:
-        path.write_text(text)
+        path.write_text(text, encoding=encoding)
     return path
 
 
@@ -260,3 +274,20 @@ def test_lhotse_cuts_manifest_each_cut_a_segment_of_its_recording_stored_once(tm
     assert [(s["key"], s["start"], s["end"], s["txt"]) for s in meta["segments"]] == [
         ("c1", 0.0, 1.0, "hello"), ("c2", 1.0, 1.75, "world again")]
     assert meta["segments"][1]["supervisions"][0]["start"] == 0.1  # relative, as lhotse has it
+
+
+@pytest.mark.parametrize("name", ["recordings.jsonl", "recordings.jsonl.gz"])
+def test_lhotse_manifests_with_a_byte_order_mark_are_read(tmp_path, name):
+    # a manifest starting with a UTF-8 byte order mark was "not a lhotse recordings or cuts
+    # manifest" (its first line failed to parse); CSV listings accept one
+    write_recordings(tmp_path, names=("a.wav",))
+    recs = _write_jsonl(tmp_path / name, [_lhotse_recording(tmp_path, "a.wav", "A")],
+                        encoding="utf-8-sig")
+    sups = _write_jsonl(tmp_path / "supervisions.jsonl", [
+        {"id": "A-1", "recording_id": "A", "start": 0.25, "duration": 0.5, "text": "ay"}],
+        encoding="utf-8-sig")
+    report = convert_audio(recs, tmp_path / "ds", _options(supervisions=sups))
+    assert (report.written, report.segments, report.skipped) == (1, 1, [])
+    (meta,) = [open_dataset(tmp_path / "ds")[0]["meta"]]
+    assert meta["key"] == "A" and [(s["key"], s["txt"]) for s in meta["segments"]] == [
+        ("A-1", "ay")]

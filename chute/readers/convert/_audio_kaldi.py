@@ -27,7 +27,8 @@ def _table(path: Path, columns: int) -> list[tuple[int, list[str]]]:
     """(line number, fields) of a Kaldi table: `columns` fields split on whitespace, the last
     one the rest of the line (a transcript keeps its spaces); blank lines skipped."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a leading byte order mark is dropped (else it joins the first id)
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FormatError(f"{path}: not UTF-8 text ({exc})") from None
     rows = []

@@ -21,7 +21,8 @@ def _lines(path: Path):
     """(line number, record) of a JSONL file, gzipped when its name ends in .gz."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
+        # utf-8-sig: a leading byte order mark is dropped, as for CSV listings
+        with opener(path, "rt", encoding="utf-8-sig") as f:
             for number, line in enumerate(f, 1):
                 if line.strip():
                     try:

@@ -64,9 +64,14 @@ def list_audio_jsonl(path, root=None) -> list[AudioSource]:
     path = Path(path)
     root = Path(root) if root is not None else path.parent
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: a leading byte order mark (Windows editors, spreadsheet exports) is
+        # dropped, as read_csv_rows does for CSV listings
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:
         raise FormatError(f"{path}: no such JSONL file") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: not UTF-8 text ({exc}); save the listing as UTF-8"
+                          ) from None
     sources = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
