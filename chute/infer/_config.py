@@ -220,6 +220,24 @@ def _check_inside(path: Path, k: int, stage: dict, base: Path) -> None:
             "load_config(..., allow_outside=True)")
 
 
+# the spellings of the video loader in a config: its `root` option is a folder
+_VIDEO_LOADER_SPECS = ("chute.infer:VideoClipLoader", "chute.infer._video_loader:VideoClipLoader")
+
+
+def _root_from_config(base: Path, stage: dict) -> dict:
+    """`stage` with a VideoClipLoader's relative `root` option made relative to the config's
+    folder `base`, as "file.py:attr" specs are: relative, it would otherwise be resolved
+    against the working directory of each replica process. Absolute roots and other stages'
+    options are kept as they are."""
+    options = stage.get("options")
+    if stage.get("fn") not in _VIDEO_LOADER_SPECS or not isinstance(options, dict):
+        return stage
+    root = options.get("root")
+    if not isinstance(root, str) or Path(root).is_absolute():
+        return stage
+    return {**stage, "options": {**options, "root": str(base / root)}}
+
+
 def load_config(path: str | Path, *, allow_outside: bool | None = None) -> InferConfig:
     """Read an inference config from a JSON file (or YAML, `.yaml`/`.yml`, with PyYAML).
 
@@ -233,7 +251,8 @@ def load_config(path: str | Path, *, allow_outside: bool | None = None) -> Infer
             variable CHUTE_INFER_ALLOW_OUTSIDE is 1.
 
     Returns:
-        The config, with `base` set to the file's folder.
+        The config, with `base` set to the file's folder, and a relative `root` option of a
+        `chute.infer:VideoClipLoader` stage made relative to that folder.
     """
     path = Path(path)
     try:
@@ -278,6 +297,7 @@ def load_config(path: str | Path, *, allow_outside: bool | None = None) -> Infer
         _unknown(f"{path}: stage {k}", stage, known)
         if not outside:
             _check_inside(path, k, stage, base)
+        stage = _root_from_config(base, stage)
         try:
             stages.append(StageConfig(**stage))
         except TypeError as exc:

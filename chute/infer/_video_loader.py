@@ -63,7 +63,9 @@ class VideoClipLoader:
         max_batch: the largest batch it is called with.
         clips: clips per request for requests that do not say (None: one clip, [3, T, H, W]).
         root: the folder file-path requests may read from (symlinks followed: a path that
-            leads outside it fails its request); None refuses file paths.
+            leads outside it fails its request); None refuses file paths. Relative, it is
+            relative to the working directory, or in a config file (`load_config`) to the
+            config's folder.
 
     Calling it with a list of requests returns one tensor per request; a request that cannot
     be served (a clip that does not decode, a path outside `root`) is an exception in its

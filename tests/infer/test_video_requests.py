@@ -145,3 +145,33 @@ def test_infer_bench_serves_files_with_several_clips(tmp_path, video_dataset, ca
     assert main(["infer-bench", str(config), "--files", str(listing), "--root",
                  str(video_dataset.parent), "--allow-outside"]) == 1
     assert "outside the root" in capsys.readouterr().err
+
+
+def test_a_relative_root_in_a_config_file_is_relative_to_the_configs_folder(tmp_path,
+                                                                            monkeypatch):
+    # a relative loader root in a config file was resolved against the working directory
+    # of each replica, not the config's folder (as "file.py:attr" specs are)
+    from chute.infer import load_config
+
+    pytest.importorskip("av")
+    folder = tmp_path / "configs"
+    (folder / "videos").mkdir(parents=True)
+    (folder / "videos" / "a.mp4").write_bytes(make_video(10, 32, 32))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "videos").mkdir(parents=True)  # the same relative root from the cwd: empty
+    monkeypatch.chdir(elsewhere)
+    absolute = tmp_path / "abs"
+    (folder / "c.json").write_text(json.dumps({"stages": [
+        {"name": "decode", "fn": "chute.infer:VideoClipLoader",
+         "options": {**LOADER, "root": "videos"}},
+        {"name": "again", "fn": "chute.infer:VideoClipLoader",
+         "options": {**LOADER, "root": str(absolute)}},
+        {"name": "other", "fn": "tests.infer._stages:double", "options": {"root": "videos"}}]}))
+    config = load_config(folder / "c.json")
+    options = config.stage("decode").options
+    assert options["root"] == str(folder.resolve() / "videos")
+    assert config.stage("again").options["root"] == str(absolute)  # absolute: as it is
+    assert config.stage("other").options == {"root": "videos"}  # not a loader: untouched
+    loader = VideoClipLoader(**options)
+    assert loader(["a.mp4"])[0].shape == (3, 4, 32, 32)
+    loader.close()
