@@ -47,7 +47,8 @@ def test_a_ray_dataset_written_reads_back_with_equal_rows_in_order(tmp_path, ray
 
 
 class _Slow:
-    """A stage whose blocks finish out of order (3 actors, random sleeps)."""
+    """A stage whose blocks finish out of order: 3 actors (holding no CPU, so the write tasks
+    always find one) sleeping a random while per block."""
 
     def __call__(self, batch):
         import random
@@ -64,7 +65,7 @@ def test_rows_keep_the_datasets_order_through_a_stage_that_finishes_out_of_order
     from chute.ray import write_dataset
 
     source = ray.data.range(64, override_num_blocks=16)
-    staged = source.map_batches(_Slow, concurrency=3, batch_size=None)
+    staged = source.map_batches(_Slow, concurrency=3, num_cpus=0, batch_size=None)
     written = write_dataset(staged, tmp_path / "w.chute", shard_size=64)
     assert [int(written[i]["id"]) for i in range(len(written))] == list(range(64))
 
