@@ -11,19 +11,16 @@ LIMIT_S), a wrong sample, an untouched recording lost, a half-written destinatio
 written elsewhere. `pytest -s` prints the counts; CHUTE_ROBUSTNESS_SEED explores another seed,
 CHUTE_ROBUSTNESS_AUDIO sets the count."""
 
-import contextlib
-import io
 import json
 import os
 from collections import Counter
 
 import pytest
 
-from chute.cli import main
-from chute.errors import ChuteError
 from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
 from tests.robustness._audio_mutants import FILES, mutants, write_source
+from tests.robustness._cli import convert_outcome
 
 pytest.importorskip("soundfile")
 
@@ -36,15 +33,6 @@ FAILURES = ("raw", "hang", "wrong", "lost", "half", "escape")
 def _files(root) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), root) for d, dirs, files in os.walk(root)
             for f in files + dirs}
-
-
-def _holds_samples(dst) -> bool:
-    try:
-        ds = open_dataset(dst)
-    except ChuteError:
-        return False
-    with contextlib.closing(ds):
-        return len(ds) > 0
 
 
 def _check(dst, stored_bytes: dict, touched: set[str]) -> tuple[str, str]:
@@ -82,25 +70,8 @@ def _check(dst, stored_bytes: dict, touched: set[str]) -> tuple[str, str]:
 
 
 def _convert(listing, dst) -> tuple[str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["convert", "audio", str(listing), str(dst), "--workers", "1",
-                         "--no-progress"])
-    except Hang:
-        raise
-    except BaseException as exc:
-        return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
-    text = err.getvalue()
-    if "Traceback" in text:
-        return "raw", text[-300:]
-    if code != 0:
-        if code != 1 or len(text.strip().splitlines()) != 1:
-            return "raw", f"exit {code}, stderr {text[-300:]!r}"
-        if os.path.lexists(dst) and _holds_samples(dst):
-            return "half", "a failed convert left samples in its destination"
-        return "refused", text.strip()[:160]
-    return "stored", ""
+    return convert_outcome(["convert", "audio", str(listing), str(dst), "--workers", "1",
+                            "--no-progress"], dst)
 
 
 def test_audio_listing_mutants(tmp_path):

@@ -11,8 +11,6 @@ on a raw exception, a hang (over LIMIT_S), a wrong sample, an untouched video lo
 half-written destination or a file written elsewhere. `pytest -s` prints the counts;
 CHUTE_ROBUSTNESS_SEED explores another seed, CHUTE_ROBUSTNESS_VIDEO sets the count."""
 
-import contextlib
-import io
 import json
 import os
 from collections import Counter
@@ -25,6 +23,7 @@ from chute.cli import main
 from chute.errors import ChuteError
 from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
+from tests.robustness._cli import convert_outcome
 from tests.robustness._video_mutants import FILES, mutants, write_source
 
 pytest.importorskip("av")
@@ -39,15 +38,6 @@ FIELDS = {"video": VideoOptions(num_frames=4, frame_interval=2, size=(16, 16)), 
 def _files(root) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), root) for d, dirs, files in os.walk(root)
             for f in files + dirs}
-
-
-def _holds_samples(dst) -> bool:
-    try:
-        ds = open_dataset(dst)
-    except ChuteError:
-        return False
-    with contextlib.closing(ds):
-        return len(ds) > 0
 
 
 def _frames(dst) -> dict[str, list[np.ndarray]]:
@@ -115,25 +105,8 @@ def _check(dst, source, touched: set[str], reference: dict) -> tuple[str, str]:
 
 
 def _convert(listing, dst) -> tuple[str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["convert", "video", str(listing), str(dst), "--workers", "1",
-                         "--no-progress", "--shard-size", "8KB"])
-    except Hang:
-        raise
-    except BaseException as exc:
-        return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
-    text = err.getvalue()
-    if "Traceback" in text:
-        return "raw", text[-300:]
-    if code != 0:
-        if code != 1 or len(text.strip().splitlines()) != 1:
-            return "raw", f"exit {code}, stderr {text[-300:]!r}"
-        if os.path.lexists(dst) and _holds_samples(dst):
-            return "half", "a failed convert left samples in its destination"
-        return "refused", text.strip()[:160]
-    return "stored", ""
+    return convert_outcome(["convert", "video", str(listing), str(dst), "--workers", "1",
+                            "--no-progress", "--shard-size", "8KB"], dst)
 
 
 def test_video_csv_and_container_mutants(tmp_path):

@@ -9,16 +9,13 @@ the destination (a member name is a key, never a path). It fails on a raw except
 file written elsewhere. `pytest -s` prints the counts; CHUTE_ROBUSTNESS_SEED explores
 another seed."""
 
-import contextlib
-import io
 import json
 import os
 from collections import Counter
 
-from chute.cli import main
-from chute.errors import ChuteError
 from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
+from tests.robustness._cli import failed_outcome, run
 from tests.robustness._tar_mutants import ALL, N, image, mutants
 
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
@@ -51,17 +48,6 @@ def _stored(dst) -> tuple[set[int], list[str]]:
     return found, wrong
 
 
-def _holds_samples(dst) -> bool:
-    """Whether a destination a failed convert left holds samples (one that stored none is
-    left empty, with its list of skipped samples: docs/cli.md)."""
-    try:
-        ds = open_dataset(dst)
-    except ChuteError:
-        return False
-    with contextlib.closing(ds):
-        return len(ds) > 0
-
-
 def _listed(work, report, keys: list[int]) -> bool:
     """Whether every sample of `keys` is listed in the convert's report of skipped samples."""
     try:
@@ -73,31 +59,19 @@ def _listed(work, report, keys: list[int]) -> bool:
 
 def _convert(work) -> tuple[str, str]:
     tar, dst = work / "in.tar", work / "out" / "d.chute"
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["convert", "webdataset", str(tar), str(dst), "--no-progress",
-                         "--json"])
-    except Hang:
-        raise
-    except BaseException as exc:
-        return "raw", f"{type(exc).__name__}: {str(exc)[:200]}"
-    text = err.getvalue()
-    if "Traceback" in text:
-        return "raw", text[-300:]
+    code, out, text, raw = run(["convert", "webdataset", str(tar), str(dst), "--no-progress",
+                                "--json"])
+    if raw is not None:
+        return raw
     report = None
     if code == 0:
-        report = json.loads(out.getvalue()).get("report")
+        report = json.loads(out).get("report")
     extra = _files(work) - {"in.tar"} - {f for f in _files(work) if f.startswith("out/d.chute/")}
     extra -= {os.path.relpath(report, work)} if report else set()
     if extra:
         return "escape", f"files written outside the destination: {sorted(extra)[:5]}"
     if code != 0:
-        if code != 1 or len(text.strip().splitlines()) != 1:
-            return "raw", f"exit {code}, stderr {text[-300:]!r}"
-        if dst.exists() and _holds_samples(dst):
-            return "half", "a failed convert left samples in its destination"
-        return "named", text.strip()[:160]
+        return failed_outcome(code, text, dst, refused="named")
     return "stored", report or ""
 
 
