@@ -98,8 +98,7 @@ class ImageJob(ConvertJob):
         if self.with_label:
             self.fields["label"] = "int64"
         self.options = options
-        self.shard_size, self.overwrite = options.shard_size, options.overwrite
-        self.progress, self.report = options.progress, options.report
+        self.take_options(options)
 
     def write(self, units, writer, report, progress, workers) -> None:
         results = _results(units, self.options, workers)

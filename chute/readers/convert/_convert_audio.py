@@ -141,8 +141,7 @@ class AudioJob(ConvertJob):
     def __init__(self, src, options: AudioConvertOptions):
         self.src, self.options = Path(src), options
         self.units = list_recordings(self.src, options.root, options.supervisions)
-        self.shard_size, self.overwrite = options.shard_size, options.overwrite
-        self.progress, self.report = options.progress, options.report
+        self.take_options(options)
 
     def write(self, units, writer, report, progress, workers) -> None:
         results = _probed(units, workers)

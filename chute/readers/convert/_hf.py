@@ -53,12 +53,36 @@ def check_label_column(table, label_column: str, src) -> None:
                       "(or --label-column '' to store no label)")
 
 
-def hf_rows(table, image_column: str, encoded: bool, src) -> Iterator[dict[str, Any]]:
-    """The rows of `table` as dicts, the undecoded image column (`encoded`) as its bytes."""
-    for i, row in enumerate(table):
+def hf_rows(table, image_column: str, encoded: bool, src,
+            ids=None) -> Iterator[dict[str, Any]]:
+    """The rows of `table` as dicts, the undecoded image column (`encoded`) as its bytes;
+    `ids` are their row numbers in errors (default 0, 1, ...)."""
+    for i, row in zip(range(len(table)) if ids is None else ids, table, strict=True):
         if encoded:
             row[image_column] = _image_bytes(row[image_column], src, i)
         yield row
+
+
+def _checked(table, src, image_column: str, label_column: str):
+    """(table with its image column undecoded, whether it was an Image column, class names),
+    after refusing a table without `image_column` or a `label_column` without integers."""
+    if image_column not in table.column_names:
+        raise FormatError(f"{src}: no column {image_column!r} (it has {table.column_names}); "
+                          "pass --image-column")
+    check_label_column(table, label_column, src)
+    class_names = hf_class_names(table, label_column)
+    table, encoded = undecoded_images(table, image_column)
+    return table, encoded, class_names
+
+
+def _sample(row: dict, i: int, image_column: str, label_column: str) -> dict:
+    """Row `i` as the sample `chute convert hf` stores (image, label, meta)."""
+    sample = {"image": row.pop(image_column)}
+    if label_column in row:
+        sample["label"] = int(row.pop(label_column))
+    sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
+                                        if isinstance(v, (str, int, float, bool))}}
+    return sample
 
 
 def _image_bytes(value: dict | None, src, row: int) -> bytes:
@@ -89,23 +113,10 @@ def hf_samples(table, src, *, image_column: str = "image",
     Raises:
         FormatError: no `image_column`, or a `label_column` that holds no integers.
     """
-    if image_column not in table.column_names:
-        raise FormatError(f"{src}: no column {image_column!r} (it has {table.column_names}); "
-                          "pass --image-column")
-    check_label_column(table, label_column, src)
-    class_names = hf_class_names(table, label_column)
-    table, encoded = undecoded_images(table, image_column)
-
-    def samples() -> Iterator[dict]:
-        for i, row in enumerate(hf_rows(table, image_column, encoded, src)):
-            sample = {"image": row.pop(image_column)}
-            if label_column in row:
-                sample["label"] = int(row.pop(label_column))
-            sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
-                                                if isinstance(v, (str, int, float, bool))}}
-            yield sample
-
-    return samples(), class_names
+    table, encoded, class_names = _checked(table, src, image_column, label_column)
+    rows = hf_rows(table, image_column, encoded, src)
+    return (_sample(row, i, image_column, label_column) for i, row in enumerate(rows)), \
+        class_names
 
 
 class HFJob(ConvertJob):
@@ -131,12 +142,8 @@ class HFJob(ConvertJob):
                  quality: int = TRANSCODE_QUALITY, progress: bool = True):
         from chute.readers.kinds._kinds import infer_declaration
 
-        if image_column not in table.column_names:
-            raise FormatError(f"{src}: no column {image_column!r} (it has "
-                              f"{table.column_names}); pass --image-column")
-        check_label_column(table, label_column, src)
-        self.class_names = hf_class_names(table, label_column)
-        self.table, self.encoded = undecoded_images(table, image_column)
+        self.table, self.encoded, self.class_names = _checked(table, src, image_column,
+                                                              label_column)
         self.src, self.image_column, self.label_column = str(src), image_column, label_column
         self.quality = quality
         self.shard_size, self.overwrite, self.progress = shard_size, overwrite, progress
@@ -153,15 +160,10 @@ class HFJob(ConvertJob):
         from chute.readers.convert._write_dataset import with_jpeg
 
         rows = self.table.select(units) if len(units) != len(self.table) else self.table
-        for i, row in zip(units, rows, strict=True):
-            if self.encoded:
-                row[self.image_column] = _image_bytes(row[self.image_column], self.src, i)
-            sample = {"image": row.pop(self.image_column)}
-            if self.label_column in row:
-                sample["label"] = int(row.pop(self.label_column))
-            sample["meta"] = {"key": str(i), **{k: v for k, v in row.items()
-                                                if isinstance(v, (str, int, float, bool))}}
-            yield with_jpeg(sample, "image", i, self.quality)
+        for i, row in zip(units, hf_rows(rows, self.image_column, self.encoded, self.src,
+                                         ids=units), strict=True):
+            yield with_jpeg(_sample(row, i, self.image_column, self.label_column), "image", i,
+                            self.quality)
 
     def write(self, units, writer, report, progress, workers) -> None:
         for sample in self._samples(units):

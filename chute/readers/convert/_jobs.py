@@ -76,6 +76,11 @@ class ConvertJob(ABC):
             workers: processes or threads this slice may use (None: one per CPU).
         """
 
+    def take_options(self, options: Any) -> None:
+        """shard_size, overwrite, progress and report from a converter's options dataclass."""
+        self.shard_size, self.overwrite = options.shard_size, options.overwrite
+        self.progress, self.report = options.progress, options.report
+
     def check(self, report: ConvertReport) -> None:
         """Called before the dataset is committed: raise to refuse the result (e.g. nothing
         could be stored)."""

@@ -191,8 +191,7 @@ class WebDatasetJob(ConvertJob):
     def __init__(self, tars: list[str | Path], options, max_member: int):
         self.units = [str(t) for t in tars]
         self.options, self.max_member = options, max_member
-        self.shard_size, self.overwrite = options.shard_size, options.overwrite
-        self.progress, self.report = options.progress, options.report
+        self.take_options(options)
         self.info = {"tars": [str(Path(t).resolve()) for t in tars]}
         self.with_label = self._first_has_label()
         self.fields: dict[str, Any] = {"image": {"kind": "bytes", "media": "image"},

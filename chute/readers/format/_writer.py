@@ -135,22 +135,16 @@ class ShardWriter:
         # s3://... must not become a folder "s3:"
         self.path: Path | str = self._remote.url if self._remote else \
             local_path(path, writing=True)
-        self.shard_size = parse_size(shard_size)
-        self._declared = None if fields is None else \
-            _checked({n: declare(n, d) for n, d in fields.items()})
-        self._fields: dict[str, dict] | None = None  # complete specs, after the first sample
+        self._start(None if fields is None else
+                    _checked({n: declare(n, d) for n, d in fields.items()}),
+                    parse_size(shard_size))
         # keys added to the manifest at close (may be changed until then)
         self.manifest_extra = {"class_names": class_names, **(manifest_extra or {})}
-        self._shards: list[dict] = []
         # checked now: a bad table must fail before anything is written
         self._tables = {n: table_array(n, v) for n, v in (tables or {}).items()}
         both = sorted(set(self._tables) & set(self._declared or {}))
         if both:
             raise ValueError(f"{both} are both fields and tables; rename one")
-        self._current: _Shard | None = None
-        self._count = 0
-        self._closed = False
-        self._adopted = False  # parts of a distributed write were adopted
         self._lock: DestinationLock | None
         if self._remote is not None:  # shards uploaded as they are finished, manifest last
             self._folder = self._remote.staging
@@ -168,6 +162,17 @@ class ShardWriter:
         except BaseException:
             lock.release()
             raise
+
+    def _start(self, declared: dict[str, dict] | None, shard_size: int) -> None:
+        """The state of a write that holds no sample yet."""
+        self.shard_size = shard_size
+        self._declared = declared
+        self._fields: dict[str, dict] | None = None  # complete specs, after the first sample
+        self._shards: list[dict] = []
+        self._current: _Shard | None = None
+        self._count = 0
+        self._closed = False
+        self._adopted = False  # parts of a distributed write were adopted
 
     def _check_destination(self, overwrite: bool) -> bool:
         """True when an existing dataset is to be replaced; ChuteError when the destination
@@ -378,17 +383,10 @@ class PartWriter(ShardWriter):
         self._attempt = secrets.token_hex(4)
         self._remote = RemoteDestination.part(target.location) if target.remote else None
         self.path = target.location
-        self.shard_size = target.shard_size
-        self._declared = target.fields
-        self._fields = None
+        self._start(target.fields, target.shard_size)
         self.manifest_extra = {}
-        self._shards = []
         self._tables = {}
-        self._current = None
-        self._count = 0
-        self._closed = False
         self._lock = None
-        self._adopted = False
         self._folder = self._remote.staging if self._remote else Path(target.location)
         self.part: dict | None = None
 
