@@ -336,6 +336,36 @@ def _count_streaming_downloads():
     return lambda: count.value
 
 
+def peer_rows(module: str, peer: str, rows: list, add, epochs) -> None:
+    """The rows of one peer: `epochs()` yields {"name", "samples", "seconds", "fetched"} (or
+    {"name", "error"}); a peer that does not import or fails is a row saying "not run" and why.
+
+    Args:
+        module: the peer's package, imported to see whether it is installed.
+        peer: its row label, with {} for the epoch's name.
+        rows: the table's rows ("not run" rows are appended here).
+        add: adds a measured row (label, samples, seconds, bytes fetched).
+        epochs: runs the peer's epochs.
+    """
+    try:
+        __import__(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
+        rows.append({"configuration": peer.format("cold cache"), "not_run":
+                     f"{module} not importable ({type(exc).__name__}: {str(exc)[:120]}); see "
+                     "docs/benchmarks.md for its environment"})
+        return
+    try:
+        for row in epochs():
+            if "error" in row:
+                rows.append({"configuration": peer.format(row["name"]), "not_run": row["error"]})
+            else:
+                add(peer.format(row["name"]), row["samples"], row["seconds"], row["fetched"])
+    except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
+        text = str(exc).strip().splitlines()
+        rows.append({"configuration": peer.format("cold cache"), "not_run":
+                     f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=2000, help="JPEGs in the dataset")
@@ -406,44 +436,14 @@ def main() -> None:
                                shuffle=ShardWindows(shards=2))
             add(f"(d) chute, s3, cache limit 25% ({limit / 2**20:.0f} MiB), train, "
                 "ShardWindows(2)", n, s, counter.take())
-            peer = "(e) litdata, s3, {}, PIL eval"
-            try:
-                import litdata  # noqa: F401
-            except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
-                rows.append({"configuration": peer.format("cold cache"), "not_run":
-                             f"litdata not importable ({type(exc).__name__}: "
-                             f"{str(exc)[:120]}); see docs/benchmarks.md for its environment"})
-            else:
-                try:
-                    for row in litdata_epochs(folder, tmp, server.endpoint, args.batch,
-                                              args.threads, limit):
-                        if "error" in row:
-                            rows.append({"configuration": peer.format(row["name"]),
-                                         "not_run": row["error"]})
-                        else:
-                            add(peer.format(row["name"]), row["samples"], row["seconds"],
-                                row["fetched"])
-                except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
-                    text = str(exc).strip().splitlines()
-                    rows.append({"configuration": peer.format("cold cache"), "not_run":
-                                 f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
-            peer = "(f) MosaicML streaming, s3, {}, PIL eval"
-            try:
-                import streaming  # noqa: F401
-            except Exception as exc:  # noqa: BLE001 - any import failure: the row says why
-                rows.append({"configuration": peer.format("cold cache"), "not_run":
-                             f"streaming not importable ({type(exc).__name__}: "
-                             f"{str(exc)[:120]}); see docs/benchmarks.md for its environment"})
-            else:
-                try:
-                    for which, n, s, fetched in streaming_epochs(
-                            folder, tmp, server.endpoint, args.batch, args.threads, limit,
-                            window=2 * args.images // shards):
-                        add(peer.format(which), n, s, fetched)
-                except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
-                    text = str(exc).strip().splitlines()
-                    rows.append({"configuration": peer.format("cold cache"), "not_run":
-                                 f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
+            peer_rows("litdata", "(e) litdata, s3, {}, PIL eval", rows, add,
+                      lambda: litdata_epochs(folder, tmp, server.endpoint, args.batch,
+                                             args.threads, limit))
+            peer_rows("streaming", "(f) MosaicML streaming, s3, {}, PIL eval", rows, add,
+                      lambda: ({"name": which, "samples": n, "seconds": s, "fetched": fetched}
+                               for which, n, s, fetched in streaming_epochs(
+                                   folder, tmp, server.endpoint, args.batch, args.threads,
+                                   limit, window=2 * args.images // shards)))
     finally:
         server.stop()
     warm = next(r["samples_per_s"] for r in rows if r["configuration"].startswith("(c)"))
