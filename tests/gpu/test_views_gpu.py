@@ -14,7 +14,7 @@ from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute._output_types import image_batch_shape, torch_dtype
 from tests._reference_resize import reference_batch
 from tests.gpu.test_dali_gpu import TOLERANCE
-from tests.kernels.cases import make_batch
+from tests.kernels.cases import make_batch, view_boxes
 from tests.kernels.compare import assert_matches_reference
 from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset
 
@@ -33,17 +33,6 @@ def _device_sources(cupy, padded):
     return sources
 
 
-def _view_boxes(images, views: int, seed: int):
-    rng = np.random.default_rng(seed)
-    boxes = np.empty((len(images), views, 4), dtype=np.float32)
-    for b, image in enumerate(images):
-        h, w = image.shape[:2]
-        for v in range(views):
-            bh, bw = rng.uniform(0.05, 1.0) * h, rng.uniform(0.05, 1.0) * w
-            boxes[b, v] = (rng.uniform(0, h - bh), rng.uniform(0, w - bw), bh, bw)
-    return boxes, rng.random((len(images), views)) < 0.5
-
-
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32])
 def test_views_kernel_matches_the_one_view_kernel_and_the_reference(dtype, layout):
@@ -53,7 +42,7 @@ def test_views_kernel_matches_the_one_view_kernel_and_the_reference(dtype, layou
 
     cupy = pytest.importorskip("cupy")
     images, padded, _, _ = make_batch(seed=6)
-    boxes, flips = _view_boxes(images, len(VIEW_SIZES), seed=1)
+    boxes, flips = view_boxes(images, len(VIEW_SIZES), seed=1)
     sources = _device_sources(cupy, padded)
 
     def empty(h, w):

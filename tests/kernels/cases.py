@@ -38,3 +38,15 @@ def make_batch(seed: int = 0):
         boxes.append((0.0, 0.0, float(h), float(w)) if box is None else box)
     flips = np.arange(len(SOURCES)) % 2 == 1
     return images, padded, np.asarray(boxes, dtype=np.float32), flips
+
+
+def view_boxes(images, views: int, seed: int):
+    """[B, V, 4] boxes inside each image and [B, V] flips, every view its own."""
+    rng = np.random.default_rng(seed)
+    boxes = np.empty((len(images), views, 4), dtype=np.float32)
+    for b, image in enumerate(images):
+        h, w = image.shape[:2]
+        for v in range(views):
+            bh, bw = rng.uniform(0.05, 1.0) * h, rng.uniform(0.05, 1.0) * w
+            boxes[b, v] = (rng.uniform(0, h - bh), rng.uniform(0, w - bw), bh, bw)
+    return boxes, rng.random((len(images), views)) < 0.5

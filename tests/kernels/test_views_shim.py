@@ -13,7 +13,7 @@ from chute.kernels import union_windows
 from chute.kernels._plan import output_view, source_views, views_plan
 from chute.pipelines import View, crop_boxes, view_seed
 from tests._media import jpeg
-from tests.kernels.cases import make_batch
+from tests.kernels.cases import make_batch, view_boxes
 from tests.kernels.compare import (
     HostAsDevice,
     assert_matches_reference,
@@ -30,23 +30,11 @@ def _outs(batch, dtype, layout, sizes=VIEW_SIZES, fill=77):
     return [np.full(image_batch_shape(batch, h, w, layout), fill, dtype=dtype) for h, w in sizes]
 
 
-def _view_boxes(images, views: int, seed: int):
-    """[B, V, 4] boxes inside each image and [B, V] flips, every view its own."""
-    rng = np.random.default_rng(seed)
-    boxes = np.empty((len(images), views, 4), dtype=np.float32)
-    for b, image in enumerate(images):
-        h, w = image.shape[:2]
-        for v in range(views):
-            bh, bw = rng.uniform(0.05, 1.0) * h, rng.uniform(0.05, 1.0) * w
-            boxes[b, v] = (rng.uniform(0, h - bh), rng.uniform(0, w - bw), bh, bw)
-    return boxes, rng.random((len(images), views)) < 0.5
-
-
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32])
 def test_every_view_equals_the_one_view_kernel(kernel_shim, dtype, layout):
     images, padded, _, _ = make_batch(seed=6)
-    boxes, flips = _view_boxes(images, len(VIEW_SIZES), seed=1)
+    boxes, flips = view_boxes(images, len(VIEW_SIZES), seed=1)
     outs = _outs(len(images), dtype, layout)
     run_views_shim(kernel_shim, padded, boxes, flips, outs, layout)
     for v, (h, w) in enumerate(VIEW_SIZES):
@@ -59,7 +47,7 @@ def test_a_swapped_view_or_flip_is_detected(kernel_shim):
     """Guards the comparison above: the views must land in their own outputs, with their own
     flips (the two 24x32 views swapped, or a flip dropped, must show)."""
     images, padded, _, _ = make_batch(seed=7)
-    boxes, flips = _view_boxes(images, len(VIEW_SIZES), seed=2)
+    boxes, flips = view_boxes(images, len(VIEW_SIZES), seed=2)
     outs = _outs(len(images), np.float32, "NCHW")
     run_views_shim(kernel_shim, padded, boxes, flips, outs, "NCHW")
     swapped = np.zeros_like(outs[1])
@@ -72,7 +60,7 @@ def test_a_swapped_view_or_flip_is_detected(kernel_shim):
 
 def test_the_plan_numbers_every_views_blocks_once():
     images, padded, _, _ = make_batch(seed=8)
-    boxes, flips = _view_boxes(images, 3, seed=3)
+    boxes, flips = view_boxes(images, 3, seed=3)
     outs = _outs(len(images), np.float16, "NCHW", sizes=[(224, 224), (96, 96), (0, 5)])
     plan = views_plan(source_views([HostAsDevice(p) for p in padded]), boxes, flips,
                       [output_view(HostAsDevice(o), "NCHW") for o in outs], (0.5,) * 3, (0.25,) * 3)
@@ -92,7 +80,7 @@ def test_the_plan_numbers_every_views_blocks_once():
 ])
 def test_the_plan_rejects_mismatched_views(change, message):
     images, padded, _, _ = make_batch(seed=9)
-    boxes, flips = _view_boxes(images, 3, seed=4)
+    boxes, flips = view_boxes(images, 3, seed=4)
     outs = _outs(len(images), np.float16, "NCHW", sizes=VIEW_SIZES[:3])
     boxes, flips, outs = change(boxes, flips, outs)
     with pytest.raises(ValueError, match=message):
@@ -102,7 +90,7 @@ def test_the_plan_rejects_mismatched_views(change, message):
 
 def test_a_box_outside_its_source_names_the_sample():
     images, padded, _, _ = make_batch(seed=9)
-    boxes, flips = _view_boxes(images, 2, seed=5)
+    boxes, flips = view_boxes(images, 2, seed=5)
     boxes[3, 1] = (0, 0, 1000, 1000)
     outs = _outs(len(images), np.float16, "NCHW", sizes=VIEW_SIZES[:2])
     with pytest.raises(ValueError, match=r"of sample 7 does not lie inside"):  # row 3 * 2 + 1

@@ -20,7 +20,6 @@ from chute.pipelines import BatchPlan, ImageSpec, create_producer  # noqa: E402
 from chute.pipelines.producers.image._dali import DaliBackend, DaliOptions  # noqa: E402
 from chute.readers import DatasetRef, open_dataset  # noqa: E402
 from tests.kernels.compare import CpuAsCuda, run_views_shim  # noqa: E402
-from tests.kernels.shim_build import build_shim  # noqa: E402
 from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -34,14 +33,6 @@ def dataset(tmp_path_factory):
     return open_dataset(write_jpeg_dataset(path, n=18, sizes=(40, 160), corrupt=(CORRUPT,)))
 
 
-@pytest.fixture(scope="module")
-def shim(tmp_path_factory):
-    try:
-        return build_shim(tmp_path_factory.mktemp("views_shim"))
-    except FileNotFoundError as exc:
-        pytest.skip(f"cannot build the host shim: {exc}")
-
-
 def _spec(dataset, name, dtype, layout):
     crops = tuple(view.crop("train") for view in VIEWS for _ in range(view.count))
     return ImageSpec(name, "image", dataset, 6, "cpu", options={}, size=crops[0].size,
@@ -50,14 +41,14 @@ def _spec(dataset, name, dtype, layout):
 
 
 @pytest.mark.parametrize("dtype, layout", [("float16", "NCHW"), ("uint8", "NHWC")])
-def test_dali_views_in_one_launch_match_the_cpu_backends(dataset, shim, monkeypatch, dtype,
+def test_dali_views_in_one_launch_match_the_cpu_backends(dataset, kernel_shim, monkeypatch, dtype,
                                                          layout):
     launches = []
 
     def views_kernel(sources, boxes, flips, outs, *, layout, mean, std, stream):
         assert stream == "the caller's stream"
         launches.append(len(outs))
-        run_views_shim(shim, [CpuAsCuda(s) for s in sources], boxes, flips, outs, layout,
+        run_views_shim(kernel_shim, [CpuAsCuda(s) for s in sources], boxes, flips, outs, layout,
                        mean, std)
 
     monkeypatch.setattr(chute.kernels, "resize_normalize_views", views_kernel)

@@ -21,7 +21,6 @@ from chute import ImageOptions, Pipeline, View  # noqa: E402
 from chute.pipelines import BatchPlan, ImageSpec, create_producer  # noqa: E402
 from chute.readers import DatasetRef, open_dataset  # noqa: E402
 from tests.kernels.compare import assert_matches_reference, run_views_shim  # noqa: E402
-from tests.kernels.shim_build import build_shim  # noqa: E402
 from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -34,14 +33,6 @@ STREAM = types.SimpleNamespace(cuda_stream=0x5EED)  # the caller's current strea
 def dataset(tmp_path_factory):
     path = tmp_path_factory.mktemp("views-nvimgcodec") / "ds.chute"
     return open_dataset(write_jpeg_dataset(path, n=14, sizes=(40, 160), corrupt=(CORRUPT,)))
-
-
-@pytest.fixture(scope="module")
-def shim(tmp_path_factory):
-    try:
-        return build_shim(tmp_path_factory.mktemp("views_shim"))
-    except FileNotFoundError as exc:
-        pytest.skip(f"cannot build the host shim: {exc}")
 
 
 def collect(dataset, backend, **options):
@@ -120,7 +111,7 @@ def _fill(producer, request, make):
 @pytest.mark.parametrize("dtype, layout, augment", [("float16", "NCHW", "train"),
                                                      ("uint8", "NHWC", "train"),
                                                      ("float32", "NCHW", "eval")])
-def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, shim,
+def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, kernel_shim,
                                                                          monkeypatch, dtype,
                                                                          layout, augment):
     twin = create_producer(_spec(dataset, "cpu", dtype, layout, augment))
@@ -131,7 +122,7 @@ def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, 
     def views_kernel(sources, boxes, flips, outs, *, layout, mean, std, stream):
         assert stream is STREAM  # the caller's stream, which the decode ran on too
         launches.append(len(outs))
-        run_views_shim(shim, sources, boxes, flips, [o.numpy() for o in outs], layout, mean,
+        run_views_shim(kernel_shim, sources, boxes, flips, [o.numpy() for o in outs], layout, mean,
                        std)
 
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", HostDecodingCodec)
