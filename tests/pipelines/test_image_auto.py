@@ -223,11 +223,11 @@ def _cpu_cands():
 def test_eval_never_switches_dct_scaling_on(monkeypatch, gpu_machine, augment):
     """DCT-domain scaling (faster, less exact) wins a tune in train; in eval it is not offered,
     and a decision stored with it on (before this rule) is not used."""
-    cands = _cpu_cands()
+    cands = [*_cpu_cands(), cand("dali", 3, backend="dali")]
     monkeypatch.setattr(auto, "image_candidates", lambda device: cands)
     params = TuneParams(8, 64, augment, "float16", "cuda:0")
     clock = FakeClock()
-    rates = {"cpu threads=2 dct=on": 400.0, "cpu threads=2 dct=off": 200.0}
+    rates = {"cpu threads=2 dct=on": 400.0, "cpu threads=2 dct=off": 200.0, "dali": 100.0}
     autotune(DS, params, candidates=cands, budget=60.0, clock=clock, window=0.5,
              runner=FakeRunner(clock, rates))  # stores dct=on as the decision
     measured = []
@@ -256,3 +256,88 @@ def test_tune_dataset_offers_dct_scaling_only_in_train(monkeypatch, augment):
     tune_dataset(DS, TuneParams(8, 64, augment))
     dct = [c.params["dct_scaling"] for c in seen[0]]
     assert dct == ([True, False] if augment == "train" else [False])
+
+
+# ---- a GPU machine with nvImageCodec but no DALI (the lent GPU machines: docs/images.md) --------
+
+@pytest.fixture
+def nvimgcodec_only(monkeypatch):
+    """One CUDA device, nvImageCodec and CuPy importable, DALI not installed."""
+    import chute.pipelines.producers.image._dali_source as source
+    import chute.pipelines.producers.image._nvimgcodec as nvimg
+
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
+    monkeypatch.setattr(source, "cupy_import_error", lambda: None)
+    monkeypatch.setattr(nvimg, "import_nvimgcodec", lambda: object())
+
+
+def test_nvimgcodec_is_a_gpu_candidate_without_dali(nvimgcodec_only):
+    # before: the nvimgcodec candidate took DALI's reason, so it was never measured there
+    from chute.pipelines.producers._registry import image_candidates
+
+    found = {c.backend: c for c in image_candidates("cuda:0")}
+    assert found["nvimgcodec"].available, found["nvimgcodec"].reason
+    assert not found["dali"].available and found["dali"].reason == cmod.DALI_INSTALL_HINT
+
+
+def test_a_gpu_machine_without_dali_is_measured_not_given_the_cpu(nvimgcodec_only):
+    # before: "cpu chosen without measuring ... (nvidia-dali-cuda120 not installed ...)"
+    assert auto.cpu_without_measuring("cuda:0") is None
+
+
+def test_cpu_without_measuring_names_each_gpu_backends_reason(monkeypatch):
+    import chute.pipelines.producers.image._nvimgcodec as nvimg
+    from chute.errors import BackendUnavailableError
+
+    def missing():
+        raise BackendUnavailableError("nvImageCodec is not installed")
+
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
+    monkeypatch.setattr(nvimg, "import_nvimgcodec", missing)
+    name, options, reason = auto.cpu_without_measuring("cuda:0")
+    assert (name, options) == ("cpu", {})
+    assert reason.startswith(UNMEASURED)
+    assert f"dali: {cmod.DALI_INSTALL_HINT}" in reason
+    assert "nvimgcodec: " in reason
+
+
+def test_views_auto_stays_on_the_cpu_for_a_cpu_device(gpu_machine):
+    name, reason = auto.views_backend("cpu")
+    assert name == "cpu" and "device='cpu' requested" in reason
+
+
+def test_views_auto_takes_the_first_gpu_backend_that_can_run(monkeypatch, gpu_machine):
+    import chute.pipelines.producers.image._dali as dali
+    import chute.pipelines.producers.image._dali_source as source
+    import chute.pipelines.producers.image._nvimgcodec as nvimg
+
+    monkeypatch.setattr(source, "cupy_import_error", lambda: None)
+    monkeypatch.setattr(dali, "cupy_import_error", lambda: None)
+    monkeypatch.setattr(nvimg, "import_nvimgcodec", lambda: object())
+    name, reason = auto.views_backend("cuda:0")
+    assert name == "dali" and "not measured" in reason
+
+
+def test_views_auto_takes_nvimgcodec_without_dali(nvimgcodec_only):
+    name, reason = auto.views_backend("cuda:0")
+    assert name == "nvimgcodec" and "cuda:0" in reason
+
+
+def test_views_auto_without_a_usable_gpu_backend_says_why(monkeypatch):
+    monkeypatch.setattr("chute._device.cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cmod, "dali_import_error", lambda: cmod.DALI_INSTALL_HINT)
+    name, reason = auto.views_backend("cuda:0")
+    assert name == "cpu" and cmod.DALI_INSTALL_HINT in reason
+
+
+def test_views_auto_on_the_cpu_device_records_its_reason(tmp_path):
+    from chute import View
+
+    path = write_dataset(tmp_path / "ds.chute", 6)
+    views = [View(32, count=2)]
+    with Pipeline(path, 2, fields={"image": ImageOptions(views=views)}, device="cpu") as pipe:
+        next(iter(pipe))
+        assert pipe.stats.backend == "cpu"
+        assert pipe.stats.backend_reason.startswith("views= decoded by the cpu backend: ")

@@ -26,6 +26,7 @@ __all__ = [
     "cpu_candidates",
     "dali_candidates",
     "dali_unavailable_reason",
+    "cuda_unavailable_reason",
     "backend_candidates",
     "for_augment",
     "FIDELITY_EXACT",
@@ -120,6 +121,27 @@ def dali_import_error() -> str | None:
     return None
 
 
+def cuda_unavailable_reason(device: str, cuda_devices: int | None = None,
+                            why_cuda: str = "the GPU backends deliver batches on a CUDA "
+                                            "device") -> str | None:
+    """Why no GPU backend can deliver batches for `device` here (no CUDA device, or a CPU
+    device asked for), or None when a CUDA device is there and asked for. What each backend
+    needs beyond that (DALI, nvImageCodec, CuPy) its own candidates say.
+
+    Args:
+        device: where batches go ("cpu", "cuda", "cuda:N").
+        cuda_devices: CUDA devices visible (default: asked of torch).
+        why_cuda: what the reason says after "device='cpu' requested;".
+    """
+    if cuda_devices is None:
+        cuda_devices = _device.cuda_device_count()
+    if cuda_devices == 0:
+        return "no CUDA device available"
+    if not str(device).startswith("cuda"):
+        return f"device={str(device)!r} requested; {why_cuda}"
+    return None
+
+
 def dali_unavailable_reason(device: str, cuda_devices: int | None = None) -> str | None:
     """Why the DALI backends cannot run for `device` here, or None when they can.
 
@@ -127,14 +149,9 @@ def dali_unavailable_reason(device: str, cuda_devices: int | None = None) -> str
         device: where batches go ("cpu", "cuda", "cuda:N").
         cuda_devices: CUDA devices visible (default: asked of torch).
     """
-    if cuda_devices is None:
-        cuda_devices = _device.cuda_device_count()
-    if cuda_devices == 0:
-        return "no CUDA device available"
-    if not str(device).startswith("cuda"):
-        return (f"device={str(device)!r} requested; the DALI backends deliver batches on a CUDA "
-                "device")
-    return dali_import_error()
+    return (cuda_unavailable_reason(device, cuda_devices,
+                                    "the DALI backends deliver batches on a CUDA device")
+            or dali_import_error())
 
 
 def dali_candidates(device: str, *, cuda_devices: int | None = None) -> list[ProducerCandidate]:

@@ -13,7 +13,7 @@ import logging
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, cache_dir, stored_decision
 from chute.pipelines.producers._auto import shared_across_ranks
-from chute.pipelines.producers._candidates import dali_unavailable_reason, for_augment
+from chute.pipelines.producers._candidates import cuda_unavailable_reason, for_augment
 from chute.pipelines.producers._registry import image_candidates
 from chute.pipelines.producers._tune_runner import pipeline_runner
 
@@ -22,6 +22,7 @@ __all__ = [
     "tune_dataset",
     "resolve_auto_backend",
     "cpu_without_measuring",
+    "views_backend",
     "decide",
 ]
 
@@ -120,17 +121,43 @@ def resolve_auto_backend(
 def cpu_without_measuring(
     device: str, cuda_devices: int | None = None
 ) -> tuple[str, dict, str] | None:
-    """("cpu", {}, reason) when the GPU backends cannot run for `device` here, else None.
+    """("cpu", {}, reason) when no GPU backend can run for `device` here, else None.
 
     Args:
         device: where batches go ("cpu", "cuda", "cuda:N").
         cuda_devices: CUDA devices visible (default: asked of torch).
     """
-    why = dali_unavailable_reason(device, cuda_devices)
+    why = cuda_unavailable_reason(device, cuda_devices)
     if why is None:
-        return None
+        gpu = [c for c in image_candidates(device) if c.backend != "cpu"]
+        if any(c.available for c in gpu):
+            return None
+        # each GPU backend's own reason (DALI missing, nvImageCodec missing, no CuPy)
+        why = "; ".join(dict.fromkeys(f"{c.backend}: {c.reason}" for c in gpu))
     # only cpu candidates: nothing to compare the CPU with
     return "cpu", {}, f"cpu chosen without measuring: the GPU backends cannot run here ({why})"
+
+
+def views_backend(device: str, cuda_devices: int | None = None) -> tuple[str, str]:
+    """(backend, reason) for `ImageOptions(views=..., backend="auto")`: on a CUDA device the
+    first GPU backend that decodes views and can run here (dali, then nvimgcodec: the
+    autotuner's order), else "cpu". Not measured: the autotuner measures one-view Pipelines
+    (docs/views.md, "Backends").
+
+    Args:
+        device: where batches go ("cpu", "cuda", "cuda:N").
+        cuda_devices: CUDA devices visible (default: asked of torch).
+    """
+    why = cuda_unavailable_reason(device, cuda_devices)
+    if why is not None:
+        return "cpu", f"views= decoded by the cpu backend: {why}"
+    gpu = [c for c in image_candidates(device) if c.backend in ("dali", "nvimgcodec")]
+    for c in sorted(gpu, key=lambda c: c.cost):
+        if c.available:
+            return c.backend, (f"views= on {device}: {c.backend}, the first GPU backend that "
+                               "decodes views and can run here (not measured; docs/views.md)")
+    reasons = "; ".join(dict.fromkeys(f"{c.backend}: {c.reason}" for c in gpu))
+    return "cpu", f"views= decoded by the cpu backend: no GPU backend can run here ({reasons})"
 
 
 def _with_unused_decisions(decision: tuple, ds, params: TuneParams) -> tuple[str, dict, str]:

@@ -120,8 +120,10 @@ def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dic
                          f"{given} unset (e.g. View(224, scale=(0.32, 1.0), count=2))")
     views: tuple[View, ...] = expand_views(options.views or (), where)
     if options.backend == "auto":
-        name = "cpu"
-        reason = "views= are decoded by the cpu backend (docs/views.md)"
+        from chute.pipelines.producers.image._auto import views_backend
+
+        name, reason = views_backend(ctx.device)
+        log.info("backend='auto' chose %s for views: %s", name, reason)
     elif options.backend in VIEW_BACKENDS:
         name, reason = options.backend, f"backend={options.backend!r} was requested"
     else:

@@ -241,11 +241,14 @@ def nvimgcodec_candidates(device: str, *, cuda_devices: int | None = None) -> li
     from chute.pipelines.producers._candidates import (
         BACKEND_ORDER,
         FIDELITY_EXACT,
-        dali_unavailable_reason,
+        cuda_unavailable_reason,
     )
     from chute.pipelines.producers.image._dali_source import cupy_import_error
 
-    reason = dali_unavailable_reason(device, cuda_devices)
+    # nvImageCodec needs a CUDA device, CuPy and itself -- not DALI (a GPU machine may have
+    # nvImageCodec without DALI: docs/images.md, "Backends")
+    reason = cuda_unavailable_reason(device, cuda_devices,
+                                     "the nvimgcodec candidate decodes on a CUDA device")
     if reason is None:
         reason = cupy_import_error()
     if reason is None:
