@@ -41,6 +41,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--clips", type=positive(int), default=None, metavar="N",
                         help="each request asks for N clips spread over its video (the "
                         "loader gives [N, 3, T, H, W] per request)")
+    parser.add_argument("--decode", choices=("auto", "cpu", "dali"), default=None,
+                        help="how a chute.infer:VideoClipLoader first stage decodes dataset "
+                        "requests (its backend option; default: the config's, else auto): "
+                        "cpu (PyAV), dali (DALI: NVDEC when the stage's devices are CUDA, "
+                        "DALI's CPU-only mode, VP8/VP9/MJPEG only, on the CPU), auto (dali "
+                        "on a CUDA device where DALI imports, else cpu); file requests "
+                        "decode with PyAV either way")
     parser.add_argument("--rate", type=positive(float), default=None,
                         help="offered requests/s (default: bulk, as fast as it goes)")
     parser.add_argument("--requests", type=positive(int), default=100, help="(default: 100)")
@@ -136,6 +143,18 @@ def _give_root(config, root: Path) -> None:
         first.options = {**(first.options or {}), "root": str(root)}
 
 
+def _give_decode(config, backend: str) -> None:
+    """Set the backend of a VideoClipLoader first stage; refuse any other first stage."""
+    from chute.infer import VideoClipLoader
+
+    first = config.stages[0]
+    if first.fn not in ("chute.infer:VideoClipLoader", VideoClipLoader):
+        raise FormatError(f"chute infer-bench --decode {backend}: the first stage "
+                          f"{first.name!r} is {first.fn!r}, not chute.infer:VideoClipLoader; "
+                          "set its decoder in the config instead")
+    first.options = {**(first.options or {}), "backend": backend}
+
+
 # exit status of a run whose requests failed (docs/cli.md, "chute infer-bench")
 SOME_FAILED = 3
 NONE_SUCCEEDED = 4
@@ -211,6 +230,8 @@ def _run(args, out, interrupt: _Interrupt) -> int:
     else:
         n = len(open_dataset(args.dataset))
         inputs = [k % n for k in range(args.requests)]
+    if args.decode is not None:
+        _give_decode(config, args.decode)
     if args.clips is not None:
         inputs = [{"video": item, "clips": args.clips} for item in inputs]
     result = {}

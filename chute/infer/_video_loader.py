@@ -1,11 +1,15 @@
 """The loader stage for video: a batch of requests -> their clips, decoded by the `video`
-producer from the dataset's shards (span-only decoding; docs/design.md, "Video clips") or from
-video files under the loader's root, written straight into shared memory so that handing them
-to the next stage copies nothing (docs/inference.md, "Requests")."""
+producer (PyAV) or the `video-dali` producer (NVDEC on a GPU, DALI's CPU-only mode on the CPU)
+from the dataset's shards (span-only decoding; docs/design.md, "Video clips") or by PyAV from
+video files under the loader's root, written straight into shared memory (or, on a CUDA device,
+into device memory) so that handing them to the next stage copies nothing (docs/inference.md,
+"Requests" and "Where the loader decodes")."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -15,13 +19,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from chute.errors import DecodeError
+from chute import _device
+from chute.errors import BackendUnavailableError, DecodeError
 from chute.fallbacks import decode_frames
 from chute.pipelines import (
     BatchRequest,
     ProducerSpec,
     VideoProducer,
     clip_to_output,
+    create_producer,
     spread_clips,
 )
 from chute.readers import UnreadableVideo, open_dataset, probe_video
@@ -30,6 +36,64 @@ __all__ = ["VideoClipLoader"]
 
 # probed files kept per replica (a file's frame timestamps: a few KB each)
 _PROBES_KEPT = 256
+
+BACKENDS = ("auto", "cpu", "dali")
+
+log = logging.getLogger("chute.infer")
+
+
+def _check_device(device) -> str:
+    """`device` as "cpu" or "cuda:N"; a one-line error when it is no device name, or CUDA
+    where this machine has none (never a silent decode on the CPU instead)."""
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ValueError(f"VideoClipLoader(device={device!r}): expected 'cpu', 'cuda' or "
+                         "'cuda:N'")
+    if device == "cpu":
+        return device
+    index = int(device.partition(":")[2] or 0)
+    count = _device.cuda_device_count()
+    if index >= count:
+        have = "no CUDA device" if count == 0 else f"{count} CUDA device(s)"
+        raise BackendUnavailableError(
+            f"VideoClipLoader(device={device!r}): this machine has {have} "
+            "(torch.cuda.device_count()); place the loader stage on 'cpu' (its devices in the "
+            "config) or run it where that GPU is")
+    return f"cuda:{index}"
+
+
+def _dali_missing() -> str | None:
+    """Why DALI cannot be imported here, or None when it can."""
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def _choose(backend, device: str, dataset) -> tuple[str, str]:
+    """(backend, why) of a loader: the decoder of its dataset requests."""
+    if backend not in BACKENDS:
+        raise ValueError(f"VideoClipLoader(backend={backend!r}): expected one of "
+                         f"{', '.join(BACKENDS)}")
+    if backend == "cpu":
+        return "cpu", "backend='cpu' asked for: PyAV decodes on the CPU"
+    if dataset is None:
+        if backend == "dali":
+            raise ValueError("VideoClipLoader(backend='dali'): DALI decodes dataset requests "
+                             "only and this loader has no dataset (file requests decode with "
+                             "PyAV); give it a dataset or use backend 'cpu' or 'auto'")
+        return "cpu", "no dataset: file requests decode with PyAV on the CPU"
+    if backend == "dali":
+        where = "NVDEC" if device != "cpu" else "DALI's CPU-only mode (VP8, VP9, MJPEG)"
+        return "dali", f"backend='dali' asked for: {where} decodes"
+    if device == "cpu":
+        return "cpu", ("device 'cpu': PyAV decodes (DALI's CPU-only mode reads only VP8, "
+                       "VP9 and MJPEG)")
+    missing = _dali_missing()
+    if missing is not None:
+        return "cpu", (f"device {device!r} but DALI cannot be imported ({missing}): PyAV "
+                       f"decodes on the CPU and the clips are copied to {device}")
+    return "dali", f"device {device!r} and DALI imports: NVDEC decodes"
 
 
 def _size(value) -> tuple[int, int] | None:
@@ -66,6 +130,15 @@ class VideoClipLoader:
             leads outside it fails its request); None refuses file paths. Relative, it is
             relative to the working directory, or in a config file (`load_config`) to the
             config's folder.
+        backend: the decoder of dataset requests: "cpu" (PyAV), "dali" (DALI: NVDEC on a CUDA
+            device, DALI's CPU-only mode on "cpu", which reads VP8, VP9 and MJPEG only) or
+            "auto" ("dali" on a CUDA device where DALI imports, else "cpu"). The choice and
+            its reason are `backend` and `backend_reason`, logged once (logger "chute.infer").
+            File requests decode with PyAV whatever the backend.
+        device: where the clips are delivered, "cpu", "cuda" or "cuda:N" (an inference stage
+            passes its replica's device). On CUDA every result is a CUDA tensor: decoded there
+            by DALI, or decoded on the CPU (backend "cpu", file requests) and copied. A CUDA
+            device on a machine without one fails at once in one line.
 
     Calling it with a list of requests returns one tensor per request; a request that cannot
     be served (a clip that does not decode, a path outside `root`) is an exception in its
@@ -75,7 +148,8 @@ class VideoClipLoader:
     def __init__(self, dataset=None, field: str = "video", *, num_frames: int = 16,
                  frame_interval: int = 1, size=112, dtype: str = "float32",
                  layout: str = "CTHW", threads: int = 1, max_batch: int = 64,
-                 clips: int | None = None, root: str | os.PathLike | None = None):
+                 clips: int | None = None, root: str | os.PathLike | None = None,
+                 backend: str = "auto", device: str = "cpu"):
         if clips is not None and (isinstance(clips, bool) or not isinstance(clips, int)
                                   or clips < 1):
             raise ValueError(f"VideoClipLoader(clips={clips!r}): clips per request is an "
@@ -83,6 +157,8 @@ class VideoClipLoader:
         if dataset is None and root is None:
             raise ValueError("VideoClipLoader needs a dataset (requests are sample ids), a "
                              "root (requests are video files under it), or both")
+        self.device = _check_device(device)
+        self.backend, self.backend_reason = _choose(backend, self.device, dataset)
         self.dataset = (open_dataset(dataset) if isinstance(dataset, (str, os.PathLike))
                         else dataset)
         self.field = field
@@ -94,14 +170,25 @@ class VideoClipLoader:
         if self.dataset is not None:
             options = {"num_frames": num_frames, "frame_interval": frame_interval,
                        "size": size, "dtype": dtype, "layout": layout, "threads": threads}
-            spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
-                                augment="eval")
-            self.producer = VideoProducer(spec)  # checks the options
+            if self.backend == "dali":
+                # device "cpu": DALI's CPU-only mode; "cuda:N": NVDEC, written into CUDA memory
+                spec = ProducerSpec("video-dali", field, self.dataset, max_batch,
+                                    device=self.device, options=options, augment="eval")
+                self.producer = create_producer(spec)  # checks the options
+            else:
+                spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
+                                    augment="eval")
+                self.producer = VideoProducer(spec)  # checks the options
             self.frames = np.asarray(self.dataset.column("num_frames"), np.int64)
         self.pool = ThreadPoolExecutor(max(1, int(threads)), "chute-infer-video") \
             if self.root is not None else None
         self.probes: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
+        # never a silent choice; "auto" on a CUDA device settling for the CPU is a warning
+        fell_back = backend == "auto" and self.device != "cpu" and self.backend == "cpu"
+        level = logging.WARNING if fell_back else logging.INFO
+        log.log(level, "VideoClipLoader on %s decodes with backend %r: %s", self.device,
+                self.backend, self.backend_reason)
 
     def _parse(self, item) -> tuple[Any, int | None]:
         """(sample id or path, clips or None) of one request."""
@@ -144,7 +231,12 @@ class VideoClipLoader:
         by_id = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
                  isinstance(p[0], int)]
         if by_id:
-            self._from_dataset([parsed[k] for k in by_id], by_id, results)
+            try:
+                self._from_dataset([parsed[k] for k in by_id], by_id, results)
+            except BackendUnavailableError as exc:  # a codec DALI cannot read here
+                raise BackendUnavailableError(
+                    f"{exc} For this loader: backend='cpu' (the loader stage's option "
+                    "`backend: cpu`, or `chute infer-bench --decode cpu`).") from None
         by_path = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
                    isinstance(p[0], str)]
         if by_path:
@@ -180,10 +272,20 @@ class VideoClipLoader:
         shapes = self.producer.shapes(request)
         outputs = self.producer.outputs()
         dtype = getattr(torch, str(outputs[self.field].dtype))
-        # decoded in place into shared memory: the pipe carries only a handle
-        batch = torch.empty(shapes[self.field], dtype=dtype).share_memory_()
         out = {k: np.empty(shapes[k], outputs[k].dtype) for k in shapes if k != self.field}
-        status = self.producer.fill(request, {**out, self.field: batch.numpy()})
+        if outputs[self.field].on_device:
+            # DALI on a GPU copies its output into this tensor on the current stream; a
+            # CUDA next stage reads it by CUDA IPC (docs/inference.md, "Where the loader
+            # decodes")
+            batch = torch.empty(shapes[self.field], dtype=dtype, device=self.device)
+            status = self.producer.fill(request, {**out, self.field: batch})
+        else:
+            # decoded in place into shared memory: the pipe carries only a handle
+            batch = torch.empty(shapes[self.field], dtype=dtype)
+            if self.device == "cpu":
+                batch.share_memory_()
+            status = self.producer.fill(request, {**out, self.field: batch.numpy()})
+            batch = batch.to(self.device)
         for (first, count, clips), k, (sample, _) in zip(spans, where, items, strict=True):
             failed = np.flatnonzero(status[first:first + count])
             if failed.size:
@@ -240,11 +342,14 @@ class VideoClipLoader:
         rgb = rgb.reshape(len(indices), self.num_frames, *rgb.shape[1:])
         first = clip_to_output(rgb[0], self.dtype, self.layout)
         dtype = getattr(torch, str(first.dtype))
-        out = torch.empty((len(indices), *first.shape), dtype=dtype).share_memory_()
+        out = torch.empty((len(indices), *first.shape), dtype=dtype)
+        if self.device == "cpu":
+            out.share_memory_()
         view = out.numpy()
         view[0] = first
         for k in range(1, len(indices)):
             view[k] = clip_to_output(rgb[k], self.dtype, self.layout)
+        out = out.to(self.device)  # a copy on a CUDA device, else `out` itself
         return out[0] if clips is None else out
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ def test_infer_bench_help_names_every_option(capsys):
     text = capsys.readouterr().out
     for option in ("CONFIG", "DATASET", "--rate", "--requests", "--json", "--search",
                    "--slo-ms", "--budget-s", "--search-waits", "--search-requests",
-                   "--save-config", "--allow-outside", "--no-progress"):
+                   "--save-config", "--allow-outside", "--no-progress", "--decode"):
         assert option in text, option
 
 
@@ -111,3 +111,24 @@ def test_infer_bench_search_keeps_to_its_budget(tmp_path, video_dataset, capsys)
     assert code == 0
     assert result["search"]["seconds"] <= 12.0, result["search"]["table"]
     assert "budget" in result["search"]["table"]  # some of the grid did not fit
+
+
+@pytest.mark.slow
+def test_infer_bench_decode_sets_the_loaders_backend(tmp_path, video_dataset, capsys):
+    pytest.importorskip("nvidia.dali")
+    config = _write(tmp_path / "c.json", [
+        {"name": "decode", "fn": "chute.infer:VideoClipLoader",
+         "options": {"num_frames": 4, "size": 32, "backend": "cpu"}}])
+    # the dataset is H.264, which DALI's CPU-only mode refuses: every request says so
+    code = main(["infer-bench", config, str(video_dataset), "--requests", "2", "--json",
+                 "--no-progress", "--decode", "dali"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 4 and result["failed"] == 2
+    assert "h264" in result["errors"][0] and "--decode cpu" in result["errors"][0]
+
+
+def test_infer_bench_decode_needs_a_video_loader_first_stage(tmp_path, video_dataset, capsys):
+    config = _write(tmp_path / "c.json", [{"name": "s", "fn": "tests.infer._stages:double"}])
+    assert main(["infer-bench", config, str(video_dataset), "--decode", "cpu"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--decode cpu: the first stage 's'" in err[0]

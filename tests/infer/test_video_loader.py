@@ -1,0 +1,164 @@
+"""VideoClipLoader's decoder and device (docs/inference.md, "Where the loader decodes"): backend
+"dali" (DALI's CPU-only mode here, on the codecs it reads) gives the clips backend "cpu" gives,
+"auto" says what it picked and why, a CUDA device without a GPU fails in one line (also when an
+inference stage passes it), and on a GPU the clips are CUDA tensors."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from chute.errors import BackendUnavailableError, DecodeError
+from chute.infer import VideoClipLoader
+from chute.infer._build import build_stage
+
+LOADER = {"num_frames": 4, "frame_interval": 3, "size": (24, 40), "dtype": "float32",
+          "threads": 2}
+# a request of each kind: one clip, three clips of one video, a rotated video, a short one
+REQUESTS = [0, {"video": 2, "clips": 3}, 3, {"video": 4, "clips": 2}, 5]
+
+
+@pytest.fixture(scope="module", params=["libvpx-vp9", "mjpeg"])
+def dali_videos(request, tmp_path_factory):
+    """A dataset in a codec DALI's CPU-only mode decodes, with sample 1 corrupt in VP9 (DALI's
+    MJPEG decoder gives frames for a payload with its middle zeroed, where FFmpeg fails)."""
+    pytest.importorskip("av")
+    pytest.importorskip("nvidia.dali")
+    from tests.pipelines._dali_video_data import write_codec_videos
+
+    corrupt = (1,) if request.param == "libvpx-vp9" else ()
+    return write_codec_videos(tmp_path_factory.mktemp(request.param), request.param,
+                              corrupt=corrupt), corrupt
+
+
+def _tolerance():
+    # the bound of the dali-vs-cpu video producer twin test for resized clips
+    from tests.pipelines.test_producer_video_dali import RESIZED_TOLERANCE
+
+    return RESIZED_TOLERANCE
+
+
+def _assert_twins(cpu, dali):
+    """Same shapes and dtypes; per clip, mean |dali - cpu| on the 0..255 scale within the
+    twin test's bound."""
+    assert cpu.shape == dali.shape and cpu.dtype == dali.dtype
+    diff = (cpu.float() - dali.float().cpu()).abs() * 127.5  # [-1, 1] -> 0..255
+    clips = diff.reshape(-1, *cpu.shape[-4:])  # [N, 3, T, H, W], N = 1 for one clip
+    assert float(clips.reshape(len(clips), -1).mean(1).max()) <= _tolerance()
+
+
+def test_dali_on_the_cpu_gives_the_cpu_backends_clips_and_failures(dali_videos):
+    dali_videos, corrupt = dali_videos
+    cpu = VideoClipLoader(dali_videos, backend="cpu", **LOADER)
+    dali = VideoClipLoader(dali_videos, backend="dali", **LOADER)
+    assert (cpu.backend, dali.backend) == ("cpu", "dali")
+    assert "CPU-only mode" in dali.backend_reason
+    requests = [*REQUESTS, 1, {"video": 1, "clips": 2}]
+    want, got = cpu(requests), dali(requests)
+    for request, a, b in zip(requests, want, got, strict=True):
+        video = request["video"] if isinstance(request, dict) else request
+        if video in corrupt:  # the corrupt sample fails its requests alike, the others go on
+            assert isinstance(a, DecodeError) and isinstance(b, DecodeError)
+            assert str(a) == str(b)
+            continue
+        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor), (a, b)
+        _assert_twins(a, b)
+    assert got[1].shape == (3, 3, 4, 24, 40) and got[0].device.type == "cpu"
+    assert got[0].is_shared()  # handed to the next stage without a copy
+    cpu.close()
+    dali.close()
+
+
+def test_dali_that_cannot_read_a_codec_names_the_loaders_cpu_backend(video_dataset):
+    pytest.importorskip("nvidia.dali")
+    loader = VideoClipLoader(video_dataset, backend="dali", num_frames=4, size=32)
+    with pytest.raises(BackendUnavailableError, match=r"(?s)h264.*For this loader: "
+                                                      r"backend='cpu'"):
+        loader([0])
+    loader.close()
+
+
+def test_auto_on_the_cpu_picks_the_cpu_backend_and_says_why(video_dataset, caplog):
+    with caplog.at_level(logging.INFO, logger="chute.infer"):
+        loader = VideoClipLoader(video_dataset, num_frames=4, size=32)
+    assert loader.backend == "cpu" and loader.device == "cpu"
+    assert "device 'cpu'" in loader.backend_reason and "VP9" in loader.backend_reason
+    logged = [r.getMessage() for r in caplog.records if "VideoClipLoader" in r.getMessage()]
+    assert len(logged) == 1 and loader.backend_reason in logged[0]
+    loader.close()
+    files_only = VideoClipLoader(root=video_dataset.parent, num_frames=4, size=32)
+    assert files_only.backend == "cpu" and "file requests" in files_only.backend_reason
+    files_only.close()
+
+
+@pytest.mark.parametrize(("options", "error", "message"), [
+    ({"backend": "nvdec"}, ValueError,
+     r"^VideoClipLoader\(backend='nvdec'\): expected one of auto, cpu, dali$"),
+    ({"device": "gpu0"}, ValueError, r"^VideoClipLoader\(device='gpu0'\): expected 'cpu'"),
+    ({"dataset": None, "root": ".", "backend": "dali"}, ValueError,
+     r"^VideoClipLoader\(backend='dali'\): DALI decodes dataset requests only"),
+])
+def test_a_bad_backend_or_device_fails_in_one_line(video_dataset, options, error, message):
+    kwargs = {"dataset": video_dataset, "num_frames": 4, **options}
+    with pytest.raises(error, match=message) as raised:
+        VideoClipLoader(**kwargs)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
+@pytest.mark.parametrize("backend", ["auto", "cpu", "dali"])
+def test_a_cuda_device_without_a_gpu_fails_in_one_line(video_dataset, backend):
+    with pytest.raises(BackendUnavailableError,
+                       match=r"^VideoClipLoader\(device='cuda:0'\): this machine has no CUDA "
+                             r"device .*place the loader stage on 'cpu'") as raised:
+        VideoClipLoader(video_dataset, num_frames=4, backend=backend, device="cuda:0")
+    assert "\n" not in str(raised.value)
+
+
+def test_an_inference_stage_passes_its_device_to_the_loader(video_dataset):
+    # the loader used to take no device=, so a stage on "cuda:0" decoded on the CPU and
+    # delivered CPU tensors without a word
+    options = {"num_frames": 4, "size": 32}
+    loader = build_stage("chute.infer:VideoClipLoader", options, base=None, device="cpu",
+                         dataset=str(video_dataset))
+    assert isinstance(loader, VideoClipLoader) and loader.device == "cpu"
+    loader.close()
+    if torch.cuda.is_available():
+        loader = build_stage("chute.infer:VideoClipLoader", options, base=None,
+                             device="cuda:0", dataset=str(video_dataset))
+        assert loader.device == "cuda:0" and loader([0])[0].is_cuda
+        loader.close()
+    else:
+        with pytest.raises(BackendUnavailableError, match=r"device='cuda:0'"):
+            build_stage("chute.infer:VideoClipLoader", options, base=None, device="cuda:0",
+                        dataset=str(video_dataset))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["dali", "cpu"])
+def test_on_a_gpu_the_clips_are_cuda_tensors_equal_to_the_cpu_ones(dali_videos, backend):
+    dali_videos, corrupt = dali_videos
+    cpu = VideoClipLoader(dali_videos, backend="cpu", root=dali_videos.parent, **LOADER)
+    gpu = VideoClipLoader(dali_videos, backend=backend, device="cuda:0",
+                          root=dali_videos.parent, **LOADER)
+    assert gpu.backend == backend and gpu.device == "cuda:0"
+    suffix = ".webm" if (dali_videos.parent / "v0.webm").exists() else ".avi"
+    # what NVDEC makes of a damaged payload is the video-dali producer's to test (tests/gpu)
+    failing = corrupt if backend == "cpu" else ()
+    requests = [*REQUESTS, f"v0{suffix}", {"video": f"v3{suffix}", "clips": 2}, *failing]
+    want, got = cpu(requests), gpu(requests)
+    served = len(requests) - len(failing)
+    for a, b in zip(want[:served], got[:served], strict=True):
+        assert b.is_cuda and b.device == torch.device("cuda:0")
+        if backend == "cpu":
+            torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0)
+        else:
+            _assert_twins(a, b)
+    for a, b in zip(want[served:], got[served:], strict=True):
+        assert isinstance(a, DecodeError) and isinstance(b, DecodeError)
+    auto = VideoClipLoader(dali_videos, device="cuda:0", **LOADER)
+    assert auto.backend == "dali" and "NVDEC" in auto.backend_reason
+    for loader in (cpu, gpu, auto):
+        loader.close()
