@@ -12,7 +12,10 @@ Configurations, on the same images and the same number of threads (docs/views.md
   (c) a torchvision-style multi-crop Dataset in a torch DataLoader (one worker per thread):
       PIL decode, then per view RandomResizedCrop (PIL's box resize, bilinear, as
       torchvision's resized_crop on PIL images) + horizontal flip + ToTensor + Normalize
-      (written out here: torchvision is not a dependency; no colour jitter in any contender).
+      (written out here: torchvision is not a dependency; no colour jitter in any contender);
+  (d) the ceiling of any CPU loader that decodes each JPEG whole: chute's decoder decoding every
+      image at full size (no DCT scaling, no ROI) into an 8x8 output, nothing else -- what one
+      decode costs, the part (a) cannot avoid (views of one image cover most of it).
 All outputs are float32 NCHW normalised. Every configuration makes one warm-up pass, then all
 are timed round-robin for --reps rounds; the table gives the median images (samples of 8
 views) per second and the ratio of (a) to each. The images are written to a temporary chute
@@ -37,8 +40,9 @@ from _datasets import jpeg_files, write_jpeg_dataset
 from PIL import Image
 
 from chute import CropConfig, ImageOptions, Pipeline, View
-from chute.fallbacks import IMAGENET_MEAN, IMAGENET_STD
+from chute.fallbacks import IMAGENET_MEAN, IMAGENET_STD, decode_batch
 from chute.pipelines import view_seed
+from chute.readers import open_dataset
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"
 VIEWS = [View(224, scale=(0.32, 1.0), count=2), View(96, scale=(0.05, 0.32), count=6)]
@@ -114,6 +118,25 @@ class MultiCropDataset(torch.utils.data.Dataset):
         return out
 
 
+def decode_only(path: Path, batch: int, threads: int):
+    ds = open_dataset(path)
+    sizes = np.stack([np.asarray(ds.column("height")), np.asarray(ds.column("width"))], 1)
+    batches = [np.arange(s, min(s + batch, len(ds))) for s in range(0, len(ds), batch)]
+
+    def run() -> int:
+        for ids in batches:
+            data, offsets = ds.gather(ids, "image")
+            boxes = np.zeros((len(ids), 4), np.float64)
+            boxes[:, 2:] = sizes[ids]
+            out = np.empty((len(ids), 3, 8, 8), np.uint8)
+            status = decode_batch(data, offsets, boxes, np.zeros(len(ids), bool), out,
+                                  dct_scaling=False, roi_decode=False, threads=threads)
+            if status.any():
+                raise SystemExit(f"decode_only: {int((status != 0).sum())} images failed")
+        return len(ds)
+    return run
+
+
 def torchvision_style(paths: list[Path], batch: int, threads: int):
     loader = torch.utils.data.DataLoader(MultiCropDataset(paths), batch_size=batch,
                                          num_workers=threads, persistent_workers=True,
@@ -145,6 +168,8 @@ def main() -> None:
                 chute_separate(path, args.batch, args.threads),
             f"(c) torchvision-style multi-crop Dataset + DataLoader ({args.threads} workers)":
                 torchvision_style(files, args.batch, args.threads),
+            "(d) ceiling: each JPEG decoded whole by chute's decoder, nothing else":
+                decode_only(path, args.batch, args.threads),
         }
         rates: dict[str, list[float]] = {name: [] for name in runners}
         for run in runners.values():
@@ -162,6 +187,10 @@ def main() -> None:
         median = statistics.median(values)
         print(f"{name:<78} {median:9.1f} {min(values):7.1f}-{max(values):<7.1f} "
               f"{ours / median:10.2f}")
+    names = list(rates)
+    ceiling = statistics.median(rates[names[3]]) / statistics.median(rates[names[2]])
+    print(f"the most (a) / (c) any loader decoding each JPEG whole could reach here: "
+          f"{ceiling:.2f} ((d) / (c))")
 
 
 if __name__ == "__main__":
