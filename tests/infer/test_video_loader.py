@@ -5,6 +5,7 @@ inference stage passes it), and on a GPU the clips are CUDA tensors."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -162,3 +163,18 @@ def test_on_a_gpu_the_clips_are_cuda_tensors_equal_to_the_cpu_ones(dali_videos, 
     assert auto.backend == "dali" and "NVDEC" in auto.backend_reason
     for loader in (cpu, gpu, auto):
         loader.close()
+
+
+def test_a_configs_loader_options_choose_the_backend(tmp_path, video_dataset):
+    pytest.importorskip("nvidia.dali")
+    from chute.infer import load_config
+
+    (tmp_path / "c.json").write_text(json.dumps({"stages": [
+        {"name": "decode", "fn": "chute.infer:VideoClipLoader", "devices": "cpu",
+         "options": {"num_frames": 4, "size": 32, "backend": "dali"}}]}))
+    stage = load_config(tmp_path / "c.json").stage("decode")
+    loader = build_stage(stage.fn, stage.options, base=str(tmp_path), device=stage.device(0),
+                         dataset=str(video_dataset))
+    assert (loader.backend, loader.device) == ("dali", "cpu")
+    assert type(loader.producer).__name__ == "DaliVideoProducer"
+    loader.close()
