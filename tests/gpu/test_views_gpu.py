@@ -124,3 +124,31 @@ def test_pipeline_views_on_the_gpu_equal_the_cpu_backends_in_one_launch_per_batc
             diff = np.abs(to_255_nhwc(a, "float16", "NCHW", IMAGENET_MEAN, IMAGENET_STD)
                           - to_255_nhwc(b, "float16", "NCHW", IMAGENET_MEAN, IMAGENET_STD))
             assert diff.mean() <= TOLERANCE
+
+
+def test_auto_takes_a_gpu_backend_for_views_where_one_runs(dataset):
+    # the lent GPU machines have nvImageCodec but no DALI: "auto" must still leave the CPU
+    # (issue 25: backend="auto" for views on a GPU; docs/views.md, "Backends")
+    from chute import ImageOptions, Pipeline, View
+    from chute.pipelines.producers.image._auto import views_backend
+
+    name, reason = views_backend("cuda:0")
+    if name == "cpu":
+        pytest.skip(f"no GPU views backend can run here: {reason}")
+    views = [View(64, scale=(0.32, 1.0), count=2), View(24, scale=(0.05, 0.32), count=6)]
+    fields = {"image": ImageOptions(views=views, dtype="float16"), "label": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the corrupt sample's substitution is reported
+        with Pipeline(dataset, 8, fields=fields, device="cuda", seed=5) as pipe:
+            auto = [(b["index"].cpu().numpy(), [v.cpu().numpy() for v in b["image"]])
+                    for b in pipe]
+            assert pipe.stats.backend == name, pipe.stats.backend_reason
+    named = _collect(dataset, name, "cuda")
+    assert len(auto) == len(named) > 0
+    for (ia, va), (ib, vb) in zip(auto, named, strict=True):
+        np.testing.assert_array_equal(ia, ib)
+        for a, b in zip(va, vb, strict=True):
+            # a GPU decoder may split a batch between its hardware and CUDA decoders
+            diff = np.abs(to_255_nhwc(a, "float16", "NCHW", IMAGENET_MEAN, IMAGENET_STD)
+                          - to_255_nhwc(b, "float16", "NCHW", IMAGENET_MEAN, IMAGENET_STD))
+            assert diff.mean() <= TOLERANCE
