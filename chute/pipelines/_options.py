@@ -187,9 +187,21 @@ def check_ring_memory(slots: int, batch_size: int, outputs: dict,
 
 def _ring_bytes(slots: int, batch_size: int, outputs: dict) -> tuple[float, float]:
     """(bytes of one batch, bytes of the ring), as floats (sizes may exceed int64)."""
-    per_batch = sum(batch_size * float(np.prod(o.sample_shape, dtype=np.float64))
+    per_batch = sum(float(np.prod(slot_shape(batch_size, o), dtype=np.float64))
                     * np.dtype(o.dtype).itemsize for o in outputs.values() if o.dtype is not None)
     return per_batch, slots * per_batch
+
+
+def slot_shape(batch_size: int, output) -> tuple[int, ...]:
+    """The shape a batch slot allocates for `output` (flat buffers: each batch views a prefix).
+
+    Args:
+        batch_size: the largest batch size.
+        output: the key's Output; its `batch_elements`, when set, bounds the batch instead.
+    """
+    if output.batch_elements is not None:
+        return (int(output.batch_elements),)
+    return (batch_size, *output.sample_shape)
 
 
 def ring_memory_error(slots: int, batch_size: int, outputs: dict,

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from chute.errors import DecodeError
-from chute.pipelines._options import ring_memory_error
+from chute.pipelines._options import ring_memory_error, slot_shape
 from chute.pipelines._prefetch import Prefetcher
 from chute.pipelines._staging import (
     allocate_slots,
@@ -53,7 +53,7 @@ class Run:
         self.outputs = pipe._outputs
         self.producers = pipe._producers
         b = pipe.batch_size
-        arrays = {k: ((b, *o.sample_shape), o.dtype) for k, o in self.outputs.items()
+        arrays = {k: (slot_shape(b, o), o.dtype) for k, o in self.outputs.items()
                   if o.dtype is not None}
         arrays["index"] = ((b,), np.dtype(np.int64))
         on_device = tuple(k for k, o in self.outputs.items() if o.on_device)

@@ -60,13 +60,17 @@ class Output:
     list of Python objects). `on_device`: the producer writes the device tensor itself.
     `cast`: the torch dtype the Pipeline casts the batch to on the device (None: as written).
     `exact`: a row must have the batch's shape; a smaller substitute is never zero-padded into
-    it (e.g. video frames at their stored size), the batch is read again at its shape."""
+    it (e.g. video frames at their stored size), the batch is read again at its shape.
+    `batch_elements`: the most elements one batch holds, where that is less than the largest
+    batch size times `sample_shape` (buckets pair large batches with small clips and small
+    batches with large ones): slots hold this many (None: batch size x `sample_shape`)."""
 
     sample_shape: tuple[int, ...]
     dtype: np.dtype | None
     on_device: bool = False
     cast: Any = None
     exact: bool = False
+    batch_elements: int | None = None
 
 
 @dataclass(frozen=True)

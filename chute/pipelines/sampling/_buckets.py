@@ -114,6 +114,11 @@ class BucketTable:
     def max_batch_size(self) -> int:
         return max(b.batch_size for b in self.buckets)
 
+    def max_batch_pixels(self) -> int:
+        """The most frames x pixels one batch of any bucket holds (batch size x frames x H x W),
+        far below max_batch_size x max_clip_shape when large batches go with small clips."""
+        return max(b.batch_size * b.num_frames * b.size[0] * b.size[1] for b in self.buckets)
+
     def max_clip_shape(self) -> tuple[int, int, int]:
         """The largest (T, H, W) any bucket delivers (what output slots must hold)."""
         t = max(b.num_frames for b in self.buckets)

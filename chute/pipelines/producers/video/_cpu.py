@@ -162,9 +162,12 @@ class VideoProducer(StoredFieldProducer):
             t = self.num_frames
             h, w = self.size or (int(self._heights.max(initial=1)),
                                  int(self._widths.max(initial=1)))
+        # Buckets: slots sized for the largest bucket's batch, not the largest batch size with
+        # the largest clip (docs/video.md, "Buckets").
+        elements = None if self.buckets is None else 3 * self.buckets.max_batch_pixels()
         # At stored sizes a clip of another size is another shape, never a padded one.
         return {self.field: Output(self._batch_shape(1, t, h, w)[1:], np.dtype(self.dtype),
-                                   exact=self.native),
+                                   exact=self.native, batch_elements=elements),
                 AR_KEY: Output((), np.dtype(np.float32)),
                 **{key: Output((), np.dtype(dtype)) for key, dtype in CONDITIONING.items()}}
 
