@@ -53,6 +53,29 @@ def test_probe_refuses_rate_mismatch_corrupt_and_missing(tmp_path):
     assert "cannot read" in probe_audio(AudioSource(tmp_path / "none.wav", "none"))
 
 
+def test_probe_refuses_a_truncated_wav_that_libsndfile_reads_short(tmp_path):
+    write_recordings(tmp_path, names=("a.wav",))
+    raw = (tmp_path / "a.wav").read_bytes()
+    (tmp_path / "half.wav").write_bytes(raw[:len(raw) // 2])  # a copy cut off mid-way
+    why = probe_audio(AudioSource(tmp_path / "half.wav", "half"))
+    assert isinstance(why, str) and why.startswith("truncated WAV")
+    assert str(len(raw) - 44) in why  # the declared size (after the 44-byte header)
+    # a whole file, and one streamed with an unknown (0xFFFFFFFF) size, are kept
+    assert not isinstance(probe_audio(AudioSource(tmp_path / "a.wav", "a")), str)
+    data_at = raw.index(b"data") + 4
+    streamed = raw[:data_at] + b"\xff\xff\xff\xff" + raw[data_at + 4:]
+    (tmp_path / "streamed.wav").write_bytes(streamed)
+    assert not isinstance(probe_audio(AudioSource(tmp_path / "streamed.wav", "s")), str)
+
+
+def test_a_file_libsndfile_cannot_open_is_reported_without_a_buffer_repr(tmp_path):
+    write_recordings(tmp_path, names=("a.wav",))
+    raw = (tmp_path / "a.wav").read_bytes()
+    (tmp_path / "bad.wav").write_bytes(raw[:12] + b"junk" * 8)  # RIFF WAVE, no fmt chunk
+    why = probe_audio(AudioSource(tmp_path / "bad.wav", "bad"))
+    assert why.startswith("cannot decode it as audio: ") and "BytesIO" not in why
+
+
 def test_csv_listing_one_segment_spanning_the_file(tmp_path):
     write_recordings(tmp_path, names=("a.wav",))
     (tmp_path / "list.csv").write_text("path,text\na.wav,hello\n")

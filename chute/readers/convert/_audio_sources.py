@@ -240,6 +240,30 @@ def check_segments(segments: list, sample_rate: int, num_frames: int) -> list[st
     return [f if isinstance(f, str) else None for f in frames]
 
 
+def truncated_wav(data: bytes) -> str | None:
+    """Why a RIFF WAV file is cut short (its data chunk declares more bytes than the file
+    holds), else None. libsndfile reads such a file without an error, as the frames present,
+    so the probe's decode cannot tell; a writer that streamed (a size of 0 or 0xFFFFFFFF,
+    unknown when the header was written) is not refused.
+
+    Args:
+        data: the file's bytes.
+    """
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return None
+    at = 12
+    while at + 8 <= len(data):
+        chunk, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        if chunk == b"data":
+            held = len(data) - (at + 8)
+            if size in (0, 0xFFFFFFFF) or size <= held:
+                return None
+            return (f"truncated WAV: its data chunk declares {size} bytes but the file holds "
+                    f"{held}")
+        at += 8 + size + (size & 1)  # chunks are padded to an even size
+    return None
+
+
 def probe_audio(source: AudioSource) -> Probed | str:
     """Read and fully decode one file (a corrupt frame anywhere is found now, not in training);
     a string says why it cannot be used."""
@@ -258,9 +282,13 @@ def probe_audio(source: AudioSource) -> Probed | str:
             while (n := read_frames(sf, f, block)) > 0:
                 decoded += n
     except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
-        return f"cannot decode it as audio: {exc}"
+        # libsndfile's own words: str() of an open error names the in-memory buffer's repr
+        detail = getattr(exc, "error_string", None) or str(exc)
+        return f"cannot decode it as audio: {detail}"
     if frames == UNKNOWN_FRAMES:
         frames = decoded  # a FLAC written as a stream: its header leaves the length out
+    if (short := truncated_wav(data)) is not None:
+        return short
     if decoded != frames:
         return f"decodes to {decoded} frames but its header says {frames} (corrupt or truncated)"
     if source.sample_rate is not None and source.sample_rate != rate:
