@@ -1,9 +1,10 @@
 """The loader stage for video: a batch of requests -> their clips, decoded by the `video`
 producer (PyAV) or the `video-dali` producer (NVDEC on a GPU, DALI's CPU-only mode on the CPU)
-from the dataset's shards (span-only decoding; docs/design.md, "Video clips") or by PyAV from
-video files under the loader's root, written straight into shared memory (or, on a CUDA device,
-into device memory) so that handing them to the next stage copies nothing (docs/inference.md,
-"Requests" and "Where the loader decodes")."""
+from the dataset's shards (span-only decoding; docs/design.md, "Video clips") or from video
+files under the loader's root (PyAV, or the `video-dali` producer's graph on backend "dali"),
+written straight into shared memory (or, on a CUDA device, into device memory) so that handing
+them to the next stage copies nothing (docs/inference.md, "Requests" and "Where the loader
+decodes")."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from chute.errors import BackendUnavailableError, DecodeError
 from chute.fallbacks import decode_frames
 from chute.pipelines import (
     BatchRequest,
+    DaliVideoProducer,
     ProducerSpec,
     VideoProducer,
     clip_to_output,
@@ -79,9 +81,9 @@ def _choose(backend, device: str, dataset) -> tuple[str, str]:
         return "cpu", "backend='cpu' asked for: PyAV decodes on the CPU"
     if dataset is None:
         if backend == "dali":
-            raise ValueError("VideoClipLoader(backend='dali'): DALI decodes dataset requests "
-                             "only and this loader has no dataset (file requests decode with "
-                             "PyAV); give it a dataset or use backend 'cpu' or 'auto'")
+            raise ValueError("VideoClipLoader(backend='dali'): DALI decodes through the "
+                             "dataset's video-dali producer and this loader has no dataset; "
+                             "give it a dataset or use backend 'cpu' or 'auto'")
         return "cpu", "no dataset: file requests decode with PyAV on the CPU"
     if backend == "dali":
         where = "NVDEC" if device != "cpu" else "DALI's CPU-only mode (VP8, VP9, MJPEG)"
@@ -130,19 +132,22 @@ class VideoClipLoader:
             leads outside it fails its request); None refuses file paths. Relative, it is
             relative to the working directory, or in a config file (`load_config`) to the
             config's folder.
-        backend: the decoder of dataset requests: "cpu" (PyAV), "dali" (DALI: NVDEC on a CUDA
-            device, DALI's CPU-only mode on "cpu", which reads VP8, VP9 and MJPEG only) or
-            "auto" ("dali" on a CUDA device where DALI imports, else "cpu"). The choice and
-            its reason are `backend` and `backend_reason`, logged once (logger "chute.infer").
-            File requests decode with PyAV whatever the backend.
+        backend: the decoder: "cpu" (PyAV), "dali" (DALI: NVDEC on a CUDA device, DALI's
+            CPU-only mode on "cpu", which reads VP8, VP9 and MJPEG only; it needs a dataset,
+            whose video-dali producer decodes the file requests too) or "auto" ("dali" on a
+            CUDA device where DALI imports and there is a dataset, else "cpu"). The choice
+            and its reason are `backend` and `backend_reason`, logged once (logger
+            "chute.infer"). A file DALI cannot read fails its request in one line naming
+            backend='cpu'; a dataset sample DALI cannot read fails the call alike.
         device: where the clips are delivered, "cpu", "cuda" or "cuda:N" (an inference stage
             passes its replica's device). On CUDA every result is a CUDA tensor: decoded there
-            by DALI, or decoded on the CPU (backend "cpu", file requests) and copied. A CUDA
-            device on a machine without one fails at once in one line.
+            by DALI, or decoded on the CPU (backend "cpu") and copied. A CUDA device on a
+            machine without one fails at once in one line.
 
     Calling it with a list of requests returns one tensor per request; a request that cannot
-    be served (a clip that does not decode, a path outside `root`) is an exception in its
-    place (that request fails, the others go on). A sample id out of range raises IndexError.
+    be served (a clip that does not decode, a path outside `root`, a file DALI cannot read) is
+    an exception in its place (that request fails, the others go on). A sample id out of range
+    raises IndexError.
     """
 
     def __init__(self, dataset=None, field: str = "video", *, num_frames: int = 16,
@@ -250,7 +255,7 @@ class VideoClipLoader:
                 for k, job in jobs.items():
                     try:
                         results[k] = job.result()
-                    except (ValueError, DecodeError, OSError) as exc:
+                    except (ValueError, DecodeError, OSError, BackendUnavailableError) as exc:
                         results[k] = exc
         return results
 
@@ -334,6 +339,9 @@ class VideoClipLoader:
         info = self._probe(path, data)
         indices = spread_clips(info.num_frames, clips or 1, self.num_frames,
                                self.frame_interval)
+        if isinstance(self.producer, DaliVideoProducer):
+            out = self._dali_file(self.producer, name, path, data, info, indices)
+            return out[0] if clips is None else out
         try:
             rgb = decode_frames(data, info.pts, indices.reshape(-1), info.rotation, self.size,
                                 None, keyframes=info.keyframes)
@@ -351,6 +359,33 @@ class VideoClipLoader:
             view[k] = clip_to_output(rgb[k], self.dtype, self.layout)
         out = out.to(self.device)  # a copy on a CUDA device, else `out` itself
         return out[0] if clips is None else out
+
+    def _dali_file(self, producer: DaliVideoProducer, name: str, path: Path, data: bytes, info,
+                   indices: np.ndarray) -> torch.Tensor:
+        """The clips `indices` of a file request decoded by the dataset's video-dali producer
+        (docs/inference.md, "Where the loader decodes"): [N, *clip] on the loader's device."""
+        h, w = self.size or (info.height, info.width)
+        t = self.num_frames
+        shape = (len(indices), 3, t, h, w) if self.layout == "CTHW" else \
+            (len(indices), t, 3, h, w)
+        output = producer.outputs()[self.field]
+        dtype = getattr(torch, str(output.dtype))
+        if output.on_device:  # NVDEC: written on the device, on the current stream
+            out = torch.empty(shape, dtype=dtype, device=self.device)
+            target: Any = out
+        else:
+            out = torch.empty(shape, dtype=dtype)
+            if self.device == "cpu":
+                out.share_memory_()
+            target = out.numpy()
+        try:
+            producer.decode_video(data, indices, info.rotation, (info.height, info.width),
+                                  target, pts=info.pts, name=f"request {name!r}: {path}")
+        except BackendUnavailableError as exc:
+            raise BackendUnavailableError(
+                f"{exc} For this loader: backend='cpu' (the loader stage's option "
+                "`backend: cpu`, or `chute infer-bench --decode cpu`).") from None
+        return out.to(self.device)  # a copy only for DALI's CPU mode on a CUDA device
 
     def close(self) -> None:
         if self.producer is not None:

@@ -99,7 +99,8 @@ def test_auto_on_the_cpu_picks_the_cpu_backend_and_says_why(video_dataset, caplo
      r"^VideoClipLoader\(backend='nvdec'\): expected one of auto, cpu, dali$"),
     ({"device": "gpu0"}, ValueError, r"^VideoClipLoader\(device='gpu0'\): expected 'cpu'"),
     ({"dataset": None, "root": ".", "backend": "dali"}, ValueError,
-     r"^VideoClipLoader\(backend='dali'\): DALI decodes dataset requests only"),
+     r"^VideoClipLoader\(backend='dali'\): DALI decodes through the dataset's "
+     r"video-dali producer and this loader has no dataset"),
 ])
 def test_a_bad_backend_or_device_fails_in_one_line(video_dataset, options, error, message):
     kwargs = {"dataset": video_dataset, "num_frames": 4, **options}
@@ -178,3 +179,97 @@ def test_a_configs_loader_options_choose_the_backend(tmp_path, video_dataset):
     assert (loader.backend, loader.device) == ("dali", "cpu")
     assert type(loader.producer).__name__ == "DaliVideoProducer"
     loader.close()
+
+
+def _suffix(dataset) -> str:
+    return ".webm" if (dataset.parent / "v0.webm").exists() else ".avi"
+
+
+def test_dali_file_requests_give_the_cpu_backends_clips(dali_videos):
+    # file requests used to decode with PyAV whatever the backend
+    dataset, _ = dali_videos
+    s = _suffix(dataset)
+    cpu = VideoClipLoader(dataset, backend="cpu", root=dataset.parent, **LOADER)
+    # max_batch=2: a request of 3 clips decodes in two runs of the graph
+    dali = VideoClipLoader(dataset, backend="dali", root=dataset.parent,
+                           **{**LOADER, "max_batch": 2})
+    # one clip, three clips, the rotated video, a video shorter than a clip
+    requests = [f"v0{s}", {"video": f"v2{s}", "clips": 3}, f"v3{s}", {"video": f"v4{s}",
+                                                                     "clips": 2}]
+    want, got = cpu(requests), dali(requests)
+    for a, b in zip(want, got, strict=True):
+        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor), (a, b)
+        _assert_twins(a, b)
+        # DALI's resize filter is not FFmpeg's: equal bits would mean PyAV decoded both
+        assert not torch.equal(a, b)
+        assert b.device.type == "cpu" and b.is_shared()
+    assert got[1].shape == (3, 3, 4, 24, 40) and got[2].shape == (3, 4, 24, 40)
+    cpu.close()
+    dali.close()
+
+
+@pytest.fixture(scope="module")
+def vp9_root(tmp_path_factory):
+    """A VP9 dataset without rotated videos, its root holding a rotated VP9 file, an H.264
+    file and a VP9 file with one packet's start zeroed (it probes, it does not decode)."""
+    pytest.importorskip("av")
+    pytest.importorskip("nvidia.dali")
+    from tests._video_media import make_video
+    from tests.pipelines._dali_video_data import write_codec_videos
+
+    dataset = write_codec_videos(tmp_path_factory.mktemp("vp9"), frames=[10, 12], rotated=None)
+    root = dataset.parent
+    vp9 = {"codec": "libvpx-vp9", "container": "webm", "gop": 6, "natural": True}
+    (root / "turned.webm").write_bytes(make_video(20, 40, 56, rotation=90, **vp9))
+    (root / "h264.mp4").write_bytes(make_video(20, 48, 64, natural=True))
+    (root / "bad.webm").write_bytes(_damage_packet(make_video(30, 48, 64, **vp9), 12))
+    return dataset
+
+
+def _damage_packet(data: bytes, k: int) -> bytes:
+    """`data` with the first 8 bytes of its k-th video packet zeroed (the container intact)."""
+    import io
+
+    import av
+
+    with av.open(io.BytesIO(data)) as container:
+        packets = [bytes(p) for p in container.demux(video=0) if p.size]
+    at = data.index(packets[k])
+    return data[:at] + bytes(8) + data[at + 8:]
+
+
+def test_a_rotated_file_decodes_on_dali_though_the_dataset_has_none(vp9_root):
+    cpu = VideoClipLoader(vp9_root, backend="cpu", root=vp9_root.parent, **LOADER)
+    dali = VideoClipLoader(vp9_root, backend="dali", root=vp9_root.parent, **LOADER)
+    assert not dali.producer.config.rotate  # the file needs the graph with rotation
+    requests = ["turned.webm", {"video": "turned.webm", "clips": 2}]
+    for a, b in zip(cpu(requests), dali(requests), strict=True):
+        assert isinstance(b, torch.Tensor), b
+        _assert_twins(a, b)
+        assert not torch.equal(a, b)  # decoded by DALI, not PyAV
+    cpu.close()
+    dali.close()
+
+
+def test_a_file_dali_cannot_read_fails_its_request_naming_the_cpu_backend(vp9_root):
+    dali = VideoClipLoader(vp9_root, backend="dali", root=vp9_root.parent, **LOADER)
+    h264, other = dali(["h264.mp4", 0])
+    assert isinstance(h264, BackendUnavailableError) and "\n" not in str(h264)
+    assert "request 'h264.mp4'" in str(h264) and "'h264'" in str(h264)
+    assert "For this loader: backend='cpu'" in str(h264)
+    assert isinstance(other, torch.Tensor)  # the other requests go on
+    dali.close()
+
+
+def test_a_corrupt_file_fails_its_request_alike_on_both_backends(vp9_root):
+    failed = []
+    for backend in ("cpu", "dali"):
+        loader = VideoClipLoader(vp9_root, backend=backend, root=vp9_root.parent, **LOADER)
+        bad, good = loader(["bad.webm", "turned.webm"])
+        assert isinstance(good, torch.Tensor)
+        failed.append(bad)
+        loader.close()
+    for error in failed:
+        assert isinstance(error, DecodeError) and "\n" not in str(error)
+        assert str(error).startswith(f"request 'bad.webm': {vp9_root.parent / 'bad.webm'} "
+                                     "does not decode (")

@@ -62,8 +62,10 @@ class DaliVideoProducer(VideoProducer):
             batch_size=spec.batch_size, device_id=self.device_id, resize=not self.native,
             rotate=bool(np.any(self._rotation)),
             dtype=self.dtype, layout=self.layout, num_threads=threads)
-        self._lock = ProcessLock()  # one DALI pipeline: reads and substitutes take turns
-        self._pipe = None
+        self._lock = ProcessLock()  # one DALI pipeline per graph: runs take turns
+        # graph config -> its built pipeline (a second one, with rotation, only when a video
+        # file given to `decode_video` is rotated and the dataset's videos are not)
+        self._pipes: dict[DaliVideoConfig, object] = {}
         self._pipe_pid = 0
         self._inherited: list = []  # a forked child's copies of the parent's pipelines, never used
 
@@ -101,20 +103,30 @@ class DaliVideoProducer(VideoProducer):
             samples.append(sample)
         return samples
 
-    def _run(self, samples, stream):
-        """Decode `samples` through the graph: DALI's output batch, bound to `stream` (the
-        caller's CUDA stream; None in CPU mode). A RuntimeError from here is DALI's."""
-        if self._pipe is not None and self._pipe_pid != os.getpid():
-            # forked: DALI's threads stayed in the parent; keep the copy alive, never run it
-            self._inherited.append(self._pipe)
-            self._pipe = None
-        if self._pipe is None:
-            self._pipe = build_video_pipeline(self.config)
+    def _run(self, samples, stream, config: DaliVideoConfig | None = None):
+        """Decode `samples` through the graph of `config` (default: the dataset's): DALI's
+        output batch, bound to `stream` (the caller's CUDA stream; None in CPU mode). A
+        RuntimeError from here is DALI's, and the pipeline that raised it is dropped (DALI
+        documents a pipeline that raised as unusable)."""
+        config = config or self.config
+        if self._pipes and self._pipe_pid != os.getpid():
+            # forked: DALI's threads stayed in the parent; keep the copies alive, never run them
+            self._inherited.extend(self._pipes.values())
+            self._pipes = {}
+        pipe = self._pipes.get(config)
+        if pipe is None:
+            pipe = self._pipes[config] = build_video_pipeline(config)
             self._pipe_pid = os.getpid()
-        for name in self.config.inputs():
-            self._pipe.feed_input(name, [s[name] for s in samples])
-        # outputs bound to the caller's stream: the copy enqueued on it runs after DALI
-        (clips,) = self._pipe.run() if stream is None else self._pipe.run(stream)
+        try:
+            for name in config.inputs():
+                pipe.feed_input(name, [s[name] for s in samples])  # type: ignore[attr-defined]
+            # outputs bound to the caller's stream: the copy enqueued on it runs after DALI
+            (clips,) = pipe.run() if stream is None else pipe.run(stream)  # type: ignore[attr-defined]
+        except ChuteError:
+            raise
+        except RuntimeError:
+            self._pipes.pop(config, None)
+            raise
         return clips
 
     def _stream(self, target):
@@ -143,7 +155,6 @@ class DaliVideoProducer(VideoProducer):
             except ChuteError:  # e.g. BackendUnavailableError: no sample's fault
                 raise
             except RuntimeError:  # DALI's: the batch holds a sample it cannot decode
-                self._pipe = None  # DALI documents a pipeline that raised as unusable
                 for k in range(len(ids)):
                     status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1], stream)
             else:
@@ -159,13 +170,13 @@ class DaliVideoProducer(VideoProducer):
         except ChuteError:
             raise
         except RuntimeError as err:
-            self._pipe = None
             reason = _dali_reason(err)
         else:
             write_native(clips, target)
             return 0
         target[:] = 0
-        codec = self._readable_codec(i, sample["encoded"], sample["frames"])
+        pts = self.dataset.reader("pts").read(np.array([i]))[0][:int(self._frames[i])]
+        codec = _ffmpeg_codec(sample["encoded"], pts, sample["frames"])
         if codec is None:
             return 1
         shard, local = self.dataset.locate(i)
@@ -177,26 +188,98 @@ class DaliVideoProducer(VideoProducer):
             f"decodes {', '.join(DECODABLE_CODECS[mode])} in this mode. Use the cpu video "
             "backend: fields={" f"{self.field!r}: " "VideoOptions(backend='cpu')}.")
 
-    def _readable_codec(self, i: int, data, frames) -> str | None:
-        """The codec of a sample FFmpeg decodes (the wanted frames), else None (corrupt)."""
-        import av
+    # ---- a video that is no dataset sample (the inference loader's file requests) ------------
 
-        from chute.fallbacks import decode_frames
+    def decode_video(self, data, frames, rotation: int, stored: tuple[int, int], target, *,
+                     pts, name: str) -> None:
+        """Clips of one encoded video that is not a sample of the dataset (a file), decoded
+        by this producer's graph as an evaluation clip of a sample is (fill-resize to the
+        producer's size and centre crop, or the stored size when it has none), in chunks of
+        at most the graph's batch size.
 
-        pts = self.dataset.reader("pts").read(np.array([i]))[0]
+        Args:
+            data: the container's bytes (bytes-like or a uint8 array).
+            frames: int [N, T] frame numbers (presentation order) of its N clips.
+            rotation: degrees counter-clockwise display turns it (0, 90, 180, 270).
+            stored: its (height, width) at display orientation.
+            target: the clips' destination, [N, *clip shape] in the producer's layout and
+                dtype: a numpy array in CPU mode, a contiguous CUDA tensor on a GPU.
+            pts: each frame's timestamp (`chute.readers.probe_video`), which FFmpeg needs to
+                tell a corrupt video from a codec DALI cannot read when DALI fails.
+            name: what errors call the video (e.g. its path).
+
+        Raises:
+            DecodeError: a clip fails in DALI and in FFmpeg (a corrupt video).
+            BackendUnavailableError: a clip fails in DALI alone (a codec or container DALI
+                cannot read here, which FFmpeg decodes); its message names backend 'cpu'.
+        """
+        frames = np.asarray(frames, np.int32).reshape(len(target), -1)
+        rotation = int(rotation) % 360
+        config = replace(self.config, rotate=True) if rotation else self.config
+        buffer = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray)) \
+            else np.asarray(data, np.uint8)
+        base = {"encoded": buffer, "angle": np.float32(rotation)}
+        if config.resize:
+            h, w = self.size or stored
+            coded = tuple(stored[::-1]) if rotation in (90, 270) else tuple(stored)
+            fill, top, left = fill_and_crop(*coded, rotation, (h, w), None)
+            base.update(fill=np.array(fill, np.float32), shape=np.array((h, w), np.int32),
+                        anchor=np.array((top, left), np.int32))
+        samples = [{**base, "frames": clip} for clip in frames]
+        stream = self._stream(target)
+        step = config.batch_size
+        with self._lock:
+            for first in range(0, len(samples), step):
+                chunk = samples[first:first + step]
+                try:
+                    write_native(self._run(chunk, stream, config), target[first:first + step])
+                except ChuteError:
+                    raise
+                except RuntimeError:  # DALI's: which clip, and is the video corrupt?
+                    for k, sample in enumerate(chunk, first):
+                        self._video_clip(sample, target[k:k + 1], stream, config, pts, name)
+
+    def _video_clip(self, sample: dict, target, stream, config, pts, name: str) -> None:
+        """One clip of `decode_video` alone, after its chunk failed in DALI."""
         try:
-            decode_frames(data, pts[:int(self._frames[i])], frames)
-            # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
-            view = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
-            with av.open(io.BytesIO(view)) as container:
-                return container.streams.video[0].codec_context.name
-        except (DecodeError, av.error.FFmpegError, IndexError, ValueError):
-            return None
+            clips = self._run([sample], stream, config)
+        except ChuteError:
+            raise
+        except RuntimeError as err:
+            reason = _dali_reason(err)
+        else:
+            write_native(clips, target)
+            return
+        codec = _ffmpeg_codec(sample["encoded"], pts, sample["frames"])
+        if codec is None:
+            raise DecodeError(f"{name} does not decode (DALI and FFmpeg both fail on frames "
+                              f"{sample['frames'].tolist()}; DALI says: {reason})")
+        mode = config.decoder_device
+        raise BackendUnavailableError(
+            f"video backend 'dali' ({'GPU' if mode == 'mixed' else 'CPU'} mode) cannot decode "
+            f"{name}: codec {codec!r}, which FFmpeg decodes; DALI says: {reason}. DALI decodes "
+            f"{', '.join(DECODABLE_CODECS[mode])} in this mode. Use backend='cpu'.")
 
     def close(self) -> None:
         with self._lock:
-            self._pipe = None
+            self._pipes = {}
         super().close()
+
+
+def _ffmpeg_codec(data, pts, frames) -> str | None:
+    """The codec of a video FFmpeg decodes (frames `frames`), else None (corrupt)."""
+    import av
+
+    from chute.fallbacks import decode_frames
+
+    try:
+        decode_frames(data, pts, frames)
+        # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
+        view = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
+        with av.open(io.BytesIO(view)) as container:
+            return container.streams.video[0].codec_context.name
+    except (DecodeError, av.error.FFmpegError, IndexError, ValueError):
+        return None
 
 
 def _dali_reason(err: Exception) -> str:
