@@ -181,8 +181,14 @@ def _seek(container, stream, span: _Span):
     pts = span.frame_pts
     frame_ticks = max(1, int(pts.max() - pts.min()) // max(len(pts) - 1, 1))
     target = int(pts[span.first])
+    refused = _av().error.FFmpegError
     for attempt in range(_MAX_SEEKS):
-        container.seek(target, stream=stream, backward=True, any_frame=False)
+        try:
+            container.seek(target, stream=stream, backward=True, any_frame=False)
+        except refused:
+            if attempt == 0:
+                raise
+            break  # stepped back before the start, which AVI's demuxer refuses: see below
         packets = container.demux(stream)
         head = next(packets, None)
         if head is None:
@@ -198,8 +204,13 @@ def _seek(container, stream, span: _Span):
         target = min(t for t in (head.pts, head.dts, target) if t is not None) - 1 - \
             frame_ticks * ((1 << attempt) - 1)
     # Unknown timestamps or still not there: from before the first frame (a frame still
-    # missing after that is a DecodeError below, never another frame).
-    container.seek(min(int(pts.min()), 0) - 1, stream=stream, backward=True, any_frame=False)
+    # missing after that is a DecodeError below, never another frame). AVI's demuxer refuses
+    # a timestamp before its first one (EPERM): there the first one is the start.
+    start = min(int(pts.min()), 0)
+    try:
+        container.seek(start - 1, stream=stream, backward=True, any_frame=False)
+    except refused:
+        container.seek(start, stream=stream, backward=True, any_frame=False)
     return container.demux(stream), 0
 
 

@@ -114,6 +114,11 @@ CODECS = {
     "mpeg4-mp4": lambda: make_video(60, 48, 64, codec="mpeg4", gop=12, bframes=2, natural=True,
                                     options={"sc_threshold": "1000000000"}),
     "mjpeg-avi": lambda: make_video(60, 48, 64, codec="mjpeg", container="avi", natural=True),
+    # FFmpeg's own MPEG-4 encoder into AVI (scene-change keyframes on): the probe keeps few
+    # keyframes as starts, so a clip's seeks step back past the first frame, where the AVI
+    # demuxer refuses the (negative) timestamp
+    "mpeg4-avi": lambda: make_video(60, 48, 64, codec="mpeg4", container="avi", gop=12,
+                                    bframes=2, natural=True),
 }
 
 
