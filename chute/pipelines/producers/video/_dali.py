@@ -202,8 +202,9 @@ class DaliVideoProducer(VideoProducer):
             frames: int [N, T] frame numbers (presentation order) of its N clips.
             rotation: degrees counter-clockwise display turns it (0, 90, 180, 270).
             stored: its (height, width) at display orientation.
-            target: the clips' destination, [N, *clip shape] in the producer's layout and
-                dtype: a numpy array in CPU mode, a contiguous CUDA tensor on a GPU.
+            target: the clips' destination, [N, 3, T, H, W] (layout "CTHW"; [N, T, 3, H, W]
+                for "TCHW") in the producer's dtype: a numpy array in CPU mode, a contiguous
+                CUDA tensor on a GPU.
             pts: each frame's timestamp (`chute.readers.probe_video`), which FFmpeg needs to
                 tell a corrupt video from a codec DALI cannot read when DALI fails.
             name: what errors call the video (e.g. its path).
