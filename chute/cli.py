@@ -30,8 +30,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="chute",
-        description="Feed PyTorch training with decoded, augmented image batches: "
-        "convert data to chute shards, inspect and verify them, benchmark and autotune pipelines.",
+        description="Feed PyTorch training with decoded, augmented batches (images, video "
+        "clips, audio segments, latents and other arrays): convert data to chute shards, "
+        "inspect and verify them, benchmark and autotune pipelines, load-test inference.",
     )
     from chute import __version__
 

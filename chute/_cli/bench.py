@@ -16,10 +16,11 @@ from chute._cli._output import add_json_flag, print_json
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "bench", help="measure Pipeline throughput (images/s) on a dataset",
-        description="Iterate a Pipeline over DATASET for a few epochs and print images/s per "
-        "epoch; the first epoch (JIT compilation, cold cache) is reported separately.")
-    parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
+        "bench", help="measure Pipeline throughput (samples/s) on a dataset",
+        description="Iterate a Pipeline over DATASET for a few epochs and print images/s (or "
+        "samples/s without an image field) per epoch; the first epoch (JIT compilation, cold "
+        "cache) is reported separately.")
+    parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder or zarr group")
     parser.add_argument("--batch-size", type=positive(int), default=128, help="(default: 128)")
     parser.add_argument("--image-size", type=image_size, default=224,
                         help="output size, S or HxW (default: 224)")
@@ -75,28 +76,34 @@ def run(args) -> int:
             dataset, args.batch_size, augment=args.augment, device=args.device, rank=0,
             world_size=1, fields=pipeline_fields(dataset, args.fields, image,
                                                  dict(args.lookup))) as pipe:
+        # --image-size and --dtype shape image fields only: without one (latents, video,
+        # audio) the header names the fields measured and the rates count samples
+        images = bool(pipe.stats.backend)
+        shape = (f"{args.image_size}px {args.dtype}" if images else
+                 "fields " + ", ".join(pipe.fields))
+        unit, rate_unit = ("images", "img/s") if images else ("samples", "samples/s")
         print(f"chute bench: {args.dataset}: {len(pipe.dataset)} samples, backend "
               f"{pipe.stats.backend or 'none (no image field)'}, device {pipe.device}, "
-              f"batch {args.batch_size}, "
-              f"{args.image_size}px {args.dtype} {args.augment}", file=out)
+              f"batch {args.batch_size}, {shape} {args.augment}", file=out)
         rates = []
         for epoch in range(args.epochs):
             pipe.set_epoch(epoch)
-            images = 0
+            count = 0
             start = time.perf_counter()
             for batch in tqdm(pipe, total=len(pipe), unit="batch", leave=False,
                               disable=args.no_progress or args.json, desc=f"epoch {epoch}"):
-                images += batch["index"].shape[0]
+                count += batch["index"].shape[0]
             _synchronize(pipe.device)
             seconds = time.perf_counter() - start
-            rates.append(images / seconds if seconds > 0 else float("nan"))
+            rates.append(count / seconds if seconds > 0 else float("nan"))
             label = "first epoch (JIT, cold cache)" if epoch == 0 else f"epoch {epoch}"
-            print(f"{label:30s} {images:8d} images {seconds:8.2f} s {rates[-1]:10.1f} img/s",
-                  file=out)
+            print(f"{label:30s} {count:8d} {unit} {seconds:8.2f} s {rates[-1]:10.1f} "
+                  f"{rate_unit}", file=out)
         if len(rates) > 1:
             steady = statistics.median(rates[1:])
-            print(f"{'steady state (median)':30s} {steady:35.1f} img/s", file=out)
-        print(f"backend choice: {pipe.stats.backend_reason}", file=out)
+            print(f"{'steady state (median)':30s} {steady:35.1f} {rate_unit}", file=out)
+        if pipe.stats.backend_reason:
+            print(f"backend choice: {pipe.stats.backend_reason}", file=out)
         print(f"decode errors {'replaced' if pipe.augment == 'train' else 'left out'}: "
               f"{pipe.stats.decode_errors}; "
               f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s", file=out)

@@ -60,10 +60,12 @@ def _ratio(text: str) -> float:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "convert", help="convert an image folder or a CSV of image paths to a chute dataset",
-        description="Convert images to a chute v1 dataset. JPEG files are stored byte for byte "
-        "(height/width read from their headers); other formats are transcoded to JPEG. "
-        "Unreadable or truncated files are skipped and listed in a report.")
+        "convert", help="convert images, videos, audio or a zarr group to a chute dataset",
+        description="Convert images (a folder, a CSV, WebDataset shards, a Hugging Face "
+        "dataset), videos, audio recordings or a zarr group to a chute v1 dataset. JPEG files "
+        "are stored byte for byte (height/width read from their headers), other image formats "
+        "are transcoded to JPEG; video and audio files are stored as they are. Unreadable or "
+        "truncated files are skipped and listed in a report.")
     kinds = parser.add_subparsers(dest="source_kind", metavar="SOURCE", required=True)
     folder = kinds.add_parser(
         "imagefolder", help="SRC/<class>/<image> folders -> integer labels + class names",

@@ -57,3 +57,12 @@ def test_a_usage_error_is_one_line_exit_2_naming_the_help(argv, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "error:" in err and "--help`" in err
+
+
+def test_the_help_says_what_chute_converts_beyond_images(capsys):
+    # `chute --help` and `chute convert --help` said images only (a CSV of image paths)
+    for argv in (["--help"], ["convert", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = " ".join(capsys.readouterr().out.split())
+        assert "video" in out and "audio" in out and "zarr" in out.lower(), argv

@@ -43,7 +43,11 @@ def test_bench_latents_with_a_lookup(tmp_path, capsys):
                  "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "backend none (no image field)" in out and "30 images" in out
+    # no image field: the header names the fields, not an image size and dtype that do not
+    # apply, and the rates count samples
+    assert "backend none (no image field)" in out and "30 samples" in out
+    assert "fields base_frames, clip_emb eval" in out and "samples/s" in out
+    assert "px" not in out and "img/s" not in out and "backend choice" not in out
 
 
 def test_bench_lookup_needs_table_equals_index(tmp_path, capsys):
