@@ -126,8 +126,11 @@ def test_a_recording_listed_twice_is_stored_once_with_every_listings_segments(tm
     assert batch["audio_lengths"].tolist() == [8000, 16000, 32000, 32000]
     (tmp_path / "rates.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [
         {"wav": "a.wav", "sample_rate": 16000}, {"wav": "a.wav", "sample_rate": 8000}]))
-    report = convert_audio(tmp_path / "rates.jsonl", tmp_path / "r", _options())
-    assert report.written == 0 and "different sample rates [8000, 16000]" in report.skipped[0][1]
+    # nothing stored: refused in one line naming the first problem, no empty dataset left
+    with pytest.raises(ChuteError, match=r"none of its 1 recordings could be stored .*"
+                                         r"different sample rates \[8000, 16000\]"):
+        convert_audio(tmp_path / "rates.jsonl", tmp_path / "r", _options())
+    assert not (tmp_path / "r").exists()
 
 
 def _kaldi_folder(tmp_path):

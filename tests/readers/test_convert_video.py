@@ -155,6 +155,17 @@ def test_a_stream_whose_codec_has_no_decoder_is_unreadable():
         probe_video(data.replace(b"V_MPEG4/ISO/AVC", b"V_QQQQQ/ISO/AVC"))
 
 
+def test_a_truncated_container_is_reported_in_ffmpegs_words():
+    # was "not a readable container ([Errno 1094995529] Invalid data found when processing
+    # input: '<none>')": an errno and the name of an in-memory buffer
+    from chute.readers.convert._video_probe import UnreadableVideo, probe_video
+
+    data = make_video(n=8, height=24, width=32, gop=4)
+    with pytest.raises(UnreadableVideo) as info:
+        probe_video(data[:len(data) // 10])
+    assert str(info.value) == "not a readable container (Invalid data found when processing input)"
+
+
 @pytest.mark.parametrize("rows", [[["path", "text", "path"], ["a.mp4", "clip", "b.mp4"]],
                                   [["text", "path"], ["clip"]]],
                          ids=["repeated-column", "row-without-path"])

@@ -162,6 +162,15 @@ class AudioJob(ConvertJob):
         finally:
             results.close()
 
+    def check(self, report) -> None:
+        # as for images and videos: a dataset of no recording is refused, not committed empty
+        if report.written == 0:
+            first = (f"{report.skipped[0][0]}: {report.skipped[0][1]}" if report.skipped
+                     else "the listing names none")
+            raise ChuteError(f"{self.src}: none of its {len(self.units)} recordings could be "
+                             f"stored (first problem: {first}); check the listed files and "
+                             "--root (what relative paths are relative to)")
+
     def source_info(self, report) -> dict:
         dropped = report.actions["dropped_segments"]
         return {"kind": "audio", "file": str(self.src.resolve()),

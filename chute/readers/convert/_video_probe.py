@@ -161,7 +161,9 @@ def probe_video(data: bytes) -> VideoInfo:
     try:
         container = av.open(io.BytesIO(data))
     except (av.error.FFmpegError, ValueError) as exc:
-        raise UnreadableVideo(f"not a readable container ({exc})") from None
+        # FFmpeg's words: str() adds the errno and the in-memory buffer's name ('<none>')
+        detail = getattr(exc, "strerror", None) or str(exc)
+        raise UnreadableVideo(f"not a readable container ({detail})") from None
     with container:
         if not container.streams.video:
             raise UnreadableVideo("has no video stream (audio only?)")
