@@ -12,6 +12,12 @@ A batch DALI fails on is decoded again sample by sample: a sample that fails alo
 FFmpeg cannot decode either is corrupt (status 1: the Pipeline substitutes it); one that FFmpeg
 decodes is a codec or container DALI cannot read, which raises BackendUnavailableError naming
 the sample, its shard and backend 'cpu' -- it is never silently taken from another decoder.
+An MJPEG sample is first demuxed (not decoded) with PyAV: one whose stored frames are not all
+there, or whose clip frames are not whole JPEGs, fails without reaching DALI, whose decoder
+returns pictures for such frames (`_mjpeg_damage`; docs/video.md, "Backends").
+
+`decode_video` decodes a video that is no sample (the inference loader's file requests) with
+the same graph inputs and the same error handling.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ class DaliVideoProducer(VideoProducer):
             batch_size=spec.batch_size, device_id=self.device_id, resize=not self.native,
             rotate=bool(np.any(self._rotation)),
             dtype=self.dtype, layout=self.layout, num_threads=threads)
+        # per sample: 0 not yet looked at, _MJPEG (checked before each decode), _OTHER
+        self._codecs = np.zeros(len(spec.dataset), np.int8)
         self._lock = ProcessLock()  # one DALI pipeline per graph: runs take turns
         # graph config -> its built pipeline (a second one, with rotation, only when a video
         # file given to `decode_video` is rotated and the dataset's videos are not)
@@ -149,6 +157,17 @@ class DaliVideoProducer(VideoProducer):
         samples = self._inputs(request)
         target = out[self.field]
         stream = self._stream(target)
+        damaged = self._damaged(ids, samples)
+        if damaged.any():  # never fed to DALI: the others decode one by one
+            with self._lock:
+                for k in range(len(ids)):
+                    if damaged[k]:
+                        status[k] = 1
+                        target[k:k + 1] = 0
+                    else:
+                        status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1],
+                                                stream)
+            return status
         with self._lock:
             try:
                 clips = self._run(samples, stream)
@@ -162,9 +181,27 @@ class DaliVideoProducer(VideoProducer):
                 write_native(clips, target)
         return status
 
+    def _damaged(self, ids: np.ndarray, samples: list[dict]) -> np.ndarray:
+        """Which rows are MJPEG samples whose wanted frames are not whole JPEGs
+        (`_mjpeg_damage`); other codecs are looked at once."""
+        damaged = np.zeros(len(ids), bool)
+        rows = [k for k, i in enumerate(ids.tolist()) if self._codecs[i] != _OTHER]
+        if not rows:
+            return damaged
+        pts = self.dataset.reader("pts").read(ids[rows])
+        # on the cpu producer's decoding threads: a batch's checks run side by side
+        found = self._pool.map(
+            _mjpeg_damage, [samples[k]["encoded"] for k in rows],
+            [stamps[:int(self._frames[ids[k]])] for k, stamps in zip(rows, pts, strict=True)],
+            [samples[k]["frames"] for k in rows])
+        for k, why in zip(rows, found, strict=True):
+            self._codecs[int(ids[k])] = _OTHER if why is None else _MJPEG
+            damaged[k] = bool(why)
+        return damaged
+
     def _retry(self, i: int, sample: dict, target, stream) -> int:
-        """One sample of a failed batch alone: 0 when it decodes, 1 when it is corrupt; raises
-        when DALI cannot read what FFmpeg can."""
+        """One sample alone (of a failed batch, or beside a damaged one): 0 when it decodes, 1
+        when it is corrupt; raises when DALI cannot read what FFmpeg can."""
         try:
             clips = self._run([sample], stream)
         except ChuteError:
@@ -228,6 +265,9 @@ class DaliVideoProducer(VideoProducer):
                         anchor=np.array((top, left), np.int32))
         samples = [{**base, "frames": clip} for clip in frames]
         stream = self._stream(target)
+        damage = _mjpeg_damage(buffer, np.asarray(pts), frames.reshape(-1))
+        if damage:
+            raise DecodeError(f"{name} does not decode ({damage})")
         step = config.batch_size
         with self._lock:
             for first in range(0, len(samples), step):
@@ -265,6 +305,53 @@ class DaliVideoProducer(VideoProducer):
         with self._lock:
             self._pipes = {}
         super().close()
+
+
+_MJPEG, _OTHER = 1, 2
+_SOI, _EOI = b"\xff\xd8", b"\xff\xd9"
+
+
+def _mjpeg_damage(data, pts, frames) -> str | None:
+    """None when `data` is not MJPEG; for MJPEG, "" when every stored frame demuxes and the
+    packets of `frames` are whole JPEGs (SOI first, EOI last, trailing zero padding allowed),
+    else what is wrong.
+
+    DALI's CPU-mode decoder returns pictures for MJPEG frames that FFmpeg's demuxer no longer
+    finds or finds cut (docs/video.md, "Backends"); checking what FFmpeg demuxes, without
+    decoding, fails those samples instead (corrupt data never yields a wrong sample)."""
+    import av
+
+    view = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
+    wanted = {int(pts[f]) for f in np.asarray(frames).tolist()}
+    seen: set[int] = set()
+    packets: dict[int, bytes] = {}
+    try:
+        container = av.open(io.BytesIO(view), "r")
+    except (av.error.FFmpegError, ValueError):
+        return None  # no container to look into: DALI's and FFmpeg's decodes tell
+    with container:
+        streams = container.streams.video
+        context = streams[0].codec_context if streams else None
+        if context is None or context.name != "mjpeg":
+            return None
+        try:
+            # the packets the probe counted as frames (chute.readers.probe_video)
+            for packet in container.demux(streams[0]):
+                if packet.pts is None or not packet.size or packet.is_discard:
+                    continue
+                seen.add(packet.pts)
+                if packet.pts in wanted:
+                    packets[packet.pts] = bytes(packet)
+        except av.error.FFmpegError as exc:
+            return f"its MJPEG stream does not demux ({exc})"
+    missing = len(set(np.asarray(pts).tolist()) - seen)
+    if missing:
+        return f"{missing} of its {len(pts)} MJPEG frames are not in the stream"
+    for stamp in sorted(wanted):
+        jpeg = packets[stamp]
+        if not (jpeg.startswith(_SOI) and jpeg.rstrip(b"\0").endswith(_EOI)):
+            return f"its MJPEG frame at pts {stamp} is not a whole JPEG"
+    return ""
 
 
 def _ffmpeg_codec(data, pts, frames) -> str | None:
