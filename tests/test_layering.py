@@ -44,6 +44,7 @@ LAYER_OF = {
     "chute._fork": "base",  # locks, pools and state a forked child renews
     "chute._native_build": "base",  # builds C shims (fallbacks' decoders, readers' chunks)
     "chute._sndfile_read": "base",  # frames read with libsndfile directly (soundfile only)
+    "chute._pil_rgb": "base",  # 16-bit grey PIL images to 8 bits (numpy + PIL only)
     "chute.readers": "readers",
     "chute.fallbacks": "fallbacks",
     "chute.kernels": "kernels",

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 from numba import njit
 
+from chute._pil_rgb import eight_bit
 from chute._resize_box import BOX_SLACK
 from chute.fallbacks import _turbojpeg
 from chute.fallbacks._resample import resample_into
@@ -84,7 +85,7 @@ def decode_with_pil(payload: np.ndarray, size: tuple[int, int] | None = None,
                 if size is not None and (height, width) != tuple(size):
                     return SIZE_MISMATCH, None
                 image.load()
-                rgb = image.convert("RGB")
+                rgb = eight_bit(image).convert("RGB")  # 16-bit grey scaled, not clipped
     except UnidentifiedImageError:
         return UNREADABLE, None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):

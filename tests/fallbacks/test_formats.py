@@ -80,6 +80,17 @@ def test_rgba_and_palette_pngs_become_rgb():
     assert np.array_equal(out[1], np.asarray(palette.convert("RGB")))
 
 
+def test_a_16_bit_grey_png_is_scaled_to_8_bits_not_clipped_white():
+    # Pillow's convert("RGB") clips 16-bit grey at 255: this image came out all white
+    grey = (smooth_image(H, W, seed=9)[..., 0].astype(np.uint16) * 257 + 100)
+    png = io.BytesIO()
+    Image.fromarray(grey).save(png, "PNG")
+    status, out = _identity([png.getvalue()])
+    assert status.tolist() == [0]
+    for channel in range(3):
+        assert np.array_equal(out[0, ..., channel], (grey >> 8).astype(np.uint8))
+
+
 def _broken_payloads():
     good = encode(smooth_image(H, W, seed=8), quality=90)
     bad_header = bytearray(good)

@@ -131,3 +131,20 @@ def test_max_side_downscales_16_bit_png_and_lossless_jpeg():
         small = np.asarray(Image.open(io.BytesIO(prepared.data)).convert("RGB"), np.int16)
         expected = np.asarray(plain.resize((30, 20), Image.Resampling.LANCZOS), np.int16)
         assert np.abs(small - expected).mean() <= 1.5
+
+
+def test_a_16_bit_grey_png_is_transcoded_scaled_to_8_bits_not_clipped_white():
+    """Pillow's convert("RGB") clips 16-bit grey (PNG, TIFF: depth maps, scans) at 255: such
+    an image was stored as an all-white JPEG."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    grey16 = (np.add.outer(np.arange(40), np.arange(60)) * 600).astype(np.uint16)
+    png16 = io.BytesIO()
+    Image.fromarray(grey16).save(png16, "PNG")
+    prepared = prepare_image(png16.getvalue())
+    assert prepared.action == "transcoded"
+    stored = np.asarray(Image.open(io.BytesIO(prepared.data)).convert("L"), np.int16)
+    assert np.abs(stored - (grey16 >> 8)).max() <= 3

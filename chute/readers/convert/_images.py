@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
+from chute._pil_rgb import eight_bit
 from chute.readers.convert._transcode import TRANSCODE_QUALITY
 
 __all__ = ["PreparedImage", "UnreadableImage", "prepare_image", "jpeg_is_complete", "encode_jpeg"]
@@ -105,7 +106,9 @@ def _decode_check(img: Image.Image) -> None:
 
 
 def _rgb_or_grey(img: Image.Image) -> Image.Image:
-    """The image in a mode JPEG stores (RGB or L), converted as torchvision's loader does."""
+    """The image in a mode JPEG stores (RGB or L), converted as torchvision's loader does
+    (16-bit grey scaled to 8 bits first, not clipped white)."""
+    img = eight_bit(img)
     if img.mode in ("RGB", "L"):
         return img
     return img.convert("RGBA").convert("RGB") if "transparency" in img.info else \
