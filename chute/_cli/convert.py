@@ -135,6 +135,7 @@ def _add_zarr(kinds) -> None:
     zarr.add_argument("--missing-chunks", choices=("error", "fill"), default="error",
                       help="an absent chunk file: stop and name it (default), or read zarr's "
                       "fill value (arrays written sparse on purpose)")
+    add_json_flag(zarr)
     add_engine_args(zarr)
     zarr.set_defaults(func=_run_zarr)
 
@@ -147,6 +148,9 @@ def _run_zarr(args) -> int:
                      sample_array=args.sample_array, missing_chunks=args.missing_chunks,
                      engine=engine_of(args))
     arrays = getattr(open_dataset(args.dst), "manifest", {}).get("zarr", {}).get("arrays", {})
+    if args.json:
+        print_json({"path": str(args.dst), "written": n, "fields": dict(arrays)})
+        return 0
     for field, array in arrays.items():
         if field != array:
             print(f"array {array} -> field {field}")
@@ -174,6 +178,7 @@ def _add_video(kinds) -> None:
     video.add_argument("--overwrite", action="store_true",
                        help="replace DST if it already holds a chute dataset")
     video.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_flag(video)
     add_engine_args(video)
     video.set_defaults(func=_run_video)
 
@@ -183,8 +188,14 @@ def _run_video(args) -> int:
 
     report = convert_video_csv(args.src, args.dst, root=args.root, shard_size=args.shard_size,
                                workers=args.workers, strict=args.strict,
-                               overwrite=args.overwrite, progress=not args.no_progress,
+                               overwrite=args.overwrite,
+                               progress=not args.no_progress and not args.json,
                                engine=engine_of(args))
+    if args.json:
+        print_json({"path": str(args.dst), "written": report.written,
+                    "skipped": len(report.skipped),
+                    "report": report.report_path if report.skipped else None})
+        return 0
     print(f"wrote {report.written} videos to {args.dst}")
     if report.skipped:
         print(f"skipped {len(report.skipped)} unreadable videos, listed in "

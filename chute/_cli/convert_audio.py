@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from chute._cli._args import positive
 from chute._cli._engine import add_engine_args, engine_of
+from chute._cli._output import add_json_flag, print_json
 
 __all__ = ["add_parser", "run"]
 
@@ -37,6 +38,7 @@ def add_parser(kinds, size) -> None:
     parser.add_argument("--report", metavar="FILE", help="default DST/skipped.tsv")
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_flag(parser)
     add_engine_args(parser)
     parser.set_defaults(func=run)
 
@@ -46,8 +48,16 @@ def run(args) -> int:
 
     report = convert_audio(args.src, args.dst, AudioConvertOptions(
         shard_size=args.shard_size, workers=args.workers, strict=args.strict,
-        overwrite=args.overwrite, progress=not args.no_progress, report=args.report,
-        root=args.root, supervisions=args.supervisions), engine=engine_of(args))
+        overwrite=args.overwrite, progress=not args.no_progress and not args.json,
+        report=args.report, root=args.root, supervisions=args.supervisions),
+        engine=engine_of(args))
+    if args.json:
+        print_json({"path": str(args.dst), "written": report.written,
+                    "segments": report.segments,
+                    "skipped": len(report.skipped) - report.dropped_segments,
+                    "dropped_segments": report.dropped_segments,
+                    "report": report.report_path if report.skipped else None})
+        return 0
     print(f"wrote {report.written} recordings ({report.segments} segments) to {args.dst}")
     print(f"skipped {len(report.skipped) - report.dropped_segments} files and "
           f"{report.dropped_segments} segments"

@@ -79,3 +79,31 @@ def test_meta_update_json(dataset, tmp_path, capsys):
     assert main(["meta", "update", str(dataset), str(lines), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"path": str(dataset), "updated": 1,
                                                    "unmatched": [], "dropped_segments": []}
+
+
+def test_convert_video_audio_and_zarr_take_json(tmp_path, capsys):
+    # only the image converts took --json; video, audio and zarr refused it as unknown
+    pytest.importorskip("av")
+    pytest.importorskip("soundfile")
+    pytest.importorskip("zarr")
+    from tests._audio import write_recordings
+    from tests._video_media import make_video
+    from tests.readers._zarr_stores import latents_values, write_store
+
+    (tmp_path / "a.mp4").write_bytes(make_video(n=6, height=16, width=16))
+    (tmp_path / "v.csv").write_text("path,text\na.mp4,clip\nmissing.mp4,gone\n")
+    jsonl = write_recordings(tmp_path / "audio", names=("a.wav",))
+    store = write_store(tmp_path / "x.zarr", latents_values(6, 2), chunk=3)
+    capsys.readouterr()
+    runs = {"video": ["convert", "video", str(tmp_path / "v.csv"), str(tmp_path / "v.chute")],
+            "audio": ["convert", "audio", str(jsonl), str(tmp_path / "a.chute"),
+                      "--root", str(tmp_path / "audio")],
+            "zarr": ["convert", "zarr", str(store), str(tmp_path / "z.chute"),
+                     "--sample-array", "base_frames"]}
+    results = {}
+    for kind, argv in runs.items():
+        assert main([*argv, "--json"]) == 0, kind
+        results[kind] = json.loads(capsys.readouterr().out)  # stdout: one JSON object only
+    assert results["video"]["written"] == 1 and results["video"]["skipped"] == 1
+    assert results["audio"]["written"] == 1 and results["audio"]["segments"] == 3
+    assert results["zarr"]["written"] == 6 and "base_frames" in results["zarr"]["fields"]
