@@ -6,6 +6,7 @@ import math
 import os
 
 from chute._cli._args import EVAL_CROPS, image_size, positive
+from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
 
 __all__ = ["add_parser", "run", "CAPTION_HEIGHT"]
@@ -32,6 +33,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--epoch", type=int, default=0, help="epoch of the crops (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="the Pipeline seed (default 0)")
     parser.add_argument("--field", default="image", help="image field (default image)")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -85,6 +87,11 @@ def run(args) -> int:
         grid.save(args.out)
     except (OSError, ValueError) as exc:  # unwritable, or an extension Pillow does not know
         raise ChuteError(f"--out {args.out}: cannot write it ({exc})") from None
+    if args.json:
+        print_json({"path": str(args.out), "dataset": str(args.dataset), "samples": n,
+                    "augment": args.augment, "epoch": args.epoch, "grid": [cols, rows],
+                    "tile": [h, w], "indices": ids, "labels": labels})
+        return 0
     print(f"wrote {n} samples of {args.dataset} ({args.augment}, epoch {args.epoch}) to "
           f"{args.out}: {cols} x {rows} tiles of {h}x{w} px; indices {ids}")
     return 0

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+from chute._cli._output import add_json_flag, print_json
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -10,12 +14,24 @@ def add_parser(subparsers) -> None:
         description="Compile (or load from Numba's on-disk cache) every variant of the CPU "
         "decoder's kernels: uint8/float16/float32 output in NCHW and NHWC. Without it, the "
         "first Pipeline on a machine spends about half a minute compiling on its first batch.")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from chute.pipelines import warm_cpu_decoder
 
-    seconds = warm_cpu_decoder(report=lambda line: print(f"  {line}", flush=True))
+    # with --json the progress lines go to stderr and stdout holds one JSON object
+    out = sys.stderr if args.json else sys.stdout
+    steps: list[str] = []
+
+    def report(line: str) -> None:
+        steps.append(line)
+        print(f"  {line}", file=out, flush=True)
+
+    seconds = warm_cpu_decoder(report=report)
+    if args.json:
+        print_json({"ready": True, "seconds": seconds, "steps": steps})
+        return 0
     print(f"CPU decoder ready ({seconds:.1f} s)")
     return 0

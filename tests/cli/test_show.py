@@ -31,3 +31,17 @@ def test_show_tiles_equal_the_pipeline(tmp_path, capsys):
         top, left = (k // cols) * (20 + CAPTION_HEIGHT), (k % cols) * 24
         assert np.array_equal(grid[top:top + 20, left:left + 24], images[k])
     assert grid.shape == (2 * (20 + CAPTION_HEIGHT), 3 * 24, 3)
+
+
+def test_show_json_says_what_it_drew(tmp_path, capsys):
+    # `chute show --json` was refused as an unknown argument
+    import json
+
+    dataset = write_dataset(tmp_path / "ds.chute", n=5, sizes=(30, 50))
+    out = tmp_path / "grid.png"
+    capsys.readouterr()
+    assert main(["show", str(dataset), "--out", str(out), "--count", "4", "--image-size", "16",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["samples"] == 4 and result["grid"] == [2, 2] and result["tile"] == [16, 16]
+    assert len(result["indices"]) == 4 and out.exists()

@@ -27,3 +27,16 @@ def test_first_use_says_it_compiles_once_then_warmup_marks_it(tmp_path, monkeypa
     for dtype, layout in warmup.VARIANTS:  # compiled: no message in a new process
         warmup.note_first_compile(f"{dtype}-{layout}")
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_warmup_json(capsys):
+    # `chute warmup --json` was refused as an unknown argument; the steps go to stderr
+    import json
+
+    from chute.pipelines._warmup import VARIANTS
+
+    assert main(["warmup", "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["ready"] is True and result["seconds"] >= 0
+    assert len(result["steps"]) == len(VARIANTS) and "uint8 NCHW" in captured.err
