@@ -33,6 +33,9 @@ def test_verify_json(dataset, capsys):
     assert main(["verify", str(dataset), "--json"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert not result["ok"] and "label.npy" in result["problems"][0]
+    # the checksums were checked (one mismatched): it said "checksums": false, which reads as
+    # a dataset without checksums (a Megatron pair, a zarr group)
+    assert result["checksums"] is True
 
 
 def test_verify_megatron_says_there_are_no_checksums(tmp_path, capsys):
