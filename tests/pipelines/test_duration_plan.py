@@ -59,6 +59,16 @@ def test_a_sample_longer_than_the_limit_raises_naming_it():
         _plan(max_duration=3.0)
 
 
+def test_duration_batching_of_a_dataset_without_durations_is_one_line(tmp_path):
+    # an image dataset raised a raw KeyError from the dataset's column lookup
+    from chute.pipelines import MaxDuration, Pipeline
+    from tests.pipelines._pipeline_data import write_dataset
+
+    dataset = write_dataset(tmp_path / "images.chute", n=6)
+    with pytest.raises(ValueError, match=r"MaxDuration.*`duration` column.*images\.chute"):
+        Pipeline(dataset, 2, device="cpu", batching=MaxDuration(3.0))
+
+
 def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
     pytest.importorskip("soundfile")
     pytest.importorskip("soxr")

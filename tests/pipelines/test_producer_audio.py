@@ -178,6 +178,16 @@ def test_mixed_rates_without_resampling_keep_each_recordings_rate(ds):
         create_producer(ProducerSpec("audio", "audio", ds, 4, options={"features": "fbank"}))
 
 
+@pytest.mark.parametrize("rate", [0, -16000, 16000.5, True, "fast"])
+def test_a_sample_rate_that_is_no_positive_whole_number_is_refused_naming_it(ds, rate):
+    # 0 and negatives failed every sample, blamed on the dataset ("looks badly damaged. Run
+    # `chute verify`"); 16000.5 and True were truncated to 16000 and 1 silently
+    with pytest.raises(ValueError, match=r"field 'audio' of .*sample_rate must be a positive "
+                                         r"whole number of Hz"):
+        create_producer(ProducerSpec("audio", "audio", ds, 4,
+                                     options={"unit": "segment", "sample_rate": rate}))
+
+
 def test_a_flac_written_as_a_stream_converts_and_reads_to_its_last_frame(tmp_path):
     # a FLAC written to a pipe has total samples 0 in its header (libsndfile: length unknown);
     # soundfile's reads fail at its end, so conversion refused it and its last frames could not

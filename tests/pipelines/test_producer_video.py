@@ -132,6 +132,13 @@ def test_missing_columns_and_bad_options_are_explained(videos, tmp_path):
                  field_options={"video": {"num_frames": 4, "frame_interval": 2, "size": None}})
 
 
+@pytest.mark.parametrize("size", ["64x48", (64, 48, 3), (0, 64), "big"])
+def test_a_size_that_is_not_h_w_or_an_int_is_one_line(videos, size):
+    # "64x48" (as ImageOptions takes it) raised int()'s own "invalid literal" error
+    with pytest.raises(ValueError, match=r"video option size must be \(H, W\) >= 1 or an int"):
+        Pipeline(videos, 2, device="cpu", fields={"video": VideoOptions(size=size)})
+
+
 def test_reference_decode_matches_at_native_size(videos):
     import av
 

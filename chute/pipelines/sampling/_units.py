@@ -190,6 +190,11 @@ def sample_durations(dataset, unit: SampleUnit | None, seed: int = 0,
         seed, epoch: the epoch (merged samples differ from one to the next).
     """
     if unit is None or unit.name == "recording":
+        if "duration" not in dataset.fields:  # (column() would raise a raw KeyError)
+            raise ValueError(f"batching=MaxDuration(...) packs samples by their `duration` "
+                             f"column, which {dataset.path} lacks (`chute convert audio` "
+                             "and `chute convert video` store one); use batch_size without "
+                             "batching= for this dataset")
         return np.asarray(dataset.column("duration"), np.float64)
     rates = np.asarray(dataset.column("sample_rate"), np.float64)
     params = unit(seed, epoch, np.arange(unit.count(seed, epoch), dtype=np.int64))

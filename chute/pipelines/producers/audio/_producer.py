@@ -103,7 +103,7 @@ class AudioProducer(StoredFieldProducer):
         self.unit = spec.unit if spec.unit is not None else sample_unit(
             spec.dataset, options.get("unit", "recording"), options.get("meta_field", "meta"))
         self.rates = np.asarray(spec.dataset.column("sample_rate"), np.int64)
-        self.target = options.get("sample_rate")
+        self.target = _rate(options.get("sample_rate"), self.field, spec.dataset.path)
         self.mixed_rates = self.target is None and len(np.unique(self.rates)) > 1
         if self.mixed_rates:
             # without resampling each segment is its source's frames, at the source's rate
@@ -114,8 +114,6 @@ class AudioProducer(StoredFieldProducer):
                           "resample them to one", stacklevel=2)
         self.perturb = AudioPerturbation(tuple(options.get("speeds", (1.0,))),
                                          tuple(options.get("volume_db", (0.0, 0.0))))
-        if self.target is not None:
-            self.target = int(self.target)
         if self.target is not None or self.perturb.speeds != (1.0,):
             self.soxr = require("soxr", "audio")
         self.file_channels = np.asarray(spec.dataset.column("channels"), np.int64)
@@ -309,3 +307,19 @@ def create(spec: ProducerSpec) -> AudioProducer:
 
 
 candidates = no_candidates
+
+
+def _rate(value, field: str, where) -> int | None:
+    """The `sample_rate` option as a positive whole number of Hz (None: none given). A zero or
+    negative rate failed every sample as if the dataset were damaged."""
+    if value is None:
+        return None
+    try:
+        rate = float(value)
+        ok = not isinstance(value, bool) and rate.is_integer() and rate >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(f"field {field!r} of {where}: sample_rate must be a positive whole "
+                         f"number of Hz (e.g. 16000), got {value!r}")
+    return int(rate)
