@@ -22,6 +22,16 @@ def test_choices_are_keyed_by_seed_epoch_and_id():
         AudioPerturbation((0.0,))
 
 
+@pytest.mark.parametrize("speeds, volume_db", [((float("nan"), 1.0), (0.0, 0.0)),
+                                               ((float("inf"),), (0.0, 0.0)),
+                                               ((1.0,), (float("nan"), 0.0)),
+                                               ((1.0,), (0.0, float("inf")))])
+def test_nan_or_infinite_speeds_and_gains_are_refused(speeds, volume_db):
+    # they passed the range checks and delivered NaN (or empty) audio
+    with pytest.raises(ValueError, match="finite"):
+        AudioPerturbation(speeds, volume_db)
+
+
 def test_producer_resamples_for_speed_and_scales_for_volume(tmp_path):
     sf = pytest.importorskip("soundfile")
     soxr = pytest.importorskip("soxr")

@@ -27,11 +27,15 @@ class AudioPerturbation:
     volume_db: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
-        if not self.speeds or min(self.speeds) <= 0:
-            raise ValueError(f"speeds must be positive factors, got {self.speeds}")
-        if len(self.volume_db) != 2 or self.volume_db[0] > self.volume_db[1]:
-            raise ValueError(f"volume_db must be (low, high) with low <= high, got "
-                             f"{self.volume_db}")
+        # NaN passes a plain comparison, and a NaN or infinite gain or speed turns the audio
+        # into NaN or nothing: only finite values
+        speeds = np.asarray(self.speeds, np.float64)
+        if not speeds.size or not np.isfinite(speeds).all() or speeds.min() <= 0:
+            raise ValueError(f"speeds must be positive finite factors, got {self.speeds}")
+        gains = np.asarray(self.volume_db, np.float64)
+        if gains.shape != (2,) or not np.isfinite(gains).all() or gains[0] > gains[1]:
+            raise ValueError(f"volume_db must be (low, high) in finite dB with low <= high, "
+                             f"got {self.volume_db}")
 
     def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]:
         key = derive_key(seed, epoch, "audio-perturb")
