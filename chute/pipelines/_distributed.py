@@ -39,7 +39,11 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
     if device is None:
         device = "cuda" if cuda_device_count() else "cpu"
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):  # torch's own message lists every device type it knows
+        raise ValueError(f"Pipeline device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") \
+            from None
     if device.type == "cuda":
         require_cuda("Pipeline", str(device))
         if device.index is None:

@@ -22,6 +22,7 @@ and the plan evaluates the per-sample parameters the producers ask for (docs/des
 from __future__ import annotations
 
 import atexit
+import operator
 import os
 import sys
 import threading
@@ -176,7 +177,10 @@ class Pipeline:
         requested = field_options(self.dataset, fields)
         self.fields = tuple(requested)
         self.augment = augment
-        self.seed = int(seed)
+        try:  # an integer of any kind (numpy, a 0-d tensor); int("a") said "invalid literal"
+            self.seed = operator.index(seed)
+        except TypeError:
+            raise TypeError(f"Pipeline seed must be an integer, got {seed!r}") from None
         windows = shuffle if isinstance(shuffle, ShardWindows) else None
         self.shuffle = bool(shuffle)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)

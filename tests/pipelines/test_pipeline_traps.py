@@ -185,6 +185,15 @@ def test_string_flags_and_huge_sizes_are_refused(dataset_path):
         make(dataset_path, batch_size=20, size=200_000, augment="eval")
 
 
+def test_a_seed_or_device_of_the_wrong_kind_is_one_line(dataset_path):
+    # seed="a" raised int()'s "invalid literal"; device="tpu" torch's list of 20 device types
+    with pytest.raises(TypeError, match="seed must be an integer, got 'a'"):
+        make(dataset_path, seed="a")
+    with pytest.raises(ValueError, match=r"device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu'"):
+        make(dataset_path, device="tpu")
+    assert make(dataset_path, seed=np.int64(7)).seed == 7  # any integer type still works
+
+
 def test_an_allocation_that_fails_says_how_much_memory_it_wanted(dataset_path, monkeypatch):
     # the machine's size unknown: the ring passes the early check, then cannot be allocated
     monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: None)
