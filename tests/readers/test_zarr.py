@@ -190,3 +190,16 @@ def test_opening_does_not_walk_chunk_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(_zarr.os, "walk", walk)
     assert open_latents(path).fingerprint == before
     assert seen and not [f for f in seen if f.split(os.sep)[-1] == "c" or "/c/" in f]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_bare_zarr_array_is_named_as_such_not_as_a_damaged_store(tmp_path, zarr_format):
+    # a v3 array was "corrupt or edited by hand: restore the store", a v2 one "not a chute
+    # dataset (no chute.json)": the store is fine, it is an array where a group is read
+    import zarr
+
+    path = tmp_path / "latent.zarr"
+    zarr.create_array(path, data=np.zeros((4, 2), np.float32), chunks=(2, 2),
+                      zarr_format=zarr_format)
+    with pytest.raises(FormatError, match=r"is a zarr array, not a group; .*open_group"):
+        open_dataset(path)

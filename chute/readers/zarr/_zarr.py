@@ -495,8 +495,14 @@ class ZarrDataset:
         with _metadata_errors(self.path), warnings.catch_warnings():
             # a folder that is no zarr node (notes, a copy's leftovers) is not ours to warn of
             warnings.filterwarnings("ignore", "Object at .* is not recognized")
-            arrays = dict(sorted((name, node) for name, node in
-                                 zarr.open_group(store, mode="r").members(max_depth=None)
+            try:
+                group = zarr.open_group(store, mode="r")
+            except zarr.errors.ContainsArrayError:  # a valid store, not a damaged one
+                raise FormatError(
+                    f"{self.path}: is a zarr array, not a group; chute reads a group whose "
+                    "arrays are the fields: write it into a group, e.g. "
+                    "zarr.open_group(PATH, mode='w').create_array('latent', data=...)") from None
+            arrays = dict(sorted((name, node) for name, node in group.members(max_depth=None)
                                  if isinstance(node, zarr.Array)))
         for name in arrays:  # each opened as the folder of that path: no way out of the store
             for part in name.split("/"):
