@@ -47,7 +47,9 @@ def _check_columns(field: str, dataset) -> None:
     if missing:  # the dataset is incomplete, not the call: a FormatError (a ValueError)
         raise FormatError(f"field {field!r} of {dataset.path} holds images but the dataset "
                           f"has no {missing} column(s), which crops are computed from; "
-                          "convert it with `chute convert` (which stores them)")
+                          "convert it with `chute convert` or write it with "
+                          "chute.readers.write_dataset (both store them), or give ShardWriter "
+                          "int32 'height' and 'width' fields (docs/format.md)")
 
 
 def _finish(channels_last: bool, cast: torch.dtype | None):
