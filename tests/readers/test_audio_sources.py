@@ -66,6 +66,9 @@ def test_probe_refuses_a_truncated_wav_that_libsndfile_reads_short(tmp_path):
     streamed = raw[:data_at] + b"\xff\xff\xff\xff" + raw[data_at + 4:]
     (tmp_path / "streamed.wav").write_bytes(streamed)
     assert not isinstance(probe_audio(AudioSource(tmp_path / "streamed.wav", "s")), str)
+    # short of less than one frame (2 bytes of 16-bit mono): no frame lost, kept
+    (tmp_path / "pad.wav").write_bytes(raw[:-1])
+    assert not isinstance(probe_audio(AudioSource(tmp_path / "pad.wav", "p")), str)
 
 
 def test_a_file_libsndfile_cannot_open_is_reported_without_a_buffer_repr(tmp_path):

@@ -244,19 +244,22 @@ def truncated_wav(data: bytes) -> str | None:
     """Why a RIFF WAV file is cut short (its data chunk declares more bytes than the file
     holds), else None. libsndfile reads such a file without an error, as the frames present,
     so the probe's decode cannot tell; a writer that streamed (a size of 0 or 0xFFFFFFFF,
-    unknown when the header was written) is not refused.
+    unknown when the header was written) is not refused, nor a file short of less than one
+    frame (nothing lost).
 
     Args:
         data: the file's bytes.
     """
     if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         return None
-    at = 12
+    at, frame = 12, 1
     while at + 8 <= len(data):
         chunk, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        if chunk == b"fmt " and at + 22 <= len(data):  # nBlockAlign: bytes per frame
+            frame = max(1, int.from_bytes(data[at + 20:at + 22], "little"))
         if chunk == b"data":
             held = len(data) - (at + 8)
-            if size in (0, 0xFFFFFFFF) or size <= held:
+            if size in (0, 0xFFFFFFFF) or size - held < frame:
                 return None
             return (f"truncated WAV: its data chunk declares {size} bytes but the file holds "
                     f"{held}")
