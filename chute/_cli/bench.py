@@ -31,7 +31,8 @@ def add_parser(subparsers) -> None:
                         help="how eval crops are made (default: torchvision, Resize + "
                         "CenterCrop; crop-resize: FFCV's)")
     parser.add_argument("--backend", default="auto",
-                        help="auto, cpu, dali or dali-native (default: auto)")
+                        help="image backend: auto, cpu, dali, dali-native or nvimgcodec "
+                        "(default: auto)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: auto)")
     parser.add_argument("--dtype", choices=("float16", "bfloat16", "float32", "uint8"),
                         default="float16",

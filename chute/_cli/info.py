@@ -15,7 +15,7 @@ def add_parser(subparsers) -> None:
         "info", help="show samples, fields, shards, sizes and index overhead of a dataset",
         description="Summarise a chute dataset (or a Megatron-LM PREFIX.bin/.idx pair). "
         "overhead_pct = (index files + scalar columns) / payload bytes * 100.")
-    parser.add_argument("dst", metavar="DST", help="dataset folder or Megatron PREFIX")
+    parser.add_argument("dst", metavar="DST", help="dataset folder, zarr group or Megatron PREFIX")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument("--sample-array", default=None, metavar="ARRAY",
                         help="zarr groups whose arrays' first dimensions differ: the array "

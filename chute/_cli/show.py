@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
         description="Decode and augment the first batch of an epoch exactly as a Pipeline with "
         "these settings would (before normalisation: uint8 pixels) and write the images as a "
         "grid, each captioned 'index: label', so you can see what the model will see.")
-    parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder")
+    parser.add_argument("dataset", metavar="DATASET", help="chute dataset folder (images)")
     parser.add_argument("--out", required=True, metavar="PNG", help="the image to write")
     parser.add_argument("--count", type=positive(int), default=16, help="samples (default 16)")
     parser.add_argument("--image-size", type=image_size, default=128,

@@ -13,8 +13,9 @@ def add_parser(subparsers) -> None:
         "verify", help="check every file's size and checksum; non-zero exit on any mismatch",
         description="Recompute the checksum of every file listed in DST/chute.json and check "
         "the index structure. Exits 1 and names each bad file on any problem.")
-    parser.add_argument("dst", metavar="DST", help="dataset folder (a Megatron PREFIX gets "
-                        "structure checks only: it has no checksums)")
+    parser.add_argument("dst", metavar="DST", help="dataset folder (a zarr group: every chunk "
+                        "decoded; a Megatron PREFIX: structure checks only; neither has "
+                        "checksums)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--missing-chunks", choices=("error", "fill"), default="error",
                         help="zarr groups: report absent chunk files (default), or accept them "

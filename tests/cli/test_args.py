@@ -66,3 +66,14 @@ def test_the_help_says_what_chute_converts_beyond_images(capsys):
             main(argv)
         out = " ".join(capsys.readouterr().out.split())
         assert "video" in out and "audio" in out and "zarr" in out.lower(), argv
+
+
+@pytest.mark.parametrize("argv, words", [(["bench", "--help"], ["nvimgcodec", "zarr group"]),
+                                         (["info", "--help"], ["zarr group"]),
+                                         (["verify", "--help"], ["zarr group"])])
+def test_the_helps_name_every_backend_and_source(capsys, argv, words):
+    # bench's --backend left out nvimgcodec; info and verify named no zarr group as DST
+    with pytest.raises(SystemExit):
+        main(argv)
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(word in out for word in words), (argv, words)
