@@ -113,3 +113,19 @@ def test_the_round2_spelling_reaches_the_same_decision(vp9, monkeypatch):
             Pipeline(vp9, 2, device="cpu", augment="eval", fields=("video",),
                      field_options={"video": options}) as pipe:
         assert _producer_name(pipe) == "video-dali"
+
+
+def test_under_buckets_the_largest_clips_are_measured_at_their_own_batch_size(vp9, monkeypatch):
+    # the quick tune measured the largest batch size with the largest frame count, height and
+    # width of any bucket: docs/video.md's own example needed 4 x 8.2 GiB, so every candidate
+    # failed ("autotune could not measure any candidate"); 4 such batches do not fit in 300 kB
+    from chute import Buckets
+
+    monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: 300_000)
+    config = {"32x32": {4: {"1:1": (1.0, 1)}}, "16x16": {1: {"1:1": (1.0, 8)}}}
+    with Pipeline(vp9, None, device="cpu", batching=Buckets(config), fields={"video": VideoOptions(
+            frame_interval=2, backend="auto")}) as pipe:
+        assert pipe.stats.field_backends["video"]["reason"].startswith("quick autotune")
+        assert {tuple(b["video"].shape[1:]) for b in pipe} <= {(3, 4, 32, 32), (3, 1, 16, 16)}
+    measured, batch = auto_video._measured_options({"buckets": pipe.batching.table}, 8)
+    assert (measured["num_frames"], measured["size"], batch) == (4, (32, 32), 1)

@@ -47,15 +47,19 @@ def candidates(device: str) -> list[Candidate]:
                       reason=why or "", cost=(1,))]
 
 
-def _measured_options(options: dict) -> dict:
-    """The field's options for a plain (bucket-free) measuring Pipeline: under buckets, the
-    largest bucket's clip shape."""
+def _measured_options(options: dict, batch_size: int) -> tuple[dict, int]:
+    """The field's options and batch size for a plain (bucket-free) measuring Pipeline: under
+    buckets, the bucket of the largest clips, at its own batch size (the largest batch size
+    with the largest frame count, height and width of any bucket is a batch no bucket makes,
+    which may not fit in memory: docs/video.md, "Buckets")."""
     table = options.get("buckets")
     rest = {k: v for k, v in options.items() if k not in ("buckets", "backend")}
     if table is not None:
-        t, h, w = table.max_clip_shape()
-        rest.update(num_frames=t, size=(h, w))
-    return rest
+        largest = max(table.buckets, key=lambda b: (b.num_frames * b.size[0] * b.size[1],
+                                                    b.batch_size))
+        rest.update(num_frames=largest.num_frames, size=largest.size)
+        batch_size = largest.batch_size
+    return rest, batch_size
 
 
 def _params(field: str, options: dict, batch_size: int, augment: str,
@@ -102,7 +106,7 @@ def tune_video(dataset, *, field: str, options: dict, device: str, batch_size: i
         progress: show a progress bar on stderr.
         **tune_kw: passed to chute.autotune.tune (window, clock, ...).
     """
-    measured = _measured_options(options)
+    measured, batch_size = _measured_options(options, batch_size)
     return autotune(dataset, _params(field, measured, batch_size, augment, device),
                     candidates=candidates(device),
                     runner=_runner(dataset, field, measured, batch_size, augment, device),
@@ -130,10 +134,10 @@ def resolve_video_backend(*, dataset, field: str, options: dict, device: str, ba
     why = _unavailable(device)
     if why is not None:
         return "cpu", f"cpu without measuring: the dali video backend cannot run here ({why})"
-    measured = _measured_options(options)
+    measured, measured_batch = _measured_options(options, batch_size)
     if use_cache:
-        record = stored_decision(dataset, _params(field, measured, batch_size, augment, device),
-                                 candidates(device))
+        record = stored_decision(dataset, _params(field, measured, measured_batch, augment,
+                                                  device), candidates(device))
         if record is not None:
             return (record["choice"], f"autotune decision {record['key']} of "
                                       f"{record.get('created', '?')}: {record['reason']}")
