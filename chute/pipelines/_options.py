@@ -216,4 +216,5 @@ def ring_memory_error(slots: int, batch_size: int, outputs: dict,
     per_batch, total = _ring_bytes(slots, batch_size, outputs)
     return ValueError(
         f"Pipeline on {where}: {slots} batches in flight of {per_batch / 2**30:.1f} GiB each "
-        f"need {total / 2**30:.1f} GiB, {why}; lower batch_size, image_size or prefetch")
+        f"need {total / 2**30:.1f} GiB, {why}; lower batch_size, the fields' output size "
+        "(ImageOptions or VideoOptions size=, the Buckets) or prefetch")
