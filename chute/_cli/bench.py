@@ -12,6 +12,7 @@ import time
 
 from chute._cli._args import EVAL_CROPS, image_size, positive
 from chute._cli._output import add_json_flag, print_json
+from chute.errors import ChuteError
 
 
 def add_parser(subparsers) -> None:
@@ -61,11 +62,8 @@ def _lookup(text: str) -> tuple[str, str]:
 
 
 def run(args) -> int:
-    from tqdm import tqdm
-
     from chute import ImageOptions  # with the autotuner registered for --backend auto
-    from chute._cli._fields import build_pipeline, opened, pipeline_fields
-    from chute.pipelines import image_size_of
+    from chute._cli._fields import opened
 
     options = {"threads": args.threads} if args.threads else None
     image = ImageOptions(size=args.image_size, backend=args.backend, backend_options=options,
@@ -73,7 +71,22 @@ def run(args) -> int:
     # with --json, the human-readable lines go to stderr and stdout holds one JSON object
     out = sys.stderr if args.json else sys.stdout
     zarr = {"sample_array": args.sample_array} if args.sample_array else {}
-    with opened(args.dataset, **zarr) as dataset, build_pipeline(
+    with opened(args.dataset, **zarr) as dataset:
+        if args.augment == "train" and args.batch_size > len(dataset):
+            # train drops the incomplete tail: not one batch would be measured
+            raise ChuteError(f"{args.dataset}: --batch-size {args.batch_size} is more than its "
+                             f"{len(dataset)} samples, so train gives no full batch; use "
+                             f"--batch-size {len(dataset)} or less (or --augment eval)")
+        return _bench(args, dataset, image, out)
+
+
+def _bench(args, dataset, image, out) -> int:
+    from tqdm import tqdm
+
+    from chute._cli._fields import build_pipeline, pipeline_fields
+    from chute.pipelines import image_size_of
+
+    with build_pipeline(
             dataset, args.batch_size, augment=args.augment, device=args.device, rank=0,
             world_size=1, fields=pipeline_fields(dataset, args.fields, image,
                                                  dict(args.lookup))) as pipe:
