@@ -55,12 +55,3 @@ def test_bench_lookup_needs_table_equals_index(tmp_path, capsys):
         main(["bench", str(tmp_path), "--lookup", "clip_emb"])
     assert "TABLE=INDEX" in capsys.readouterr().err
 
-
-def test_a_batch_larger_than_the_dataset_says_which_option_to_change(tmp_path, capsys):
-    # before: the Pipeline's "... or drop_last=False", which is no option of chute bench
-    dataset = write_dataset(tmp_path / "ds.chute", n=6)
-    code = main(["bench", str(dataset), "--batch-size", "8", "--image-size", "16",
-                 "--backend", "cpu", "--device", "cpu", "--no-progress"])
-    err = capsys.readouterr().err.strip()
-    assert code != 0 and "\n" not in err
-    assert "--batch-size 6 or less" in err and "drop_last" not in err
