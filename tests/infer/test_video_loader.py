@@ -72,6 +72,33 @@ def test_dali_on_the_cpu_gives_the_cpu_backends_clips_and_failures(dali_videos):
     dali.close()
 
 
+def test_more_clips_than_max_batch_decode_in_runs_of_the_dali_graphs_batch(dali_videos,
+                                                                            monkeypatch):
+    """Requests of several clips make more rows than `max_batch` (the DALI graph's batch size):
+    they decode in runs of that size through one pipeline, not by failing the batch in DALI and
+    rebuilding the pipeline to decode every row alone."""
+    import chute.pipelines.producers.video._dali as dali_module
+
+    dali_videos, _ = dali_videos
+    built = []
+    build = dali_module.build_video_pipeline
+    monkeypatch.setattr(dali_module, "build_video_pipeline",
+                        lambda config: built.append(config) or build(config))
+    retried = []
+    retry = dali_module.DaliVideoProducer._retry
+    monkeypatch.setattr(dali_module.DaliVideoProducer, "_retry",
+                        lambda self, i, *rest: retried.append(i) or retry(self, i, *rest))
+    requests = [{"video": 2, "clips": 3}, 0, 5]  # 5 rows for a graph of 2
+    cpu = VideoClipLoader(dali_videos, backend="cpu", max_batch=2, **LOADER)
+    dali = VideoClipLoader(dali_videos, backend="dali", max_batch=2, **LOADER)
+    want, got = cpu(requests), dali(requests)
+    assert (len(built), retried) == (1, [])
+    for a, b in zip(want, got, strict=True):
+        _assert_twins(a, b)
+    cpu.close()
+    dali.close()
+
+
 def test_dali_that_cannot_read_a_codec_names_the_loaders_cpu_backend(video_dataset):
     pytest.importorskip("nvidia.dali")
     loader = VideoClipLoader(video_dataset, backend="dali", num_frames=4, size=32)

@@ -168,17 +168,23 @@ class DaliVideoProducer(VideoProducer):
                         status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1],
                                                 stream)
             return status
+        # in runs of the graph's batch size: a caller may ask for more rows (the inference
+        # loader's requests of several clips each), which DALI refuses as a whole
+        step = self.config.batch_size
         with self._lock:
-            try:
-                clips = self._run(samples, stream)
-            except ChuteError:  # e.g. BackendUnavailableError: no sample's fault
-                raise
-            except RuntimeError:  # DALI's: the batch holds a sample it cannot decode
-                for k in range(len(ids)):
-                    status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1], stream)
-            else:
-                # not under the except: a failed copy is no sample's fault
-                write_native(clips, target)
+            for first in range(0, len(ids), step):
+                rows = range(first, min(first + step, len(ids)))
+                try:
+                    clips = self._run(samples[first:first + step], stream)
+                except ChuteError:  # e.g. BackendUnavailableError: no sample's fault
+                    raise
+                except RuntimeError:  # DALI's: the run holds a sample it cannot decode
+                    for k in rows:
+                        status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1],
+                                                stream)
+                else:
+                    # not under the except: a failed copy is no sample's fault
+                    write_native(clips, target[first:first + step])
         return status
 
     def _damaged(self, ids: np.ndarray, samples: list[dict]) -> np.ndarray:
