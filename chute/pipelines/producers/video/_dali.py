@@ -205,17 +205,23 @@ class DaliVideoProducer(VideoProducer):
             damaged[k] = bool(why)
         return damaged
 
-    def _retry(self, i: int, sample: dict, target, stream) -> int:
-        """One sample alone (of a failed batch, or beside a damaged one): 0 when it decodes, 1
-        when it is corrupt; raises when DALI cannot read what FFmpeg can."""
+    def _alone(self, sample: dict, target, stream, config: DaliVideoConfig) -> str | None:
+        """Decode one sample or clip alone into `target`: None when DALI decodes it, else
+        DALI's reason (a ChuteError, no sample's fault, propagates)."""
         try:
-            clips = self._run([sample], stream)
+            clips = self._run([sample], stream, config)
         except ChuteError:
             raise
         except RuntimeError as err:
-            reason = _dali_reason(err)
-        else:
-            write_native(clips, target)
+            return _dali_reason(err)
+        write_native(clips, target)
+        return None
+
+    def _retry(self, i: int, sample: dict, target, stream) -> int:
+        """One sample alone (of a failed batch, or beside a damaged one): 0 when it decodes, 1
+        when it is corrupt; raises when DALI cannot read what FFmpeg can."""
+        reason = self._alone(sample, target, stream, self.config)
+        if reason is None:
             return 0
         target[:] = 0
         pts = self.dataset.reader("pts").read(np.array([i]))[0][:int(self._frames[i])]
@@ -288,14 +294,8 @@ class DaliVideoProducer(VideoProducer):
 
     def _video_clip(self, sample: dict, target, stream, config, pts, name: str) -> None:
         """One clip of `decode_video` alone, after its chunk failed in DALI."""
-        try:
-            clips = self._run([sample], stream, config)
-        except ChuteError:
-            raise
-        except RuntimeError as err:
-            reason = _dali_reason(err)
-        else:
-            write_native(clips, target)
+        reason = self._alone(sample, target, stream, config)
+        if reason is None:
             return
         codec = _ffmpeg_codec(sample["encoded"], pts, sample["frames"])
         if codec is None:
