@@ -42,12 +42,12 @@ def add_parser(subparsers) -> None:
                         help="each request asks for N clips spread over its video (the "
                         "loader gives [N, 3, T, H, W] per request)")
     parser.add_argument("--decode", choices=("auto", "cpu", "dali"), default=None,
-                        help="how a chute.infer:VideoClipLoader first stage decodes dataset "
-                        "requests (its backend option; default: the config's, else auto): "
-                        "cpu (PyAV), dali (DALI: NVDEC when the stage's devices are CUDA, "
-                        "DALI's CPU-only mode, VP8/VP9/MJPEG only, on the CPU), auto (dali "
-                        "on a CUDA device where DALI imports, else cpu); file requests "
-                        "decode with PyAV either way")
+                        help="how a chute.infer:VideoClipLoader first stage decodes its "
+                        "requests, dataset and file ones alike (its backend option; default: "
+                        "the config's, else auto): cpu (PyAV), dali (DALI: NVDEC when the "
+                        "stage's devices are CUDA, DALI's CPU-only mode, VP8/VP9/MJPEG only, "
+                        "on the CPU; it needs DATASET), auto (dali on a CUDA device where DALI "
+                        "imports and there is a DATASET, else cpu)")
     parser.add_argument("--rate", type=positive(float), default=None,
                         help="offered requests/s (default: bulk, as fast as it goes)")
     parser.add_argument("--requests", type=positive(int), default=100, help="(default: 100)")

@@ -82,6 +82,9 @@ def test_infer_bench_help_names_every_option(capsys):
                    "--slo-ms", "--budget-s", "--search-waits", "--search-requests",
                    "--save-config", "--allow-outside", "--no-progress", "--decode"):
         assert option in text, option
+    # the loader's backend decodes file requests too (they left PyAV when backend 'dali' came)
+    decode = " ".join(text.split("--decode {auto,cpu,dali}")[-1].split())
+    assert "dataset and file ones alike" in decode and "PyAV either way" not in decode
 
 
 @pytest.mark.slow
