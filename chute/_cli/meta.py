@@ -20,7 +20,8 @@ def add_parser(subparsers) -> None:
         "segments are checked as `chute convert audio` checks them: one past the end of its "
         "recording, negative, reversed or empty is dropped and listed (--strict: refused). "
         "New files are written, then the manifest is swapped atomically; payload files are "
-        "not touched.")
+        "not touched. On a video dataset the `text` field (the caption) is rewritten with the "
+        "metadata's \"text\", in the same switch-over.")
     update.add_argument("dst", metavar="DST", help="dataset folder")
     update.add_argument("jsonl", metavar="FILE.jsonl", help="one JSON object per line")
     update.add_argument("--key", default="key", help="metadata entry to match on (default key)")
@@ -48,6 +49,8 @@ def run(args) -> int:
                     "dropped_segments": [{"segment": w, "reason": r} for w, r in result.dropped]})
         return 0
     print(f"updated the metadata of {result.updated} samples in {args.dst}")
+    for name in result.mirrored:
+        print(f"field {name!r} rewritten with it (it holds the same value as the metadata)")
     if result.unmatched:
         print(f"{len(result.unmatched)} keys matched no sample (first: {result.unmatched[0]!r})")
     if result.dropped:

@@ -1,7 +1,11 @@
 """Replacing per-sample JSON metadata without touching payload files.
 
 The new metadata is written as a new file generation (`meta.1.bin/.idx`, then `meta.2...`) in
-every shard; the manifest rename switches readers over atomically, then the old files go."""
+every shard; the manifest rename switches readers over atomically, then the old files go.
+
+A field that mirrors an entry of the metadata (a video dataset's `text`: the caption that
+`meta["text"]` also holds, docs/video.md) gets its new generation in the same update, switched
+over by the same manifest rename, so the two never disagree."""
 
 from __future__ import annotations
 
@@ -24,6 +28,10 @@ from chute.readers.storage._storage import local_path
 
 __all__ = ["MetaUpdate", "update_metadata"]
 
+# source kind -> {metadata field: [(mirroring field, the metadata entry it holds)]}: the fields
+# `chute convert` stores twice (readers reading the field must see what the metadata says)
+_MIRRORS: dict[str, dict[str, list[tuple[str, str]]]] = {"video": {"meta": [("text", "text")]}}
+
 
 @dataclass(frozen=True)
 class MetaUpdate:
@@ -32,6 +40,8 @@ class MetaUpdate:
     files: list[str]  # metadata files written
     # (key#segmentN, why) of segments an audio dataset cannot deliver, dropped as convert does
     dropped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # fields rewritten with the metadata because they mirror an entry of it (a video's "text")
+    mirrored: list[str] = dataclasses.field(default_factory=list)
 
 
 def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
@@ -74,6 +84,10 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
     recording, negative, reversed or empty is dropped and listed in `MetaUpdate.dropped` (with
     `strict`, the update is refused and nothing is written).
 
+    On a video dataset the `text` field (the caption `meta["text"]` also holds) takes each
+    updated record's "text" (None without one), switched over with the metadata by the same
+    manifest write; `MetaUpdate.mirrored` names it when any caption changed.
+
     The dataset's lock (the one a convert holds) is taken first, waiting up to `wait` seconds
     for another update or convert: two updates run one after the other, and the second reads
     the first one's result, so none is lost.
@@ -92,6 +106,9 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
     root = root.parent if root.name == MANIFEST else root
     with DestinationLock(root, purpose="chute meta update", wait=wait):
         _clean_leftovers(root, field)
+        for mirror in {name for mirrors in _MIRRORS.values()
+                       for name, _entry in mirrors.get(field, [])}:
+            _clean_leftovers(root, mirror)
         return _update(path, jsonl, key, field, merge, allow_unmatched, strict)
 
 
@@ -158,8 +175,29 @@ def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: boo
             if audio is not None:
                 current[i] = _checked_segments(jsonl, i, current[i], int(audio[0][i]),
                                                int(audio[1][i]), strict, dropped)
-    return MetaUpdate(len(updates) - len(unmatched), unmatched, _rewrite(ds, field, current),
-                      dropped)
+    mirrored = _mirrored(ds, field, current, [ids[k] for k in updates if k in ids])
+    return MetaUpdate(len(updates) - len(unmatched), unmatched,
+                      _rewrite(ds, field, current, mirrored), dropped, list(mirrored))
+
+
+def _mirrored(ds, field: str, records: list, changed: list[int]) -> dict[str, list]:
+    """The new values of the fields that mirror an entry of `field` in `ds`'s layout (see
+    `_MIRRORS`), for those whose values `records` (the updated metadata) change: the samples
+    `changed` take `records[i].get(entry)`; a field no update changes is left out (its files
+    stay as they are)."""
+    source = ds.manifest.get("source")
+    kind = source.get("kind") if isinstance(source, dict) else None
+    out = {}
+    for name, entry in _MIRRORS.get(str(kind), {}).get(field, []):
+        if name not in ds.fields or ds.specs[name]["kind"] != "json":
+            continue
+        values = ds.read(name, np.arange(len(ds)))
+        new = list(values)
+        for i in changed:
+            new[i] = records[i].get(entry)
+        if new != list(values):
+            out[name] = new
+    return out
 
 
 def _checked_segments(jsonl, i: int, record: dict, rate: int, frames: int, strict: bool,
@@ -191,20 +229,30 @@ def _checked_segments(jsonl, i: int, record: dict, rate: int, frames: int, stric
                                    if why is None]}
 
 
-def _rewrite(ds, field: str, records: list) -> list[str]:
-    """Write `records` as a new generation of `field`'s files with the field's own kind."""
+def _rewrite(ds, field: str, records: list, mirrored: dict[str, list] | None = None
+             ) -> list[str]:
+    """Write `records` as a new generation of `field`'s files with the field's own kind, and
+    each of `mirrored`'s fields (name -> records) likewise; one manifest write switches them
+    all over."""
     manifest = json.loads(json.dumps(ds.manifest))  # deep copy
-    spec = manifest["fields"][field]
-    kind = get_kind(spec["kind"])
-    old_files = list(field_files(field, spec))
-    spec["file"] = _next_stem(field, field_stem(field, spec))
-    new_files = list(field_files(field, spec))
+    columns = {field: records, **(mirrored or {})}
+    old_of: dict[str, list[str]] = {}
+    new_files: list[str] = []
+    for name in columns:
+        spec = manifest["fields"][name]
+        old_of[name] = list(field_files(name, spec))
+        spec["file"] = _next_stem(name, field_stem(name, spec))
+        new_files += field_files(name, spec)
     try:
-        written = _write_generation(ds, manifest, kind, field, spec, old_files, records)
-        write_manifest(ds.path, manifest)  # the switch-over
+        written = []
+        for name, values in columns.items():
+            spec = manifest["fields"][name]
+            written += _write_generation(ds, manifest, get_kind(spec["kind"]), name, spec,
+                                         old_of[name], values)
+        write_manifest(ds.path, manifest)  # the switch-over, of every field at once
     except BaseException as exc:
-        if not _switched(Path(ds.path), field, spec["file"]):
-            # the old metadata stays the dataset's: the new generation must not stay behind
+        if not _switched(Path(ds.path), field, manifest["fields"][field]["file"]):
+            # the old metadata stays the dataset's: the new generations must not stay behind
             for shard in manifest["shards"]:
                 for name in new_files:
                     (Path(ds.path) / shard["name"] / name).unlink(missing_ok=True)
@@ -213,7 +261,7 @@ def _rewrite(ds, field: str, records: list) -> list[str]:
                                "left as it was)") from None
         raise
     for shard in manifest["shards"]:
-        for old in old_files:
+        for old in (name for names in old_of.values() for name in names):
             (Path(ds.path) / shard["name"] / old).unlink(missing_ok=True)
     return written
 
