@@ -131,3 +131,16 @@ def test_an_audio_update_changes_the_transcripts_batches_carry(tmp_path):
         assert texts["a.wav", k] == seg["txt"]
     for k in range(3):
         assert texts["b.flac", k] == f"new {k}"
+
+
+def test_the_next_update_removes_caption_files_a_killed_update_left(tmp_path, videos):
+    shard = sorted(p for p in videos.iterdir() if p.is_dir())[0]
+    (shard / ".text.1.bin.tmp-4242").write_bytes(b"x" * 10)
+    (shard / "text.1.idx").write_bytes(b"stale")
+    update_metadata(videos, _jsonl(tmp_path / "u.jsonl", [{"key": "v0.mp4", "text": "new"}]),
+                    merge=True)
+    assert not (shard / ".text.1.bin.tmp-4242").exists()
+    listed = {n for s in open_dataset(videos).manifest["shards"] for n in s["files"]}
+    assert {p.name for p in shard.iterdir()} <= listed
+    assert _captions(videos)["v0.mp4"] == "new"
+    assert main(["verify", str(videos), "--no-progress"]) == 0
