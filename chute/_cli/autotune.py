@@ -21,6 +21,13 @@ from chute.errors import ChuteError
 __all__ = ["add_parser", "run"]
 
 
+# Without --image-size: an image field's default output size; a video field takes
+# VideoOptions().size (read in `run`: importing it here would load torch for every command), so
+# that a decision tuned with default options is the one `backend="auto"` finds for them.
+IMAGE_SIZE = (224, 224)
+VIDEO_SIZE_HELP = "256x256"  # VideoOptions().size, as --help says it (tests/autotune/test_cli.py)
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     from chute.autotune import DEFAULT_BUDGET
 
@@ -34,8 +41,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("dataset", metavar="DATASET", help="a chute dataset directory")
     p.add_argument("--batch-size", type=positive(int), required=True)
-    p.add_argument("--image-size", type=image_size, default=224, metavar="S|HxW",
-                   help="output size (default 224)")
+    p.add_argument("--image-size", type=image_size, default=None, metavar="S|HxW",
+                   help=f"output size (default {IMAGE_SIZE[0]} for an image field, "
+                   f"{VIDEO_SIZE_HELP} for a video field: VideoOptions' default)")
     p.add_argument("--augment", choices=("train", "eval"), default="train")
     p.add_argument("--device", default=None,
                    help="cpu or cuda[:N] (default: cuda:0 when a CUDA device exists, else cpu)")
@@ -73,16 +81,20 @@ def run(args) -> int:
         if dtype == "bfloat16":
             raise ChuteError("--dtype bfloat16 is not a video output dtype; use uint8, float16 "
                              "or float32")
+        from chute import VideoOptions
+
+        size = VideoOptions().size if args.image_size is None else args.image_size
         options = {"num_frames": args.num_frames, "frame_interval": args.frame_interval,
-                   "size": args.image_size, "dtype": dtype}
-        params = TuneParams(args.batch_size, args.image_size, args.augment, dtype, device)
+                   "size": size, "dtype": dtype}
+        params = TuneParams(args.batch_size, size, args.augment, dtype, device)
         result = tune_video(dataset, field=field, options=options, device=device,
                             batch_size=args.batch_size, augment=args.augment,
                             budget=args.budget, use_cache=not args.no_cache,
                             progress=sys.stderr.isatty())
     else:
-        params = TuneParams(args.batch_size, args.image_size, args.augment,
-                            args.dtype or "float16", device)
+        size = IMAGE_SIZE if args.image_size is None else args.image_size
+        params = TuneParams(args.batch_size, size, args.augment, args.dtype or "float16",
+                            device)
         result = tune_dataset(dataset, params, budget=args.budget, use_cache=not args.no_cache,
                               progress=sys.stderr.isatty())
     if args.json:

@@ -139,3 +139,37 @@ def test_a_dataset_without_decoded_fields_is_refused_in_one_line(tmp_path, cache
     err = capsys.readouterr().err
     assert code != 0 and "has no image or video field to tune" in err
     assert "Traceback" not in err
+
+
+def test_without_image_size_a_video_field_is_tuned_at_video_options_default(
+        tmp_path, jpeg_dataset, cache, capsys, monkeypatch):
+    """A video field tuned without --image-size is measured at VideoOptions().size (what a
+    Pipeline with default VideoOptions(backend="auto") looks up), an image field at 224; --help
+    says both."""
+    pytest.importorskip("av")
+    from chute import VideoOptions
+    from chute._cli.autotune import VIDEO_SIZE_HELP
+    from tests._video_media import convert_videos, make_video
+
+    seen = {}
+
+    def fake_video(dataset, **kwargs):
+        seen["video"] = kwargs["options"]["size"]
+        return {"key": "k"}
+
+    def fake_image(dataset, params, **kwargs):
+        seen["image"] = params.image_size
+        return {"key": "k"}
+
+    monkeypatch.setattr("chute.pipelines.tune_video", fake_video)
+    monkeypatch.setattr("chute.pipelines.tune_dataset", fake_image)
+    videos = convert_videos(tmp_path, [("a.mp4", make_video(6))])
+    _run(capsys, videos, "--batch-size", 2, "--json")
+    _run(capsys, jpeg_dataset, "--batch-size", 2, "--json")
+    size = VideoOptions().size
+    assert seen == {"video": size, "image": (224, 224)}
+    assert size == (256, 256) and VIDEO_SIZE_HELP == f"{size[0]}x{size[1]}"
+    with pytest.raises(SystemExit):
+        cli.main(["autotune", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "224 for an image field, 256x256 for a video" in help_text
