@@ -129,3 +129,17 @@ def test_under_buckets_the_largest_clips_are_measured_at_their_own_batch_size(vp
         assert {tuple(b["video"].shape[1:]) for b in pipe} <= {(3, 4, 32, 32), (3, 1, 16, 16)}
     measured, batch = auto_video._measured_options({"buckets": pipe.batching.table}, 8)
     assert (measured["num_frames"], measured["size"], batch) == (4, (32, 32), 1)
+
+
+def test_under_buckets_short_error_does_not_fail_the_quick_tune(tmp_path):
+    # buckets leave out videos shorter than a bucket's clips, so short="error" never refuses
+    # them in the bucketed Pipeline; the quick tune's plain Pipeline of the largest bucket
+    # refused them and every candidate failed ("autotune could not measure any candidate")
+    from chute import Buckets
+
+    path = write_codec_videos(tmp_path / "v", frames=[12] * 4 + [30] * 4)
+    config = {"32x32": {16: {"1:1": (1.0, 1)}}, "16x16": {1: {"1:1": (1.0, 4)}}}
+    with Pipeline(path, None, device="cpu", batching=Buckets(config), fields={
+            "video": VideoOptions(backend="auto", short="error")}) as pipe:
+        assert pipe.stats.field_backends["video"]["reason"].startswith("quick autotune")
+        assert {tuple(b["video"].shape[1:]) for b in pipe} == {(3, 16, 32, 32), (3, 1, 16, 16)}

@@ -57,7 +57,9 @@ def _measured_options(options: dict, batch_size: int) -> tuple[dict, int]:
     if table is not None:
         largest = max(table.buckets, key=lambda b: (b.num_frames * b.size[0] * b.size[1],
                                                     b.batch_size))
-        rest.update(num_frames=largest.num_frames, size=largest.size)
+        # short="error" refuses videos shorter than that bucket's clips, which buckets leave
+        # out instead (the bucketed Pipeline never refuses them): measured as "repeat"
+        rest.update(num_frames=largest.num_frames, size=largest.size, short="repeat")
         batch_size = largest.batch_size
     return rest, batch_size
 
