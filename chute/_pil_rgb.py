@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 
-# Integer grey modes wider than 8 bits: Pillow opens 16-bit PNGs and TIFFs (depth maps, scans,
-# medical images) as "I;16*" or "I". Its convert("RGB") clips them at 255, which turns almost
-# every such image white.
-_WIDE_GREY = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+# 16-bit grey modes: Pillow opens 16-bit PNGs and TIFFs (depth maps, scans, medical images) as
+# "I;16*", and older Pillow releases a 16-bit PNG as "I". Its convert("RGB") clips them at 255,
+# which turns almost every such image white. "I" from any other format is 32-bit of unknown
+# range (8-bit values too): converted as torchvision's loader does.
+_WIDE_GREY = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
 
 
 def eight_bit(img):
-    """`img` with a 16-bit grey mode ("I;16*", and "I" read as 16-bit) scaled to 8-bit grey
-    ("L", value >> 8, negatives as 0); any other image unchanged.
+    """`img` with a 16-bit grey mode ("I;16*", and "I" of a PNG, 16-bit by PNG's depths)
+    scaled to 8-bit grey ("L", value >> 8, negatives as 0); any other image unchanged.
 
     Args:
         img: a loaded PIL image.
     """
-    if img.mode not in _WIDE_GREY:
+    if img.mode not in _WIDE_GREY and not (img.mode == "I" and img.format == "PNG"):
         return img
     from PIL import Image
 

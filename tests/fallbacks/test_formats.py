@@ -91,6 +91,24 @@ def test_a_16_bit_grey_png_is_scaled_to_8_bits_not_clipped_white():
         assert np.array_equal(out[0, ..., channel], (grey >> 8).astype(np.uint8))
 
 
+def test_a_32_bit_grey_tiff_is_not_read_as_16_bit():
+    # mode "I" is 16-bit only from a PNG (older Pillow releases open 16-bit PNGs so); a 32-bit
+    # TIFF of 8-bit values came out black (value >> 8), torchvision's convert("RGB") keeps them
+    from chute._pil_rgb import eight_bit
+
+    grey = smooth_image(H, W, seed=10)[..., 0].astype(np.int32)
+    tiff = io.BytesIO()
+    Image.fromarray(grey, "I").save(tiff, "TIFF")
+    assert Image.open(io.BytesIO(tiff.getvalue())).mode == "I"
+    status, out = _identity([tiff.getvalue()])
+    assert status.tolist() == [0]
+    for channel in range(3):
+        assert np.array_equal(out[0, ..., channel], grey.astype(np.uint8))
+    png_i = Image.fromarray(grey * 257, "I")
+    png_i.format = "PNG"  # as such a Pillow opens a 16-bit PNG
+    assert np.array_equal(np.asarray(eight_bit(png_i)), grey.astype(np.uint8))
+
+
 def _broken_payloads():
     good = encode(smooth_image(H, W, seed=8), quality=90)
     bad_header = bytearray(good)
