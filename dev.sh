@@ -190,7 +190,7 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   demo)
-    setup
+    setup >&2  # its messages on stderr: `./dev.sh demo --json` prints only the JSON on stdout
     exec "$VENV/bin/chute" demo "$@"
     ;;
   test)

@@ -1,17 +1,26 @@
 """`chute demo`: the main job end to end — build a sample dataset, read it back, autotune,
 then stream a few epochs through a Pipeline with the chosen backend and print throughput; then
 build small generated datasets of the other modalities (latents in a zarr group, audio, video)
-and stream each through a Pipeline for a few seconds."""
+and stream each through a Pipeline for a few seconds.
+
+`--json` prints one object on stdout, what the demo measured (the human lines and progress go
+to stderr): {"device", "workdir", and per modality run: "rate" and "unit" (the headline
+throughput), "path" (the dataset it wrote), its other measurements, or "skipped": reason};
+"image" also has "autotune" (choice, backend_options, reason, key), "backend" and "epochs"
+(img/s per epoch)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import shutil
+import sys
 import time
 from pathlib import Path
 
 from chute._cli._args import default_device, image_size, positive
+from chute._cli._output import add_json_flag, print_json
 
 __all__ = ["add_parser", "run", "MODALITIES"]
 
@@ -62,6 +71,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "(default all)")
     p.add_argument("--seconds", type=positive(float), default=3.0, metavar="SECONDS",
                    help="how long each of latents, audio and video is streamed (default 3)")
+    add_json_flag(p)
     p.set_defaults(func=run)
     return p
 
@@ -80,7 +90,7 @@ class _Steps:
         return f"[{self.done}/{self.total}]"
 
 
-def _build_dataset(args, steps: _Steps) -> Path:
+def _build_dataset(args, steps: _Steps, record: dict) -> Path:
     from chute._sample_images import write_image_folder
     from chute.readers import ConvertOptions, convert_imagefolder
 
@@ -101,10 +111,12 @@ def _build_dataset(args, steps: _Steps) -> Path:
     print(f"{step} converting {images} -> {dst}")
     report = convert_imagefolder(images, dst, ConvertOptions(overwrite=True))
     print(f"      {report.written} samples written, {len(report.skipped)} skipped")
+    record.update(images=str(images), path=str(dst), samples=report.written,
+                  skipped=len(report.skipped))
     return dst
 
 
-def _read_back(path: Path, steps: _Steps) -> None:
+def _read_back(path: Path, steps: _Steps, record: dict) -> None:
     import numpy as np
 
     from chute.readers import dataset_info, open_dataset
@@ -120,9 +132,11 @@ def _read_back(path: Path, steps: _Steps) -> None:
     print(f"{steps.next()} read back {len(ds)} samples in random order: "
           f"{len(ds) / seconds:,.0f} samples/s, {total / seconds / 1e9:.2f} GB/s; "
           f"index overhead {info['overhead_pct']:.2f}%")
+    record["read_back"] = {"samples_per_s": len(ds) / seconds, "gb_per_s": total / seconds / 1e9,
+                           "index_overhead_pct": info["overhead_pct"]}
 
 
-def _autotune(path: Path, args, steps: _Steps) -> None:
+def _autotune(path: Path, args, steps: _Steps, record: dict) -> None:
     from chute.autotune import TuneParams, format_table
     from chute.pipelines import tune_dataset
 
@@ -132,9 +146,10 @@ def _autotune(path: Path, args, steps: _Steps) -> None:
           f"{args.augment}, float16 on {device} (budget {args.budget:g}s)")
     result = tune_dataset(path, params, budget=args.budget, progress=True)
     print(format_table(result))
+    record["autotune"] = {k: result.get(k) for k in ("choice", "backend_options", "reason", "key")}
 
 
-def _stream(path: Path, args, steps: _Steps) -> str:
+def _stream(path: Path, args, steps: _Steps, record: dict) -> str:
     """Stream the image epochs; returns the summary line's text."""
     from tqdm import tqdm
 
@@ -152,20 +167,25 @@ def _stream(path: Path, args, steps: _Steps) -> str:
             pipe.set_epoch(epoch)
             n = 0
             start = time.perf_counter()
-            for batch in tqdm(pipe, desc=f"epoch {epoch}", unit="batch", leave=False):
+            for batch in tqdm(pipe, desc=f"epoch {epoch}", unit="batch", leave=False,
+                              file=sys.stderr):
                 n += batch["image"].shape[0]
             seconds = time.perf_counter() - start
             note = " (includes JIT compile and cold caches)" if epoch == 0 else ""
             print(f"      epoch {epoch}: {n} images, {n / seconds:,.0f} img/s{note}")
             best = max(best, n / seconds)
+            record.setdefault("epochs", []).append(n / seconds)
         done = "replaced" if pipe.augment == "train" else "left out"
         print(f"      decode errors {done}: {pipe.stats.decode_errors}; "
               f"consumer waited {pipe.stats.wait_seconds:.2f}s in total")
+        record.update(rate=best, unit="img/s", backend=pipe.stats.backend,
+                      decode_errors=pipe.stats.decode_errors)
         return f"{best:,.0f} img/s (best of {args.epochs} epochs, backend {pipe.stats.backend})"
 
 
 # --- the other modalities: each returns (summary, line) after its dataset is built and
-# streamed; each Pipeline is built in one small function, the only place that spells its options.
+# streamed, and fills its `record` (what --json prints); each Pipeline is built in one small
+# function, the only place that spells its options.
 
 def _latents_pipeline(path: Path, batch_size: int):
     from chute import ArrayOptions, Pipeline
@@ -213,7 +233,7 @@ def _timed(make_pipeline, seconds: float, measure) -> tuple[float, float, float,
     return (first or now) - start, max(now - (first or now), 1e-9), amount, batches
 
 
-def _latents(folder: Path, args) -> tuple[str, str]:
+def _latents(folder: Path, args, record: dict) -> tuple[str, str]:
     import numpy as np
 
     from chute._cli._demo_media import write_latents
@@ -225,12 +245,15 @@ def _latents(folder: Path, args) -> tuple[str, str]:
     warm, seconds, n, batches = _timed(lambda: _latents_pipeline(path, args.batch_size),
                                        args.seconds, lambda b: b["latent"].shape[0])
     rate = f"{n / seconds:,.0f} samples/s"
-    return rate, (f"{rate}, {n * 2 * np.prod(shape) / seconds / 1e6:,.0f} MB/s of float16 "
+    megabytes = float(n * 2 * np.prod(shape) / seconds / 1e6)
+    record.update(path=str(path), rate=n / seconds, unit="samples/s", mb_per_s=megabytes,
+                  **_timing(args.batch_size, batches, seconds, warm))
+    return rate, (f"{rate}, {megabytes:,.0f} MB/s of float16 "
                   f"(batch {args.batch_size}, cast to bfloat16; {batches} batches in "
                   f"{seconds:.1f}s, {warm:.1f}s to the first)")
 
 
-def _audio(folder: Path, args) -> tuple[str, str]:
+def _audio(folder: Path, args, record: dict) -> tuple[str, str]:
     from chute._cli._demo_media import write_audio
 
     count, rate, length, segment = 16, 16000, 6.0, 1.5
@@ -241,11 +264,14 @@ def _audio(folder: Path, args) -> tuple[str, str]:
     warm, seconds, n, batches = _timed(lambda: _audio_pipeline(path, batch_size),
                                        args.seconds, lambda b: b["audio"].shape[0])
     speed = f"{n / seconds:,.0f} segments/s, {n * segment / seconds:,.0f}s of audio per second"
+    record.update(path=str(path), rate=n / seconds, unit="segments/s",
+                  audio_seconds_per_s=n * segment / seconds,
+                  **_timing(batch_size, batches, seconds, warm))
     return speed, (f"{speed} (batch {batch_size}; {batches} batches in {seconds:.1f}s, "
                    f"{warm:.1f}s to the first)")
 
 
-def _video(folder: Path, args) -> tuple[str, str]:
+def _video(folder: Path, args, record: dict) -> tuple[str, str]:
     from chute._cli._demo_media import write_video
 
     count, frames, size = 12, 30, 64
@@ -255,14 +281,22 @@ def _video(folder: Path, args) -> tuple[str, str]:
     warm, seconds, n, batches = _timed(lambda: _video_pipeline(path, batch_size),
                                        args.seconds, lambda b: b["video"].shape[0])
     rate = f"{n / seconds:,.0f} clips/s, {n * 8 / seconds:,.0f} frames/s"
+    record.update(path=str(path), rate=n / seconds, unit="clips/s", frames_per_s=n * 8 / seconds,
+                  codec=codec, **_timing(batch_size, batches, seconds, warm))
     return rate, (f"{rate} (clips of 8 frames, every 2nd; batch {batch_size}; {batches} "
                   f"batches in {seconds:.1f}s, {warm:.1f}s to the first)")
+
+
+def _timing(batch_size: int, batches: int, seconds: float, warm: float) -> dict:
+    """The common part of a modality's --json record."""
+    return {"batch_size": batch_size, "batches": batches, "seconds": seconds,
+            "first_batch_s": warm}
 
 
 _RUNNERS = {"latents": _latents, "audio": _audio, "video": _video}
 
 
-def _other_modalities(args, steps: _Steps, summary: dict) -> None:
+def _other_modalities(args, steps: _Steps, summary: dict, records: dict) -> None:
     from chute._cli._demo_media import missing_extra
 
     others = [m for m in args.modalities if m in _RUNNERS]
@@ -273,26 +307,38 @@ def _other_modalities(args, steps: _Steps, summary: dict) -> None:
         reason = missing_extra(modality)
         if reason is not None:
             summary[modality] = f"skipped: {reason}"
+            records[modality] = {"skipped": reason}
             print(f"      {modality}: skipped: {reason}")
             continue
-        summary[modality], line = _RUNNERS[modality](args.workdir, args)
+        records[modality] = {}
+        summary[modality], line = _RUNNERS[modality](args.workdir, args, records[modality])
         print(f"      {modality}: {line}")
 
 
 def run(args) -> int:
+    records: dict[str, dict] = {}
+    # --json: the human lines go to stderr, the one JSON object alone to stdout.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        _run(args, records)
+    if args.json:
+        print_json({"device": default_device(), "workdir": str(args.workdir), **records})
+    return 0
+
+
+def _run(args, records: dict) -> None:
     image = "image" in args.modalities
     others = any(m in _RUNNERS for m in args.modalities)
     steps = _Steps(4 * image + others)
     summary: dict[str, str] = {}
     if image:
-        path = _build_dataset(args, steps)
-        _read_back(path, steps)
-        _autotune(path, args, steps)
-        summary["image"] = _stream(path, args, steps)
+        records["image"] = {}
+        path = _build_dataset(args, steps, records["image"])
+        _read_back(path, steps, records["image"])
+        _autotune(path, args, steps, records["image"])
+        summary["image"] = _stream(path, args, steps, records["image"])
     if others:
-        _other_modalities(args, steps, summary)
+        _other_modalities(args, steps, summary, records)
     print(f"throughput on {default_device()}:")
     width = max(map(len, summary))
     for modality, line in summary.items():
         print(f"  {modality:<{width}}  {line}")
-    return 0
