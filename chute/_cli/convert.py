@@ -120,7 +120,7 @@ def _add_zarr(kinds) -> None:
         "'latents.base_frames') whose first dimension is the sample count become ndarray "
         "fields (1-D ones scalar columns); the others are tables stored once, delivered "
         "through an index field: Pipeline(..., fields={TABLE: Lookup(INDEX)}). Group "
-        "attributes are kept in the manifest.")
+        "attributes and the values of 0-d arrays (constants) are kept in the manifest.")
     zarr.add_argument("src", metavar="SRC", help="zarr group folder (v2 or v3), e.g. x.zarr")
     zarr.add_argument("dst", metavar="DST", help="new dataset folder (e.g. latents.chute)")
     zarr.add_argument("--shard-size", type=_size, default="1GiB", metavar="SIZE",
@@ -147,13 +147,17 @@ def _run_zarr(args) -> int:
                      compression=None if args.compression == "none" else args.compression,
                      sample_array=args.sample_array, missing_chunks=args.missing_chunks,
                      engine=engine_of(args))
-    arrays = getattr(open_dataset(args.dst), "manifest", {}).get("zarr", {}).get("arrays", {})
+    kept = getattr(open_dataset(args.dst), "manifest", {}).get("zarr", {})
+    arrays, constants = kept.get("arrays", {}), kept.get("constants", {})
     if args.json:
-        print_json({"path": str(args.dst), "written": n, "fields": dict(arrays)})
+        print_json({"path": str(args.dst), "written": n, "fields": dict(arrays),
+                    "constants": dict(constants)})
         return 0
     for field, array in arrays.items():
         if field != array:
             print(f"array {array} -> field {field}")
+    for name, constant in constants.items():
+        print(f"0-d array {name} -> manifest constant ({constant['dtype']} {constant['value']})")
     print(f"wrote {n} samples to {args.dst}")
     return 0
 

@@ -71,6 +71,8 @@ def run(args) -> int:
     for name, array in info.get("arrays", {}).items():  # zarr groups
         lines.append(f"array       {name}: {format_size(array['stored_bytes'])} stored, "
                      f"{format_size(array['decoded_bytes'])} decoded")
+    for name, constant in info.get("constants", {}).items():  # a zarr group's 0-d arrays
+        lines.append(f"constant    {name}: {constant['dtype']} {constant['value']}")
     if "buckets" in info:
         lines += _bucket_lines(info["buckets"])
     print("\n".join(lines))

@@ -27,12 +27,19 @@ def write_store(path: Path, values: dict[str, np.ndarray], *, zarr_format: int =
                 dense: bool = True) -> Path:
     """A zarr group at `path` with `values`, per-sample arrays chunked `chunk` rows along the
     first dimension (inside shards of `shard` rows when given: v3 only). A name with '/'
-    writes into subgroups. `dense`: every chunk written, also those equal to the fill value
-    (zarr skips them by default: chute reads an absent chunk as missing unless told)."""
+    writes into subgroups; a 0-d value is a 0-d array. `dense`: every chunk written, also
+    those equal to the fill value (zarr skips them by default: chute reads an absent chunk as
+    missing unless told)."""
     import zarr
 
     group = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
     for name, value in values.items():
+        if np.ndim(value) == 0:  # a 0-d array (a stored mean or scale): one chunk of shape ()
+            value = np.asarray(value)
+            array = group.create_array(name, shape=(), dtype=value.dtype, chunks=(),
+                                       compressors=compressors(codec, zarr_format))
+            array[...] = value
+            continue
         chunks = (min(chunk, len(value)), *value.shape[1:])
         shards = None if shard is None else (min(shard, len(value)), *value.shape[1:])
         if shards is not None:

@@ -5,7 +5,8 @@ and tables are stored once (kind `table`), so the same
 
 Arrays in subgroups are converted too; a chute field name names files, so the '/' of their
 path becomes '.' ("latents/base_frames" -> "latents.base_frames"). The manifest keeps, under
-"zarr", each field's array path and the attributes of the group, its subgroups and arrays."""
+"zarr", each field's array path, the attributes of the group, its subgroups and arrays, and the
+0-d arrays' values ("constants": {array path: {"dtype", "value"}}, docs/latents.md)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,8 @@ class ZarrJob(ConvertJob):
                               "chute dataset converted from zarr cannot store; remove them from "
                               "a copy of the group, or write the dataset with ShardWriter (json "
                               "or bytes fields)")
+        from chute.readers.zarr._zarr import constant_json
+
         names = self.names = {n: field_name(n) for n in ds.fields}
         clash = sorted({f for f in names.values() if list(names.values()).count(f) > 1})
         if clash:
@@ -112,7 +115,9 @@ class ZarrJob(ConvertJob):
                                          "shape": spec["shape"][1:], "compression": compression}
                                         if kind == "ndarray" else spec["dtype"])
         self.extra = {"zarr": {"arrays": {names[n]: n for n in ds.fields},
-                               "attributes": _attributes(ds.path)}}
+                               "attributes": _attributes(ds.path),
+                               "constants": {n: {"dtype": v.dtype.name, "value": constant_json(v)}
+                                             for n, v in ds.constants.items()}}}
         self.path = ds.path
         self.units = range(len(ds))
 

@@ -13,7 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from chute.errors import FormatError
-from chute.readers.zarr._zarr import ZarrDataset
+from chute.readers.zarr._zarr import ZarrDataset, constant_json
 
 __all__ = ["zarr_info", "verify_zarr"]
 
@@ -36,7 +36,8 @@ def _stored_bytes(confined, folder) -> int:
 
 def zarr_info(ds: ZarrDataset) -> dict:
     """What `dataset_info` reports, for a zarr group: per array its kind, dtype, shape, chunks
-    and bytes on disk (payload = stored chunk bytes of every array)."""
+    and bytes on disk (payload = stored chunk bytes of every array); the 0-d arrays under
+    "constants" ({name: {"dtype", "value"}})."""
     arrays = {}
     for name, spec in ds.specs.items():
         stored = _stored_bytes(ds.confined(), ds.path / name)
@@ -60,6 +61,8 @@ def zarr_info(ds: ZarrDataset) -> dict:
         "fingerprint": ds.fingerprint,
         "source": None,
         "arrays": arrays,
+        "constants": {name: {"dtype": value.dtype.name, "value": constant_json(value)}
+                      for name, value in ds.constants.items()},
     }
 
 

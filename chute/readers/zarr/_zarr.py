@@ -3,8 +3,9 @@
 Every array of the group, subgroups included, is a field named by its path inside the group
 ("latents/base_frames"). Arrays whose first dimension is the sample count are per-sample fields:
 `ndarray`, or `scalar` when 1-D of integers or floats; the others are `table`s, stored once and
-looked up through an index field (`Pipeline(..., fields={table: Lookup(index)})`). The sample
-count is the first dimension every array shares, or the one of the array named by
+looked up through an index field (`Pipeline(..., fields={table: Lookup(index)})`). A 0-d
+array (a stored mean or scale) has no rows: no field but a constant, `ds.constants[name]`. The
+sample count is the first dimension every array shares, or the one of the array named by
 `sample_array` when the first dimensions differ (no guess: a table longer than the samples
 would become the sample axis). An absent chunk file, or an inner chunk a shard's index records
 as empty, fails its rows unless `missing_chunks="fill"` says the array was written sparse on
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from chute.readers.zarr._shard_index import ShardIndex
     from chute.readers.zarr._zarr_chunks import ChunkCache, MissingChunk
 
-__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS"]
+__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS", "constant_json"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
 _NUMERIC = "biufc"  # numpy kinds chute reads: bool, integers, floats, complex
@@ -169,6 +170,30 @@ def _missing_policy(store: Path, missing_chunks, names: list[str]) -> dict[str, 
     if bad:
         raise ValueError(f"missing_chunks: {bad} is not one of {MISSING_CHUNKS}")
     return {n: missing_chunks.get(n, "error") == "fill" for n in names}
+
+
+def _constant(store: Path, name: str, array, fill: bool):
+    """The value of 0-d array `name` (a numpy scalar, native byte order). Its one chunk file
+    absent reads as the fill value only under missing_chunks="fill", as for any array."""
+    key = array.metadata.encode_chunk_key(())
+    if not fill and not os.path.lexists(store / name / key):
+        raise FormatError(f"{store / name / key}: the chunk file of 0-d array {name!r} is "
+                          "missing, which zarr would read as its fill value; restore the store, "
+                          "or pass missing_chunks='fill' if that value is meant")
+    try:
+        value = np.asarray(array[()])
+    except FormatError:  # a chunk file leading outside the store
+        raise
+    except Exception as exc:
+        raise FormatError(f"{store / name / key}: the chunk of 0-d array {name!r} does not "
+                          f"decode ({type(exc).__name__}: {exc}); restore the store") from None
+    return value.astype(value.dtype.newbyteorder("="))[()]
+
+
+def constant_json(value) -> int | float | bool | list[float]:
+    """A constant as JSON holds it (complex as [real, imag]; its dtype says which)."""
+    value = np.asarray(value).item()
+    return [value.real, value.imag] if isinstance(value, complex) else value
 
 
 def _reopen(path: str, options: dict) -> ZarrDataset:
@@ -465,6 +490,8 @@ class ZarrDataset:
     Attributes:
         path: the group's folder. fields: array name -> kind ("ndarray", "scalar", "table").
         specs: array name -> {"kind", "dtype", "shape", "chunks", "zarr_format"}.
+        constants: 0-d array name -> its value (a numpy scalar), read when opened: no rows,
+            so no field (docs/latents.md, "Constants").
     """
 
     def __init__(self, path: str | Path, *, sample_array: str | None = None,
@@ -517,14 +544,18 @@ class ZarrDataset:
             others = f" (only arrays of {self.unreadable})" if self.unreadable else ""
             raise FormatError(f"{self.path}: the zarr group holds no arrays of numbers{others}; "
                               "write the per-sample arrays into it (or into its subgroups)")
-        scalar_shaped = [n for n, a in arrays.items() if a.ndim == 0]
-        if scalar_shaped:
-            raise FormatError(f"{self.path}: array {scalar_shaped[0]!r} is 0-d; every "
-                              "array needs a first dimension (samples or table rows)")
+        fill = _missing_policy(self.path, missing_chunks, list(arrays))
+        # 0-d arrays (a mean or scale stored next to the latents) have no sample axis
+        zero_d = {n: a for n, a in arrays.items() if a.ndim == 0}
+        arrays = {n: a for n, a in arrays.items() if n not in zero_d}
+        if not arrays:
+            raise FormatError(f"{self.path}: the zarr group holds only 0-d arrays "
+                              f"({sorted(zero_d)}), no per-sample ones; write the per-sample "
+                              "arrays into it (or into its subgroups)")
+        self.constants = {n: _constant(self.path, n, a, fill[n]) for n, a in zero_d.items()}
         for name, array in arrays.items():
             _check_sizes(self.path, name, array)
         self._len = self._samples(arrays, sample_array, _need_samples)
-        fill = _missing_policy(self.path, missing_chunks, list(arrays))
         self.fingerprint = _fingerprint(store.confined)
         self.specs: dict[str, dict] = {name: self._spec(a) for name, a in arrays.items()}
         self.fields: dict[str, str] = {n: s["kind"] for n, s in self.specs.items()}
@@ -627,7 +658,8 @@ class ZarrDataset:
 
     def __repr__(self) -> str:
         fields = ", ".join([f"{n}:{k}" for n, k in self.fields.items()] +
-                           [f"{n}:unreadable {d}" for n, d in self.unreadable.items()])
+                           [f"{n}:constant {v.dtype.name} {v}" for n, v in self.constants.items()]
+                           + [f"{n}:unreadable {d}" for n, d in self.unreadable.items()])
         return f"<chute ZarrDataset {self.path} samples={self._len} {fields}>"
 
     def _check_index(self, i) -> int:
@@ -665,10 +697,19 @@ class ZarrDataset:
         return {n: r.get(0, i, i) for n, r in self._readers.items()
                 if self.fields[n] != "table"}
 
+    def why_missing(self, name: str) -> str | None:
+        """Why `name` is not a field, when it is a 0-d array (a Pipeline's error says it)."""
+        if name not in self.constants:
+            return None
+        return (f"array {name!r} is 0-d, a constant ({self.constants[name]!r}), not a "
+                f"per-sample field: read it as ds.constants[{name!r}]")
+
     def reader(self, field: str) -> ZarrArrayReader:
         try:
             return self._readers[field]
         except KeyError:
+            if field in self.constants:
+                raise KeyError(f"{self.path}: {self.why_missing(field)}") from None
             if field in self.unreadable:
                 raise KeyError(f"array {field!r} of {self.path} holds {self.unreadable[field]} "
                                "values, not numbers: chute batches numeric arrays only (store "
