@@ -251,7 +251,12 @@ class VideoClipLoader:
                                             "the loader's root= option (the folder requests "
                                             "may read from)")
             else:
-                jobs = {k: self.pool.submit(self._from_file, *parsed[k]) for k in by_path}
+                # pool threads write CUDA results on the caller's stream, as dataset requests
+                # do, so a caller under a side stream never reads them before they are written
+                stream = (torch.cuda.current_stream(self.device)
+                          if self.device.startswith("cuda") else None)
+                jobs = {k: self.pool.submit(self._from_file_on, stream, *parsed[k])
+                        for k in by_path}
                 for k, job in jobs.items():
                     try:
                         results[k] = job.result()
@@ -331,6 +336,13 @@ class VideoClipLoader:
             while len(self.probes) > _PROBES_KEPT:
                 self.probes.popitem(last=False)
         return info
+
+    def _from_file_on(self, stream, name: str, clips: int | None) -> torch.Tensor:
+        """`_from_file` with CUDA work queued on `stream` (None: on the CPU)."""
+        if stream is None:
+            return self._from_file(name, clips)
+        with torch.cuda.stream(stream):
+            return self._from_file(name, clips)
 
     def _from_file(self, name: str, clips: int | None) -> torch.Tensor:
         """The clips of one file request, decoded in one pass over the frames they need."""
