@@ -30,6 +30,7 @@ from chute.pipelines import (
     VideoProducer,
     clip_to_output,
     create_producer,
+    dali_import_error,
     spread_clips,
 )
 from chute.readers import UnreadableVideo, open_dataset, probe_video
@@ -63,15 +64,6 @@ def _check_device(device) -> str:
     return f"cuda:{index}"
 
 
-def _dali_missing() -> str | None:
-    """Why DALI cannot be imported here, or None when it can."""
-    try:
-        import nvidia.dali  # noqa: F401
-    except ImportError as exc:
-        return str(exc)
-    return None
-
-
 def _choose(backend, device: str, dataset) -> tuple[str, str]:
     """(backend, why) of a loader: the decoder of its dataset requests."""
     if backend not in BACKENDS:
@@ -91,11 +83,18 @@ def _choose(backend, device: str, dataset) -> tuple[str, str]:
     if device == "cpu":
         return "cpu", ("device 'cpu': PyAV decodes (DALI's CPU-only mode reads only VP8, "
                        "VP9 and MJPEG)")
-    missing = _dali_missing()
+    missing = dali_import_error()
     if missing is not None:
         return "cpu", (f"device {device!r} but DALI cannot be imported ({missing}): PyAV "
                        f"decodes on the CPU and the clips are copied to {device}")
     return "dali", f"device {device!r} and DALI imports: NVDEC decodes"
+
+
+def _with_loader_remedy(exc: BackendUnavailableError) -> BackendUnavailableError:
+    """DALI's refusal of a codec, with how to switch this loader to PyAV."""
+    return BackendUnavailableError(
+        f"{exc} For this loader: backend='cpu' (the loader stage's option `backend: cpu`, or "
+        "`chute infer-bench --decode cpu`).")
 
 
 def _size(value) -> tuple[int, int] | None:
@@ -222,7 +221,9 @@ class VideoClipLoader:
                 parsed.append(self._parse(item))
             except ValueError as exc:
                 parsed.append(exc)
-        ids = [p[0] for p in parsed if isinstance(p, tuple) and isinstance(p[0], int)]
+        by_id = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
+                 isinstance(p[0], int)]
+        ids = [parsed[k][0] for k in by_id]
         if ids and self.producer is None:
             raise IndexError(f"sample ids {ids} name no dataset: this loader was built without "
                              "one (requests must be video file paths)")
@@ -233,15 +234,11 @@ class VideoClipLoader:
                 raise IndexError(f"sample ids {wanted[bad].tolist()} are out of range for "
                                  f"{self.dataset.path} ({len(self.dataset)} samples)")
         results: list = [p if isinstance(p, Exception) else None for p in parsed]
-        by_id = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
-                 isinstance(p[0], int)]
         if by_id:
             try:
                 self._from_dataset([parsed[k] for k in by_id], by_id, results)
             except BackendUnavailableError as exc:  # a codec DALI cannot read here
-                raise BackendUnavailableError(
-                    f"{exc} For this loader: backend='cpu' (the loader stage's option "
-                    "`backend: cpu`, or `chute infer-bench --decode cpu`).") from None
+                raise _with_loader_remedy(exc) from None
         by_path = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
                    isinstance(p[0], str)]
         if by_path:
@@ -283,19 +280,9 @@ class VideoClipLoader:
         outputs = self.producer.outputs()
         dtype = getattr(torch, str(outputs[self.field].dtype))
         out = {k: np.empty(shapes[k], outputs[k].dtype) for k in shapes if k != self.field}
-        if outputs[self.field].on_device:
-            # DALI on a GPU copies its output into this tensor on the current stream; a
-            # CUDA next stage reads it by CUDA IPC (docs/inference.md, "Where the loader
-            # decodes")
-            batch = torch.empty(shapes[self.field], dtype=dtype, device=self.device)
-            status = self.producer.fill(request, {**out, self.field: batch})
-        else:
-            # decoded in place into shared memory: the pipe carries only a handle
-            batch = torch.empty(shapes[self.field], dtype=dtype)
-            if self.device == "cpu":
-                batch.share_memory_()
-            status = self.producer.fill(request, {**out, self.field: batch.numpy()})
-            batch = batch.to(self.device)
+        batch, target = self._result(shapes[self.field], dtype, outputs[self.field].on_device)
+        status = self.producer.fill(request, {**out, self.field: target})
+        batch = batch.to(self.device)  # a copy only for a host decode on a CUDA device
         for (first, count, clips), k, (sample, _) in zip(spans, where, items, strict=True):
             failed = np.flatnonzero(status[first:first + count])
             if failed.size:
@@ -304,6 +291,20 @@ class VideoClipLoader:
                                          "does not decode")
             else:
                 results[k] = batch[first] if clips is None else batch[first:first + count]
+
+    def _result(self, shape, dtype, on_device: bool) -> tuple[torch.Tensor, Any]:
+        """(tensor, what the decoder writes into) for results of `shape`: on the loader's CUDA
+        device where the decoder writes there (DALI copies into it on the current stream; a
+        CUDA next stage reads it by CUDA IPC), else host memory, shared on a CPU loader so that
+        the pipe carries only a handle (docs/inference.md, "Where the loader decodes"); a
+        host result of a CUDA loader is copied to its device by the caller (`.to`)."""
+        if on_device:
+            out = torch.empty(shape, dtype=dtype, device=self.device)
+            return out, out
+        out = torch.empty(shape, dtype=dtype)
+        if self.device == "cpu":
+            out.share_memory_()
+        return out, out.numpy()
 
     def _path(self, name: str) -> Path:
         """The file `name` names under the root; ValueError when it leads outside or is none."""
@@ -362,10 +363,7 @@ class VideoClipLoader:
         rgb = rgb.reshape(len(indices), self.num_frames, *rgb.shape[1:])
         first = clip_to_output(rgb[0], self.dtype, self.layout)
         dtype = getattr(torch, str(first.dtype))
-        out = torch.empty((len(indices), *first.shape), dtype=dtype)
-        if self.device == "cpu":
-            out.share_memory_()
-        view = out.numpy()
+        out, view = self._result((len(indices), *first.shape), dtype, False)
         view[0] = first
         for k in range(1, len(indices)):
             view[k] = clip_to_output(rgb[k], self.dtype, self.layout)
@@ -381,22 +379,12 @@ class VideoClipLoader:
         shape = (len(indices), 3, t, h, w) if self.layout == "CTHW" else \
             (len(indices), t, 3, h, w)
         output = producer.outputs()[self.field]
-        dtype = getattr(torch, str(output.dtype))
-        if output.on_device:  # NVDEC: written on the device, on the current stream
-            out = torch.empty(shape, dtype=dtype, device=self.device)
-            target: Any = out
-        else:
-            out = torch.empty(shape, dtype=dtype)
-            if self.device == "cpu":
-                out.share_memory_()
-            target = out.numpy()
+        out, target = self._result(shape, getattr(torch, str(output.dtype)), output.on_device)
         try:
             producer.decode_video(data, indices, info.rotation, (info.height, info.width),
                                   target, pts=info.pts, name=f"request {name!r}: {path}")
         except BackendUnavailableError as exc:
-            raise BackendUnavailableError(
-                f"{exc} For this loader: backend='cpu' (the loader stage's option "
-                "`backend: cpu`, or `chute infer-bench --decode cpu`).") from None
+            raise _with_loader_remedy(exc) from None
         return out.to(self.device)  # a copy only for DALI's CPU mode on a CUDA device
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from chute.pipelines._pipeline import Pipeline, PipelineStats
 from chute.pipelines._request import BatchRequest, CropParams, ParamSource
 from chute.pipelines._torch_data import PipelineDataset
 from chute.pipelines._warmup import warm_cpu_decoder
+from chute.pipelines.producers._candidates import dali_import_error
 from chute.pipelines.producers._contract import (
     EpochReader,
     ImageSpec,
@@ -47,6 +48,7 @@ __all__ = [
     "CropConfig",
     "CropParams",
     "DaliVideoProducer",
+    "dali_import_error",
     "EpochOrder",
     "EpochReader",
     "FAMILIES",
