@@ -68,7 +68,8 @@ class DaliVideoProducer(VideoProducer):
             batch_size=spec.batch_size, device_id=self.device_id, resize=not self.native,
             rotate=bool(np.any(self._rotation)),
             dtype=self.dtype, layout=self.layout, num_threads=threads)
-        # per sample: 0 not yet looked at, _MJPEG (checked before each decode), _OTHER
+        # per sample: 0 not yet looked at, _MJPEG (a damaged MJPEG stream: each clip is checked
+        # before its decode), _OTHER (another codec, or MJPEG with every frame whole: no check)
         self._codecs = np.zeros(len(spec.dataset), np.int8)
         self._lock = ProcessLock()  # one DALI pipeline per graph: runs take turns
         # graph config -> its built pipeline (a second one, with rotation, only when a video
@@ -189,7 +190,8 @@ class DaliVideoProducer(VideoProducer):
 
     def _damaged(self, ids: np.ndarray, samples: list[dict]) -> np.ndarray:
         """Which rows are MJPEG samples whose wanted frames are not whole JPEGs
-        (`_mjpeg_damage`); other codecs are looked at once."""
+        (`_mjpeg_damage`). A sample is looked at whole once: another codec, or MJPEG with every
+        frame whole, is never demuxed again; only a damaged MJPEG stream is checked per clip."""
         damaged = np.zeros(len(ids), bool)
         rows = [k for k, i in enumerate(ids.tolist()) if self._codecs[i] != _OTHER]
         if not rows:
@@ -197,12 +199,12 @@ class DaliVideoProducer(VideoProducer):
         pts = self.dataset.reader("pts").read(ids[rows])
         # on the cpu producer's decoding threads: a batch's checks run side by side
         found = self._pool.map(
-            _mjpeg_damage, [samples[k]["encoded"] for k in rows],
+            _sample_damage, [samples[k]["encoded"] for k in rows],
             [stamps[:int(self._frames[ids[k]])] for k, stamps in zip(rows, pts, strict=True)],
-            [samples[k]["frames"] for k in rows])
-        for k, why in zip(rows, found, strict=True):
-            self._codecs[int(ids[k])] = _OTHER if why is None else _MJPEG
-            damaged[k] = bool(why)
+            [samples[k]["frames"] for k in rows], [self._codecs[ids[k]] for k in rows])
+        for k, (code, bad) in zip(rows, found, strict=True):
+            self._codecs[int(ids[k])] = code
+            damaged[k] = bad
         return damaged
 
     def _alone(self, sample: dict, target, stream, config: DaliVideoConfig) -> str | None:
@@ -229,13 +231,10 @@ class DaliVideoProducer(VideoProducer):
         if codec is None:
             return 1
         shard, local = self.dataset.locate(i)
-        mode = self.config.decoder_device
-        raise BackendUnavailableError(
-            f"video backend 'dali' ({'GPU' if mode == 'mixed' else 'CPU'} mode) cannot decode "
-            f"sample {i} ({self.field!r}, shard {shard} item {local} of {self.dataset.path}): "
-            f"codec {codec!r}, which FFmpeg decodes; DALI says: {reason}. DALI "
-            f"decodes {', '.join(DECODABLE_CODECS[mode])} in this mode. Use the cpu video "
-            "backend: fields={" f"{self.field!r}: " "VideoOptions(backend='cpu')}.")
+        raise _unreadable(
+            self.config, f"sample {i} ({self.field!r}, shard {shard} item {local} of "
+            f"{self.dataset.path})", codec, reason, "the cpu video backend: fields={"
+            f"{self.field!r}: " "VideoOptions(backend='cpu')}")
 
     # ---- a video that is no dataset sample (the inference loader's file requests) ------------
 
@@ -301,11 +300,7 @@ class DaliVideoProducer(VideoProducer):
         if codec is None:
             raise DecodeError(f"{name} does not decode (DALI and FFmpeg both fail on frames "
                               f"{sample['frames'].tolist()}; DALI says: {reason})")
-        mode = config.decoder_device
-        raise BackendUnavailableError(
-            f"video backend 'dali' ({'GPU' if mode == 'mixed' else 'CPU'} mode) cannot decode "
-            f"{name}: codec {codec!r}, which FFmpeg decodes; DALI says: {reason}. DALI decodes "
-            f"{', '.join(DECODABLE_CODECS[mode])} in this mode. Use backend='cpu'.")
+        raise _unreadable(config, name, codec, reason, "backend='cpu'")
 
     def close(self) -> None:
         with self._lock:
@@ -317,10 +312,21 @@ _MJPEG, _OTHER = 1, 2
 _SOI, _EOI = b"\xff\xd8", b"\xff\xd9"
 
 
+def _sample_damage(data, pts, frames, code: int) -> tuple[int, bool]:
+    """(the sample's code, whether the clip `frames` is damaged) for a sample whose code is
+    `code`: not looked at (0: the whole stream is checked once) or _MJPEG (damaged somewhere:
+    the clip's frames are checked)."""
+    if code == 0:
+        why = _mjpeg_damage(data, pts, None)
+        if not why:  # None (not MJPEG) or "" (every frame whole): no clip of it is damaged
+            return _OTHER, False
+    return _MJPEG, bool(_mjpeg_damage(data, pts, frames))
+
+
 def _mjpeg_damage(data, pts, frames) -> str | None:
     """None when `data` is not MJPEG; for MJPEG, "" when every stored frame demuxes and the
-    packets of `frames` are whole JPEGs (SOI first, EOI last, trailing zero padding allowed),
-    else what is wrong.
+    packets of `frames` (None: every frame) are whole JPEGs (SOI first, EOI last, trailing
+    zero padding allowed), else what is wrong.
 
     DALI's CPU-mode decoder returns pictures for MJPEG frames that FFmpeg's demuxer no longer
     finds or finds cut (docs/video.md, "Backends"); checking what FFmpeg demuxes, without
@@ -328,9 +334,10 @@ def _mjpeg_damage(data, pts, frames) -> str | None:
     import av
 
     view = memoryview(np.ascontiguousarray(data))  # type: ignore[arg-type]
-    wanted = {int(pts[f]) for f in np.asarray(frames).tolist()}
+    wanted = ({int(p) for p in np.asarray(pts).tolist()} if frames is None else
+              {int(pts[f]) for f in np.asarray(frames).tolist()})
     seen: set[int] = set()
-    packets: dict[int, bytes] = {}
+    whole: dict[int, bool] = {}  # a wanted frame's last packet: a whole JPEG?
     try:
         container = av.open(io.BytesIO(view), "r")
     except (av.error.FFmpegError, ValueError):
@@ -347,15 +354,16 @@ def _mjpeg_damage(data, pts, frames) -> str | None:
                     continue
                 seen.add(packet.pts)
                 if packet.pts in wanted:
-                    packets[packet.pts] = bytes(packet)
+                    jpeg = bytes(packet)
+                    whole[packet.pts] = (jpeg.startswith(_SOI)
+                                         and jpeg.rstrip(b"\0").endswith(_EOI))
         except av.error.FFmpegError as exc:
             return f"its MJPEG stream does not demux ({exc})"
     missing = len(set(np.asarray(pts).tolist()) - seen)
     if missing:
         return f"{missing} of its {len(pts)} MJPEG frames are not in the stream"
     for stamp in sorted(wanted):
-        jpeg = packets[stamp]
-        if not (jpeg.startswith(_SOI) and jpeg.rstrip(b"\0").endswith(_EOI)):
+        if not whole[stamp]:
             return f"its MJPEG frame at pts {stamp} is not a whole JPEG"
     return ""
 
@@ -374,6 +382,16 @@ def _ffmpeg_codec(data, pts, frames) -> str | None:
             return container.streams.video[0].codec_context.name
     except (DecodeError, av.error.FFmpegError, IndexError, ValueError):
         return None
+
+
+def _unreadable(config: DaliVideoConfig, what: str, codec: str, reason: str,
+                remedy: str) -> BackendUnavailableError:
+    """The error for `what` (a sample, a file) DALI fails and FFmpeg decodes."""
+    mode = config.decoder_device
+    return BackendUnavailableError(
+        f"video backend 'dali' ({'GPU' if mode == 'mixed' else 'CPU'} mode) cannot decode "
+        f"{what}: codec {codec!r}, which FFmpeg decodes; DALI says: {reason}. DALI decodes "
+        f"{', '.join(DECODABLE_CODECS[mode])} in this mode. Use {remedy}.")
 
 
 def _dali_reason(err: Exception) -> str:
