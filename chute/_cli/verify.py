@@ -25,17 +25,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from chute.readers import is_remote, is_zarr_group, open_dataset, verify_dataset
+    from chute.readers import is_remote, is_zarr_group, verify_dataset
 
     problems = verify_dataset(args.dst, progress=not args.no_progress and not args.json,
                               missing_chunks=args.missing_chunks)
-    # (opened only when verify found nothing: a damaged dataset may not open; zarr: no manifest)
-    manifest = None if problems or is_zarr_group(Path(args.dst)) else \
-        getattr(open_dataset(args.dst), "manifest", None)
     # whether the dataset has checksums (and they were checked), failed or not: a chute
     # dataset, local or remote; not a zarr group, nor a Megatron PREFIX (no folder)
     local = Path(args.dst)
-    checksums = is_remote(args.dst) or (not is_zarr_group(local) and (
+    zarr = not is_remote(args.dst) and is_zarr_group(local)
+    checksums = is_remote(args.dst) or (not zarr and (
         local.is_dir() or local.name == "chute.json"))
     if args.json:
         print_json({"path": str(args.dst), "ok": not problems, "checksums": checksums,
@@ -49,7 +47,7 @@ def run(args) -> int:
         return 1
     if checksums:
         print(f"{args.dst}: OK, every checksum matches")
-    elif manifest is None:
+    elif zarr:
         print(f"{args.dst}: OK, every chunk of every array decodes (a zarr group has no "
               "checksums to check)")
     else:
