@@ -95,3 +95,15 @@ def test_symlinked_subfolders_are_followed_and_cycles_are_not(tmp_path):
     sources, classes = list_imagefolder(src)
     assert classes == ["c"]
     assert [s.key for s in sources] == ["c/a.jpg", "c/linked/deep/b.jpg"]
+
+
+def test_csv_row_with_a_nul_byte_is_skipped(tmp_path):
+    # read_regular_file turns os.open's ValueError into an OSError, so the image converter
+    # lists the row as the video and audio converters do instead of failing the convert
+    (tmp_path / "good.jpg").write_bytes(jpeg_bytes(20, 16, seed=1))
+    (tmp_path / "list.csv").write_text("path,label\nbad\x00.jpg,0\ngood.jpg,1\n")
+    dst = tmp_path / "out.chute"
+    assert main(["convert", "csv", str(tmp_path / "list.csv"), str(dst), "--workers", "1",
+                 "--no-progress"]) == 0
+    assert len(open_dataset(dst)) == 1
+    assert "cannot read the file: embedded null byte" in (dst / "skipped.tsv").read_text()

@@ -275,8 +275,6 @@ def probe_audio(source: AudioSource) -> Probed | str:
         data = read_regular_file(source.path)
     except OSError as exc:
         return f"cannot read the file: {exc.strerror or exc}"
-    except ValueError as exc:  # a NUL byte in the listed path
-        return f"cannot read the file: {exc}"
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
             rate, channels, frames = f.samplerate, f.channels, f.frames

@@ -45,8 +45,6 @@ def _load(job: tuple[Path, str]):
         data = read_regular_file(path)
     except OSError as exc:
         return None, f"cannot read the file: {exc.strerror or exc}"
-    except ValueError as exc:  # a NUL byte in the listed path
-        return None, f"cannot read the file: {exc}"
     try:
         return (data, probe_video(data)), None
     except UnreadableVideo as exc:

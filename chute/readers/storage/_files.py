@@ -120,8 +120,12 @@ def _kind_of(mode: int) -> str:
 def read_regular_file(path: Path) -> bytes:
     """The bytes of a regular file (symlinks followed). Anything else (a FIFO, a folder named
     like an image, a device) is an OSError saying what it is, found without reading it: reading
-    a FIFO would block forever."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    a FIFO would block forever. A path no file can have (a NUL byte in a listed name) is an
+    OSError too, so that every caller's `except OSError` names it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except ValueError as exc:  # os.open's "embedded null byte"
+        raise OSError(errno.EINVAL, str(exc), str(path)) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
