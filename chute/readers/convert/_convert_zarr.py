@@ -97,7 +97,7 @@ class ZarrJob(ConvertJob):
                               "chute dataset converted from zarr cannot store; remove them from "
                               "a copy of the group, or write the dataset with ShardWriter (json "
                               "or bytes fields)")
-        from chute.readers.zarr._zarr import constant_json
+        from chute.readers.zarr._zarr import constants_json
 
         names = self.names = {n: field_name(n) for n in ds.fields}
         clash = sorted({f for f in names.values() if list(names.values()).count(f) > 1})
@@ -116,8 +116,7 @@ class ZarrJob(ConvertJob):
                                         if kind == "ndarray" else spec["dtype"])
         self.extra = {"zarr": {"arrays": {names[n]: n for n in ds.fields},
                                "attributes": _attributes(ds.path),
-                               "constants": {n: {"dtype": v.dtype.name, "value": constant_json(v)}
-                                             for n, v in ds.constants.items()}}}
+                               "constants": constants_json(ds.constants)}}
         self.path = ds.path
         self.units = range(len(ds))
 

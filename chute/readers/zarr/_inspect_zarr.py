@@ -13,7 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from chute.errors import FormatError
-from chute.readers.zarr._zarr import ZarrDataset, constant_json
+from chute.readers.zarr._zarr import ZarrDataset, constants_json
 
 __all__ = ["zarr_info", "verify_zarr"]
 
@@ -61,8 +61,7 @@ def zarr_info(ds: ZarrDataset) -> dict:
         "fingerprint": ds.fingerprint,
         "source": None,
         "arrays": arrays,
-        "constants": {name: {"dtype": value.dtype.name, "value": constant_json(value)}
-                      for name, value in ds.constants.items()},
+        "constants": constants_json(ds.constants),
     }
 
 

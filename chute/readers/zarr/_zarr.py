@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from chute.readers.zarr._shard_index import ShardIndex
     from chute.readers.zarr._zarr_chunks import ChunkCache, MissingChunk
 
-__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS", "constant_json"]
+__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS", "constants_json"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
 _NUMERIC = "biufc"  # numpy kinds chute reads: bool, integers, floats, complex
@@ -190,10 +190,20 @@ def _constant(store: Path, name: str, array, fill: bool):
     return value.astype(value.dtype.newbyteorder("="))[()]
 
 
-def constant_json(value) -> int | float | bool | list[float]:
-    """A constant as JSON holds it (complex as [real, imag]; its dtype says which)."""
-    value = np.asarray(value).item()
-    return [value.real, value.imag] if isinstance(value, complex) else value
+def constants_json(constants: dict) -> dict[str, dict]:
+    """`ZarrDataset.constants` as JSON holds them, what `dataset_info` reports and a converted
+    dataset's manifest keeps: {name: {"dtype", "value"}} (complex as [real, imag]; the dtype
+    says which).
+
+    Args:
+        constants: 0-d array name -> its numpy scalar.
+    """
+    out = {}
+    for name, value in constants.items():
+        item = np.asarray(value).item()
+        out[name] = {"dtype": value.dtype.name,
+                     "value": [item.real, item.imag] if isinstance(item, complex) else item}
+    return out
 
 
 def _reopen(path: str, options: dict) -> ZarrDataset:
