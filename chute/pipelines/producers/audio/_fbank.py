@@ -102,7 +102,7 @@ class FbankDither:
                                            np.asarray(ids), stream=0)}
 
 
-def _frames(audio, lengths: np.ndarray, frames: np.ndarray, count: int, config: FbankConfig):
+def _frames(audio, lengths: np.ndarray, count: int, config: FbankConfig):
     """float64 [B, count, win] frames of each row (snip_edges=False: mirrored at the row's own
     length, so the zero padding of the batch never enters a frame)."""
     import torch
@@ -138,7 +138,7 @@ def fbank(audio, lengths: np.ndarray, config: FbankConfig, dither_seeds=None):
     b = audio.shape[0]
     if count == 0:
         return torch.zeros(b, 0, config.bins)
-    x = _frames(audio, lengths, frames, count, config) * options.scale  # [B, F, win]
+    x = _frames(audio, lengths, count, config) * options.scale  # [B, F, win]
     if options.dither > 0:
         if dither_seeds is None:
             raise ValueError("fbank with dither needs one noise seed per row (dither_seeds=)")
