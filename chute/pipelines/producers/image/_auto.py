@@ -132,8 +132,7 @@ def cpu_without_measuring(
         gpu = [c for c in image_candidates(device) if c.backend != "cpu"]
         if any(c.available for c in gpu):
             return None
-        # each GPU backend's own reason (DALI missing, nvImageCodec missing, no CuPy)
-        why = "; ".join(dict.fromkeys(f"{c.backend}: {c.reason}" for c in gpu))
+        why = _reasons(gpu)
     # only cpu candidates: nothing to compare the CPU with
     return "cpu", {}, f"cpu chosen without measuring: the GPU backends cannot run here ({why})"
 
@@ -156,8 +155,14 @@ def views_backend(device: str, cuda_devices: int | None = None) -> tuple[str, st
         if c.available:
             return c.backend, (f"views= on {device}: {c.backend}, the first GPU backend that "
                                "decodes views and can run here (not measured; docs/views.md)")
-    reasons = "; ".join(dict.fromkeys(f"{c.backend}: {c.reason}" for c in gpu))
-    return "cpu", f"views= decoded by the cpu backend: no GPU backend can run here ({reasons})"
+    return "cpu", ("views= decoded by the cpu backend: no GPU backend can run here "
+                   f"({_reasons(gpu)})")
+
+
+def _reasons(gpu: list) -> str:
+    """Each GPU candidate's own reason it cannot run (DALI missing, nvImageCodec missing, no
+    CuPy), one per backend."""
+    return "; ".join(dict.fromkeys(f"{c.backend}: {c.reason}" for c in gpu))
 
 
 def _with_unused_decisions(decision: tuple, ds, params: TuneParams) -> tuple[str, dict, str]:
