@@ -206,18 +206,18 @@ class MixedDataset:
                  repr(self.sampler), repr(self.optional)]
         self.fingerprint = "mix-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
         self.delivered_fields = (SOURCE_FIELD,)
-        self._args = (weights, epoch_samples, replacement, tuple(optional))
+        self._args = (weights, epoch_samples, replacement)  # for ref()
 
     def ref(self) -> MixRef:
         """The mix's identity for other processes (DALI workers): its sources' `DatasetRef`s
         and its arguments; `open()` there builds the same mix, or refuses a changed one."""
         from chute.readers import DatasetRef
 
-        weights, epoch_samples, replacement, optional = self._args
+        weights, epoch_samples, replacement = self._args
         return MixRef(self.names, tuple(DatasetRef.of(ds) for ds in self.sources),
                       None if weights is None else dict(weights), epoch_samples,
                       replacement if isinstance(replacement, bool) else dict(replacement),
-                      optional, self.fingerprint)
+                      self.optional, self.fingerprint)
 
     # -- construction -----------------------------------------------------------------------
     def _shares(self, weights, sizes) -> np.ndarray:
