@@ -134,23 +134,28 @@ def read_file_list(path: Path, root: Path) -> list[str]:
     return names
 
 
-def _give_root(config, root: Path) -> None:
-    """Hand `root` to a VideoClipLoader first stage (file requests go to the first stage)."""
+def _first_loader(config):
+    """The first stage (where requests go) when it is a chute.infer:VideoClipLoader, else None."""
     from chute.infer import VideoClipLoader
 
     first = config.stages[0]
-    if first.fn in ("chute.infer:VideoClipLoader", VideoClipLoader):
+    return first if first.fn in ("chute.infer:VideoClipLoader", VideoClipLoader) else None
+
+
+def _give_root(config, root: Path) -> None:
+    """Hand `root` to a VideoClipLoader first stage (file requests go to the first stage)."""
+    first = _first_loader(config)
+    if first is not None:
         first.options = {**(first.options or {}), "root": str(root)}
 
 
 def _give_decode(config, backend: str) -> None:
     """Set the backend of a VideoClipLoader first stage; refuse any other first stage."""
-    from chute.infer import VideoClipLoader
-
-    first = config.stages[0]
-    if first.fn not in ("chute.infer:VideoClipLoader", VideoClipLoader):
+    first = _first_loader(config)
+    if first is None:
+        other = config.stages[0]
         raise FormatError(f"chute infer-bench --decode {backend}: the first stage "
-                          f"{first.name!r} is {first.fn!r}, not chute.infer:VideoClipLoader; "
+                          f"{other.name!r} is {other.fn!r}, not chute.infer:VideoClipLoader; "
                           "set its decoder in the config instead")
     first.options = {**(first.options or {}), "backend": backend}
 
