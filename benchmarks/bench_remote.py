@@ -197,9 +197,7 @@ def _litdata_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads:
         local = tmp / f"{prefix}-local"
         litdata.optimize(fn=_lit_sample, inputs=files, output_dir=str(local), chunk_bytes=chunk,
                          num_workers=1, verbose=False)
-        for path in sorted(local.rglob("*")):
-            if path.is_file():
-                client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(local)}")
+        upload_folder(client, local, prefix)
     # litdata's obstore client options lack allow_http, which the loopback http:// endpoint
     # needs (real S3 is https); added here, in place, before its workers start
     downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
@@ -225,9 +223,7 @@ def _litdata_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads:
                                                  multiprocessing_context="fork")
             samples = sum(len(b) for b in loader)
         except Exception as exc:  # noqa: BLE001 - this row fails, the others still run
-            text = str(exc).strip().splitlines()
-            out.append({"name": name, "error":
-                        f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
+            out.append({"name": name, "error": one_line(exc)})
             continue
         seconds = time.perf_counter() - t0
         out.append({"name": name, "samples": samples, "seconds": seconds,
@@ -265,9 +261,9 @@ def _count_litdata_downloads():
 
 # -- MosaicML streaming (a peer) -----------------------------------------------------------
 def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads: int,
-                     limit: int, window: int) -> list[tuple[str, int, float, int]]:
-    """(name, samples, seconds, bytes fetched) of a cold then a warm epoch of MosaicML
-    streaming, then a shuffled one from an empty cache limited to `limit` bytes (its py1e
+                     limit: int, window: int) -> list[dict]:
+    """Rows {"name", "samples", "seconds", "fetched"} (bytes) of a cold then a warm epoch of
+    MosaicML streaming, then a shuffled one from an empty cache limited to `limit` bytes (its py1e
     shuffle in blocks of `window` samples, the samples of chute's ShardWindows(2)): the JPEGs
     written with MDSWriter in 8 MB shards, uploaded, read with StreamingDataset +
     StreamingDataLoader (--threads workers), the same PIL eval transform as litdata's row.
@@ -284,9 +280,7 @@ def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads
         with MDSWriter(out=str(local), columns={"image": "bytes"}, size_limit=shard) as writer:
             for path in sorted(folder.iterdir()):
                 writer.write({"image": path.read_bytes()})
-        for path in sorted(local.rglob("*")):
-            if path.is_file():
-                client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(local)}")
+        upload_folder(client, local, prefix)
     os.environ["S3_ENDPOINT_URL"] = endpoint  # where streaming's boto3 client goes
 
     class Images(StreamingDataset):
@@ -311,7 +305,7 @@ def streaming_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads
         loader = StreamingDataLoader(dataset, batch_size=batch, num_workers=threads)
         samples = sum(len(b) for b in loader)
         seconds = time.perf_counter() - t0
-        out.append((name, samples, seconds, fetched()))
+        out.append({"name": name, "samples": samples, "seconds": seconds, "fetched": fetched()})
         del loader, dataset
     return out
 
@@ -361,9 +355,20 @@ def peer_rows(module: str, peer: str, rows: list, add, epochs) -> None:
             else:
                 add(peer.format(row["name"]), row["samples"], row["seconds"], row["fetched"])
     except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not hidden
-        text = str(exc).strip().splitlines()
-        rows.append({"configuration": peer.format("cold cache"), "not_run":
-                     f"{type(exc).__name__}: {text[0][:200] if text else ''}"})
+        rows.append({"configuration": peer.format("cold cache"), "not_run": one_line(exc)})
+
+
+def one_line(exc: BaseException) -> str:
+    """`exc` as a row's "not run" reason: its type and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+
+
+def upload_folder(client, local: Path, prefix: str) -> None:
+    """Every file under `local` uploaded to BUCKET/`prefix`/, at the same relative path."""
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(local)}")
 
 
 def main() -> None:
@@ -440,10 +445,9 @@ def main() -> None:
                       lambda: litdata_epochs(folder, tmp, server.endpoint, args.batch,
                                              args.threads, limit))
             peer_rows("streaming", "(f) MosaicML streaming, s3, {}, PIL eval", rows, add,
-                      lambda: ({"name": which, "samples": n, "seconds": s, "fetched": fetched}
-                               for which, n, s, fetched in streaming_epochs(
-                                   folder, tmp, server.endpoint, args.batch, args.threads,
-                                   limit, window=2 * args.images // shards)))
+                      lambda: streaming_epochs(folder, tmp, server.endpoint, args.batch,
+                                               args.threads, limit,
+                                               window=2 * args.images // shards))
     finally:
         server.stop()
     warm = next(r["samples_per_s"] for r in rows if r["configuration"].startswith("(c)"))
