@@ -40,10 +40,9 @@ def load_manifest(root: Path) -> dict:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
         if (Path(root) / ".zarray").is_file():  # a zarr v2 array (v3's is refused when opened)
-            raise FormatError(f"{root}: is a zarr array, not a group; chute reads a group whose "
-                              "arrays are the fields: write it into a group, e.g. "
-                              "zarr.open_group(PATH, mode='w').create_array('latent', "
-                              "data=...)") from None
+            from chute.readers.zarr._zarr import array_not_group
+
+            raise array_not_group(root) from None
         raise FormatError(f"{root}: not a chute dataset (no {MANIFEST}); create one with "
                           "`chute convert`, or the conversion was interrupted") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

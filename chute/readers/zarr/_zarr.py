@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from chute.readers.zarr._shard_index import ShardIndex
     from chute.readers.zarr._zarr_chunks import ChunkCache, MissingChunk
 
-__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS", "constants_json"]
+__all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS", "constants_json",
+           "array_not_group"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
 _NUMERIC = "biufc"  # numpy kinds chute reads: bool, integers, floats, complex
@@ -204,6 +205,17 @@ def constants_json(constants: dict) -> dict[str, dict]:
         out[name] = {"dtype": value.dtype.name,
                      "value": [item.real, item.imag] if isinstance(item, complex) else item}
     return out
+
+
+def array_not_group(path) -> FormatError:
+    """The error for a zarr array (v2 `.zarray` or v3) given where chute reads a group.
+
+    Args:
+        path: the array's folder.
+    """
+    return FormatError(f"{path}: is a zarr array, not a group; chute reads a group whose "
+                       "arrays are the fields: write it into a group, e.g. "
+                       "zarr.open_group(PATH, mode='w').create_array('latent', data=...)")
 
 
 def _reopen(path: str, options: dict) -> ZarrDataset:
@@ -535,10 +547,7 @@ class ZarrDataset:
             try:
                 group = zarr.open_group(store, mode="r")
             except zarr.errors.ContainsArrayError:  # a valid store, not a damaged one
-                raise FormatError(
-                    f"{self.path}: is a zarr array, not a group; chute reads a group whose "
-                    "arrays are the fields: write it into a group, e.g. "
-                    "zarr.open_group(PATH, mode='w').create_array('latent', data=...)") from None
+                raise array_not_group(self.path) from None
             arrays = dict(sorted((name, node) for name, node in group.members(max_depth=None)
                                  if isinstance(node, zarr.Array)))
         for name in arrays:  # each opened as the folder of that path: no way out of the store
