@@ -96,8 +96,7 @@ class Confined:
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise
-            raise NotRegular(f"{self.root / relative}: {what} is a symlink loop, not a regular "
-                             "file; replace it with the file it stands for") from None
+            raise _not_regular(self.root / relative, what, "a symlink loop") from None
         return _regular(fd, self.root / relative, what)
 
     def _open(self, relative: str, what: str) -> int:
@@ -132,9 +131,15 @@ def _regular(fd: int, path: Path, what: str) -> int:
         raise
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise NotRegular(f"{path}: {what} is {kind_of(mode)}, not a regular file; replace it "
-                         "with the file it stands for")
+        raise _not_regular(path, what, kind_of(mode))
     return fd
+
+
+def _not_regular(path, what: str, kind: str) -> NotRegular:
+    """The error for `path` (`what` it was read as) being `kind` ("a FIFO", "a symlink loop")
+    instead of a regular file."""
+    return NotRegular(f"{path}: {what} is {kind}, not a regular file; replace it with the file "
+                      "it stands for")
 
 
 def kind_of(mode: int) -> str:
@@ -154,11 +159,9 @@ def check_regular(path: str | Path, what: str) -> Path:
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-        raise NotRegular(f"{path}: {what} is a symlink loop, not a regular file; replace it "
-                         "with the file it stands for") from None
+        raise _not_regular(path, what, "a symlink loop") from None
     if not stat.S_ISREG(mode):
-        raise NotRegular(f"{path}: {what} is {kind_of(mode)}, not a regular file; replace it "
-                         "with the file it stands for")
+        raise _not_regular(path, what, kind_of(mode))
     return Path(path)
 
 
