@@ -41,15 +41,17 @@ def derive_key(*parts: int | str) -> int:
     return int(acc)
 
 
-def random_u64(key: int, counters: np.ndarray | int, stream: int = 0) -> np.ndarray:
-    """64 random bits per counter for this key; `stream` separates independent draws."""
+def random_u64(key: int, counters: np.ndarray | int,
+               stream: np.ndarray | int = 0) -> np.ndarray:
+    """64 random bits per counter for this key; `stream` separates independent draws (an array
+    of streams broadcasts against `counters`, as `uniform_streams` uses it)."""
     c = np.asarray(counters, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        k = mix64(np.uint64(key & 0xFFFFFFFFFFFFFFFF) ^ mix64(np.uint64(stream)))
+        k = mix64(np.uint64(key & 0xFFFFFFFFFFFFFFFF) ^ mix64(np.asarray(stream, np.uint64)))
         return mix64(c * _GOLDEN ^ k)
 
 
-def uniform(key: int, counters: np.ndarray | int, stream: int = 0) -> np.ndarray:
+def uniform(key: int, counters: np.ndarray | int, stream: np.ndarray | int = 0) -> np.ndarray:
     """Uniform float64 in [0, 1) per counter, 53 bits of precision."""
     bits = random_u64(key, counters, stream) >> np.uint64(11)
     return bits.astype(np.float64) / _U53
@@ -64,9 +66,5 @@ def uniform_streams(key: int, counters: np.ndarray, streams) -> np.ndarray:
         counters: N counters (e.g. sample ids).
         streams: S stream numbers.
     """
-    c = np.asarray(counters, dtype=np.uint64).reshape(1, -1)
-    s = np.asarray(streams, dtype=np.uint64).reshape(-1, 1)
-    with np.errstate(over="ignore"):
-        k = mix64(np.uint64(key & 0xFFFFFFFFFFFFFFFF) ^ mix64(s))
-        bits = mix64(c * _GOLDEN ^ k) >> np.uint64(11)
-    return bits.astype(np.float64) / _U53
+    return uniform(key, np.asarray(counters, dtype=np.uint64).reshape(1, -1),
+                   np.asarray(streams, dtype=np.uint64).reshape(-1, 1))
