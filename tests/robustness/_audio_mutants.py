@@ -12,8 +12,6 @@ must be stored as it is listed). Everything is a pure function of the seed."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import random
@@ -21,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests._audio import segments_of, write_recordings
+from tests.robustness._listing import draw_row, write_mutated
 
 FILES = ("a.wav", "b.flac", "c.flac", "d.wav")
 Build = Callable[[Path], tuple[Path, set[str]]]
@@ -175,42 +174,18 @@ def _j_text(rng: random.Random) -> tuple[str, Build]:
 
 
 def _csv(rng: random.Random) -> tuple[str, Build]:
-    k = rng.randrange(len(FILES))
-    f = FILES[k]
-    how = rng.choice(["path", "path", "text", "cells", "header", "quote", "not-utf8", "nul",
-                      "duplicate"])
-    form = rng.choice(_PATHS)
-    text = rng.choice(["", "t" * 200_000, "a\nb", "\x00", "é" * 10, "=1+1", '"'])
+    m = draw_row(rng, len(FILES), ["path", "path", "text", "cells", "header", "quote",
+                                   "not-utf8", "nul", "duplicate"], _PATHS,
+                 ["", "t" * 200_000, "a\nb", "\x00", "é" * 10, "=1+1", '"'],
+                 [["path", "path"], ["file", "text"], ["text", "path"], [""],
+                  ["path", "text", "path"], ["PATH", "TEXT"]])
+    f = FILES[m.k]
 
     def build(folder: Path) -> tuple[Path, set[str]]:
-        rows = [["path", "text"]] + [[g, f"all of {g}"] for g in FILES]
-        row = rows[k + 1]
-        if how == "path":
-            row[0] = form.format(f=f, abs=folder / f, dir=folder.name)
-        elif how == "text":
-            row[1] = text
-        elif how == "cells":
-            rows[k + 1] = [f] if len(text) % 2 else [f, "x", "y", "z"]
-        elif how == "header":
-            rows[0] = rng_header
-        elif how == "duplicate":
-            rows.append(list(row))
-        buf = io.StringIO()
-        csv.writer(buf).writerows(rows)
-        data = buf.getvalue()
-        if how == "quote":
-            data = data.replace(f"{f},", f'"{f},', 1)
-        elif how == "not-utf8":
-            data = data.replace(f"all of {f}", f"all\udcff of {f}")
-        elif how == "nul":
-            data = data.replace(f"all of {f}", f"all\x00 of {f}")
-        path = folder / "rec.csv"
-        path.write_bytes(data.encode("utf-8", "surrogateescape"))
-        return path, set(FILES) if how == "header" else {f, "b.flac"}
+        path = write_mutated(folder / "rec.csv", FILES, [f"all of {g}" for g in FILES], m)
+        return path, set(FILES) if m.how == "header" else {f, "b.flac"}
 
-    rng_header = rng.choice([["path", "path"], ["file", "text"], ["text", "path"], [""],
-                             ["path", "text", "path"], ["PATH", "TEXT"]])
-    return f"csv {how} {form if how == 'path' else text[:10]!r} (row {k})", build
+    return f"csv {m.how} {m.form if m.how == 'path' else m.text[:10]!r} (row {m.k})", build
 
 
 _KINDS = [(_j_path, 3), (_j_number, 3), (_j_type, 2), (_j_duplicate, 2), (_j_text, 2),

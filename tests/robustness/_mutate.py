@@ -134,26 +134,67 @@ def _m_hostile(rng: random.Random, clean: dict):
     return f"hostile {how} {target if how == 'shard' else rng_file} (shard {name})", apply
 
 
+def cut_bytes(path: Path, how: str, cut: int) -> bool:
+    """Truncate file `path` at (`how` "truncate"), or flip one bit at ("flip"), the offset
+    `cut` modulo its size, or empty it ("empty"); return whether `how` was one of these.
+
+    Args:
+        path: the file.
+        how: "truncate", "flip", "empty", or another mutation (then nothing is done).
+        cut: a seeded number that picks the offset and the bit.
+    """
+    if how not in ("truncate", "flip", "empty"):
+        return False
+    raw = bytearray(path.read_bytes())
+    if how == "truncate":
+        raw = raw[:cut % len(raw)]
+    elif how == "flip":
+        raw[cut % len(raw)] ^= 1 << (cut % 8)
+    else:
+        raw = bytearray()
+    path.write_bytes(bytes(raw))
+    return True
+
+
+def not_a_file(path: Path, how: str, target: Path | None) -> bool:
+    """Delete file `path` (`how` "delete") or put a folder ("folder"), a FIFO ("fifo") or a
+    symlink to `target` ("link-out", "link-in", any "link-...") in its place; return whether
+    `how` was one of these.
+
+    Args:
+        path: the file.
+        how: "delete", "folder", "fifo", "link-...", or another mutation (then nothing is
+            done).
+        target: where a "link-..." symlink leads.
+    """
+    if how not in ("delete", "folder", "fifo") and not how.startswith("link-"):
+        return False
+    path.unlink()
+    if how == "folder":
+        path.mkdir()
+    elif how == "fifo":
+        os.mkfifo(path)
+    elif how != "delete":
+        assert target is not None, f"a {how} needs a target"
+        path.symlink_to(target)
+    return True
+
+
 def _m_text(rng: random.Random, clean: dict):
     how = rng.choice(["truncate", "flip", "deep", "empty", "folder", "not-utf8", "missing"])
 
     def apply(root: Path):
         path = root / "chute.json"
-        raw = bytearray(path.read_bytes())
-        if how == "truncate":
-            path.write_bytes(bytes(raw[:cut % len(raw)]))
-        elif how == "flip":
-            raw[cut % len(raw)] ^= 1 << (cut % 8)
-            path.write_bytes(bytes(raw))
-        elif how == "deep":
+        if cut_bytes(path, how, cut):
+            return
+        raw = path.read_bytes()
+        if how == "deep":
             path.write_text("[" * 200_000 + "]" * 200_000)
-        elif how == "empty":
-            path.write_bytes(b"")
         elif how == "folder":
             path.unlink()
             path.mkdir()
         elif how == "not-utf8":
-            path.write_bytes(bytes(raw).replace(b'"name"', b'"n\xffme"', 1))
+            path.write_bytes(raw.replace(b'"name"', b'"n\xffme"', 1))
         else:
             path.unlink()
 
@@ -224,20 +265,13 @@ def _f_replace(rng: random.Random, files: list[str]):
 
     def apply(root: Path):
         path = root / rel
-        if how == "delete":
-            path.unlink()
-        elif how == "folder":
-            path.unlink()
-            path.mkdir()
-        elif how == "fifo":
-            path.unlink()
-            os.mkfifo(path)
-        elif how == "link-out":
-            evil = _outside(root)
-            shutil.copy(path, evil / path.name)
-            path.unlink()
-            path.symlink_to(evil / path.name)
-        elif other is not None:
+        target = None
+        if how == "link-out":  # a copy outside, so the link leads to the right bytes
+            target = _outside(root) / path.name
+            shutil.copy(path, target)
+        if not_a_file(path, how, target):
+            return
+        if other is not None:
             a, b = path.read_bytes(), (root / other).read_bytes()
             path.write_bytes(b)
             (root / other).write_bytes(a)

@@ -21,6 +21,8 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.robustness._listing import draw_row, write_mutated
+
 FILES = ("v0.mp4", "v1.mkv", "v2.mp4")
 Apply = Callable[[Path], tuple[Path, set[str]]]
 
@@ -45,11 +47,11 @@ def write_source(folder: Path) -> Path:
     return folder / "v.csv"
 
 
-def _write_csv(folder: Path, rows: list[list[str]], edit=lambda text: text) -> Path:
+def _write_csv(folder: Path, rows: list[list[str]]) -> Path:
     buf = io.StringIO()
     csv.writer(buf).writerows(rows)
     path = folder / "v.csv"
-    path.write_bytes(edit(buf.getvalue()).encode("utf-8", "surrogateescape"))
+    path.write_bytes(buf.getvalue().encode("utf-8", "surrogateescape"))
     return path
 
 
@@ -60,41 +62,17 @@ _TEXTS = ["", "t" * 200_000, "a\nb", "\x00", "é" * 10, "=1+1", '"', "\udcff"]
 
 
 def _m_csv(rng: random.Random) -> tuple[str, Apply]:
-    k = rng.randrange(len(FILES))
-    f = FILES[k]
-    how = rng.choice(["path", "path", "path", "text", "cells", "header", "quote", "not-utf8",
-                      "nul", "duplicate", "bom"])
-    form, text = rng.choice(_PATHS), rng.choice(_TEXTS)
-    header = rng.choice([["path", "path"], ["file", "text"], ["text", "path"], [""],
-                         ["path", "text", "path"], ["path"], ["path", "text", "extra"]])
+    m = draw_row(rng, len(FILES), ["path", "path", "path", "text", "cells", "header", "quote",
+                                   "not-utf8", "nul", "duplicate", "bom"], _PATHS, _TEXTS,
+                 [["path", "path"], ["file", "text"], ["text", "path"], [""],
+                  ["path", "text", "path"], ["path"], ["path", "text", "extra"]])
 
     def apply(folder: Path) -> tuple[Path, set[str]]:
-        rows = [["path", "text"]] + [[g, f"clip {j}"] for j, g in enumerate(FILES)]
-        row = rows[k + 1]
-        if how == "path":
-            row[0] = form.format(f=f, abs=folder / f, dir=folder.name)
-        elif how == "text":
-            row[1] = text
-        elif how == "cells":
-            rows[k + 1] = [f] if len(text) % 2 else [f, "x", "y", "z"]
-        elif how == "header":
-            rows[0] = header
-        elif how == "duplicate":
-            rows.append(list(row))
-
-        def edit(t: str) -> str:
-            if how == "quote":
-                return t.replace(f"{f},", f'"{f},', 1)
-            if how == "not-utf8":
-                return t.replace(f"clip {k}", f"clip\udcff {k}")
-            if how == "nul":
-                return t.replace(f"clip {k}", f"clip\x00 {k}")
-            return "\ufeff" + t if how == "bom" else t
-
-        touched = set(FILES) if how in ("header", "quote") else {f, "v2.mp4"}
-        return _write_csv(folder, rows, edit), touched
-    shown = form if how == "path" else header if how == "header" else text[:10]
-    return f"csv {how} {shown!r} (row {k})", apply
+        labels = [f"clip {j}" for j in range(len(FILES))]
+        touched = set(FILES) if m.how in ("header", "quote") else {FILES[m.k], "v2.mp4"}
+        return write_mutated(folder / "v.csv", FILES, labels, m), touched
+    shown = m.form if m.how == "path" else m.header if m.how == "header" else m.text[:10]
+    return f"csv {m.how} {shown!r} (row {m.k})", apply
 
 
 def _m_container(rng: random.Random) -> tuple[str, Apply]:

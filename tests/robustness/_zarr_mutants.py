@@ -14,7 +14,6 @@ the seed."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.readers._zarr_stores import write_store
+from tests.robustness._mutate import cut_bytes, not_a_file
 
 S = 8
 Apply = Callable[[Path], None]
@@ -154,32 +154,16 @@ def _m_text(rng: random.Random) -> tuple[str, Apply]:
 
     def apply(store: Path) -> None:
         path = _doc(store, where)
-        raw = bytearray(path.read_bytes())
-        if how == "truncate":
-            path.write_bytes(bytes(raw[:cut % len(raw)]))
-        elif how == "flip":
-            raw[cut % len(raw)] ^= 1 << (cut % 8)
-            path.write_bytes(bytes(raw))
-        elif how == "empty":
-            path.write_bytes(b"")
-        elif how == "delete":
-            path.unlink()
-        elif how == "not-utf8":
-            path.write_bytes(bytes(raw).replace(b'"', b'"\xff', 1))
+        if cut_bytes(path, how, cut) or not_a_file(
+                path, how, store.parent / "other.zarr" / path.relative_to(store)):
+            return
+        raw = path.read_bytes()
+        if how == "not-utf8":
+            path.write_bytes(raw.replace(b'"', b'"\xff', 1))
         elif how == "deep":
             path.write_text("[" * 100_000 + "]" * 100_000)
         elif how == "big-int":
-            path.write_bytes(bytes(raw).replace(b"[", b"[" + b"9" * 5000 + b",", 1))
-        elif how == "folder":
-            path.unlink()
-            path.mkdir()
-        elif how == "fifo":
-            path.unlink()
-            os.mkfifo(path)
-        elif how == "link-out":
-            other = store.parent / "other.zarr" / path.relative_to(store)
-            path.unlink()
-            path.symlink_to(other)
+            path.write_bytes(raw.replace(b"[", b"[" + b"9" * 5000 + b",", 1))
         else:  # attributes: v2 `.zattrs` beside, v3 "attributes" inside
             attrs = path.with_name(".zattrs")
             text = r_attrs[cut % len(r_attrs)]
@@ -244,17 +228,9 @@ def _c_replace(rng: random.Random) -> tuple[str, Apply]:
             path.write_bytes(b)
             (store / other).write_bytes(a)
             return
-        path.unlink()
-        if how == "folder":
-            path.mkdir()
-        elif how == "fifo":
-            os.mkfifo(path)
-        elif how == "link-out":
-            path.symlink_to(store.parent / "other.zarr" / rel)
-        elif how == "link-in":
-            path.symlink_to(store / other)
-        elif how == "link-dangling":
-            path.symlink_to(store / "nowhere")
+        not_a_file(path, how, {"link-out": store.parent / "other.zarr" / rel,
+                               "link-in": store / other,
+                               "link-dangling": store / "nowhere"}.get(how))
     return f"chunk {how} (file {pick}, other {other_pick})", apply
 
 

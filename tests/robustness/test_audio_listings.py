@@ -17,10 +17,9 @@ from collections import Counter
 
 import pytest
 
-from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
 from tests.robustness._audio_mutants import FILES, mutants, write_source
-from tests.robustness._cli import convert_outcome
+from tests.robustness._cli import convert_outcome, match_samples, stored_outcome
 
 pytest.importorskip("soundfile")
 
@@ -37,36 +36,20 @@ def _files(root) -> set[str]:
 
 def _check(dst, stored_bytes: dict, touched: set[str]) -> tuple[str, str]:
     """The outcome of a convert that exited 0."""
-    ds = open_dataset(dst)
-    seen: Counter = Counter()
-    try:
-        for i in range(len(ds)):
-            sample = ds[i]
-            data = bytes(sample["audio"])
-            name = next((f for f, b in stored_bytes.items() if b == data), None)
-            if name is None:
-                return "wrong", f"sample {i} holds bytes of no listed recording"
-            seen[name] += 1
-            if name in touched:
-                continue
-            text = json.dumps(sample["meta"])
-            others = [g for g in FILES if g != name and g in text]
-            if others or sample["meta"].get("key") != name or f"all of {name}" not in text:
-                return "wrong", f"sample {i} ({name}) carries meta {text[:200]}"
-    finally:
-        ds.close()
+    def check(i: int, name: str, sample: dict) -> str | None:
+        text = json.dumps(sample["meta"])
+        others = [g for g in FILES if g != name and g in text]
+        if others or sample["meta"].get("key") != name or f"all of {name}" not in text:
+            return f"sample {i} ({name}) carries meta {text[:200]}"
+        return None
+
+    seen, wrong = match_samples(dst, "audio", stored_bytes, touched, check,
+                                ("listed recording", "recordings"))
+    if wrong is not None:
+        return wrong
     untouched = set(FILES) - touched
-    twice = sorted(f for f in untouched if seen[f] > 1)
-    if twice:
-        return "wrong", f"untouched recordings stored twice: {twice}"
     lost = sorted(f for f in untouched if not seen[f])
-    if lost:
-        report = dst / "skipped.tsv"
-        text = report.read_text(errors="replace") if report.is_file() else ""
-        if all(f in text for f in lost):
-            return "untouched skipped, listed", f"{lost}"
-        return "lost", f"untouched recordings not stored nor listed: {lost}"
-    return ("stored whole" if all(seen[f] for f in FILES) else "stored, touched skipped"), ""
+    return stored_outcome(dst, lost, all(seen[f] for f in FILES), "recordings not stored")
 
 
 def _convert(listing, dst) -> tuple[str, str]:

@@ -21,9 +21,8 @@ import pytest
 from chute import Pipeline, VideoOptions
 from chute.cli import main
 from chute.errors import ChuteError
-from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
-from tests.robustness._cli import convert_outcome
+from tests.robustness._cli import convert_outcome, match_samples, stored_outcome
 from tests.robustness._video_mutants import FILES, mutants, write_source
 
 pytest.importorskip("av")
@@ -56,31 +55,20 @@ def _frames(dst) -> dict[str, list[np.ndarray]]:
 
 def _check(dst, source, touched: set[str], reference: dict) -> tuple[str, str]:
     """The outcome of a convert that exited 0."""
+    def check(i: int, name: str, sample: dict) -> str | None:
+        k = FILES.index(name)
+        meta = json.dumps(sample["meta"])
+        if sample["meta"].get("key") != name or sample["text"] != f"clip {k}" or \
+                int(sample["num_frames"]) != 8 + 3 * k:
+            return f"sample {i} ({name}): {meta[:160]}, {int(sample['num_frames'])} frames"
+        return None
+
     current = {f: (source / f).read_bytes() for f in FILES}
-    seen: Counter = Counter()
-    ds = open_dataset(dst)
-    try:
-        for i in range(len(ds)):
-            sample = ds[i]
-            data = bytes(sample["video"])
-            name = next((f for f, b in current.items() if b == data), None)
-            if name is None:
-                return "wrong", f"sample {i} holds bytes of no file of the source folder"
-            seen[name] += 1
-            if name in touched:
-                continue
-            k = FILES.index(name)
-            meta = json.dumps(sample["meta"])
-            if sample["meta"].get("key") != name or sample["text"] != f"clip {k}" or \
-                    int(sample["num_frames"]) != 8 + 3 * k:
-                return "wrong", f"sample {i} ({name}): {meta[:160]}, " \
-                                f"{int(sample['num_frames'])} frames"
-    finally:
-        ds.close()
+    seen, wrong = match_samples(dst, "video", current, touched, check,
+                                ("file of the source folder", "videos"))
+    if wrong is not None:
+        return wrong
     untouched = set(FILES) - touched
-    twice = sorted(f for f in untouched if seen[f] > 1)
-    if twice:
-        return "wrong", f"untouched videos stored twice: {twice}"
     try:
         clips = _frames(dst)
     except ChuteError as exc:
@@ -95,13 +83,8 @@ def _check(dst, source, touched: set[str], reference: dict) -> tuple[str, str]:
         if len(clips[f]) != 1 or not np.array_equal(clips[f][0], reference[f]):
             return "wrong", f"the Pipeline delivers other frames for {f}"
     lost = sorted(f for f in untouched if not seen[f] or f not in clips)
-    if lost:
-        report = dst / "skipped.tsv"
-        text = report.read_text(errors="replace") if report.is_file() else ""
-        if all(f in text for f in lost):
-            return "untouched skipped, listed", f"{lost}"
-        return "lost", f"untouched videos not stored (or not read) nor listed: {lost}"
-    return ("stored whole" if all(seen[f] for f in FILES) else "stored, touched skipped"), ""
+    return stored_outcome(dst, lost, all(seen[f] for f in FILES),
+                          "videos not stored (or not read)")
 
 
 def _convert(listing, dst) -> tuple[str, str]:

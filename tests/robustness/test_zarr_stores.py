@@ -14,17 +14,18 @@ destination. `pytest -s` prints the counts; CHUTE_ROBUSTNESS_SEED explores anoth
 CHUTE_ROBUSTNESS_ZARR sets the count."""
 
 import contextlib
-import io
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from chute.cli import main
 from chute.errors import ChuteError
 from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
+from tests.robustness._cli import run
 from tests.robustness._zarr_mutants import CLEAN, OTHER, S, build, mutants
 
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
@@ -64,6 +65,20 @@ def _one_line(exc: BaseException) -> tuple[str, str]:
     return "named", message[:160]
 
 
+def _attempt(what: str, read: Callable[[], Any]) -> tuple[Any, tuple[str, str] | None]:
+    """(what `read()` returns, None), or (None, ("named" or "raw", detail)) when it raised:
+    a one-line chute error is "named", anything else "raw"; a `Hang` goes through."""
+    try:
+        return read(), None
+    except ChuteError as exc:
+        outcome, detail = _one_line(exc)
+        return None, (outcome, f"{what}: {detail}")
+    except Hang:
+        raise
+    except Exception as exc:
+        return None, ("raw", f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
+
+
 def _direct(store: Path) -> tuple[str, str, dict]:
     """(outcome, detail, row outcomes) of reading the store directly."""
     try:
@@ -78,34 +93,23 @@ def _direct(store: Path) -> tuple[str, str, dict]:
     n = min(len(ds), S + 4)  # a length claimed by metadata may be huge: its start is enough
     per_sample = [f for f, kind in ds.fields.items() if kind != "table"]
     for i in range(n):
-        try:
-            sample = ds[i]
-        except ChuteError as exc:
-            outcome, detail = _one_line(exc)
-            if outcome == "raw":
-                return outcome, f"row {i}: {detail}", rows
+        sample, failed = _attempt(f"row {i}", lambda i=i: ds[i])
+        if failed is not None:
+            if failed[0] == "raw":
+                return (*failed, rows)
             rows["named"] += 1
             continue
-        except Hang:
-            raise
-        except Exception as exc:
-            return "raw", f"row {i}: {type(exc).__name__}: {str(exc)[:200]}", rows
         for field, value in sample.items():
             rows[_judge(store, field, i, value)] += 1
     for field in per_sample:  # the batched path (the Pipeline's), failed rows under a status
         status = np.zeros(n, np.uint8)
-        try:
-            batch = ds.reader(field).read(np.arange(n, dtype=np.int64), status=status)
-        except ChuteError as exc:
-            outcome, detail = _one_line(exc)
-            if outcome == "raw":
-                return outcome, f"batch {field}: {detail}", rows
+        batch, failed = _attempt(f"batch {field}", lambda f=field, s=status: ds.reader(f).read(
+            np.arange(n, dtype=np.int64), status=s))
+        if failed is not None:
+            if failed[0] == "raw":
+                return (*failed, rows)
             rows["named"] += 1
             continue
-        except Hang:
-            raise
-        except Exception as exc:
-            return "raw", f"batch {field}: {type(exc).__name__}: {str(exc)[:200]}", rows
         for i in np.flatnonzero(status == 0):
             rows[_judge(store, field, int(i), batch[i])] += 1
         rows["named"] += int(np.count_nonzero(status))
@@ -116,29 +120,21 @@ def _direct(store: Path) -> tuple[str, str, dict]:
             else "correct"), "", rows
 
 
-def _cli(args: list[str]) -> tuple[int | str, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(args)
-    except Hang:
-        raise
-    except BaseException as exc:
-        return "raw", "", f"{type(exc).__name__}: {str(exc)[:200]}"
-    return code, out.getvalue(), err.getvalue()
-
-
 def _verify(store: Path) -> tuple[str, str]:
-    code, _, err = _cli(["verify", str(store), "--no-progress"])
-    if code not in (0, 1) or "Traceback" in err:
+    code, _, err, raw = run(["verify", str(store), "--no-progress"])
+    if raw is not None:
+        return "raw", f"chute verify: {raw[1]}"
+    if code not in (0, 1):
         return "raw", f"chute verify: exit {code}, {err[-300:]!r}"
     return ("passed" if code == 0 else "flagged"), err.strip()[:160]
 
 
 def _convert(store: Path, dst: Path) -> tuple[str, str]:
-    code, _, err = _cli(["convert", "zarr", str(store), str(dst)])
+    code, _, err, raw = run(["convert", "zarr", str(store), str(dst)])
+    if raw is not None:
+        return "raw", f"convert zarr: {raw[1]}"
     if code == 1:
-        if "Traceback" in err or len(err.strip().splitlines()) != 1:
+        if len(err.strip().splitlines()) != 1:
             return "raw", f"convert zarr: not one line: {err[-300:]!r}"
         if os.path.lexists(dst):
             return "half", f"convert zarr failed and left {dst}"
