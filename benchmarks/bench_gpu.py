@@ -6,6 +6,7 @@ NCHW, one run, img/s as ratios to chute `cpu` and to torchvision, + GPU utilisat
                                    [--batches 40] [--warmup 5] [--hw-decoder-load 0.65]
                                    [--json FILE]
     python benchmarks/bench_gpu.py DATASET_OR_JPEG_FOLDER --cpu-mode   # no GPU needed
+    python benchmarks/bench_gpu.py DATASET_OR_JPEG_FOLDER --views      # DINO multi-crop
 
 A folder of JPEGs is first written to a temporary chute dataset. Every contender gets the same
 images, batch size and output size; the DALI reference uses fn.decoders.image_random_crop (its own
@@ -15,6 +16,12 @@ each batch with one `torchvision.io.decode_jpeg(list, device="cuda")` call (nvJP
 utilisation is the mean of the samples chute.autotune.GpuSampler takes (pynvml, every 50 ms, in
 a thread) while the contender runs. A contender whose library is missing is a row saying
 "not installed"; one that fails is a row saying so, and the others still run.
+
+--views measures DINO multi-crop instead of one crop (2 views at 224, scale (0.32, 1), + 6 at 96,
+scale (0.05, 0.32), per image; docs/views.md): chute's `views=` (one decode per image, every view
+from it) on the backends that decode views (cpu, nvimgcodec, dali), against torchvision's batched
+GPU decode followed by the 8 RandomResizedCrop + flip + Normalize views per image; the rates
+count images (of 8 views each).
 
 On a machine without a CUDA device, and without --cpu-mode, it prints "no CUDA device: nothing to
 measure" and exits with status 0 (there is nothing wrong, there is just nothing to measure).
@@ -65,12 +72,23 @@ def time_batches(batches, count: int, warmup: int, sync) -> tuple[float, int]:
     return time.perf_counter() - start, images
 
 
-def chute_batches(dataset, backend: str, device: str, size: int, args):
-    from chute import ImageOptions, Pipeline
+# --views: DINO's multi-crop (docs/views.md), (size, scale, count) per kind of view
+DINO_VIEWS = [(224, (0.32, 1.0), 2), (96, (0.05, 0.32), 6)]
+VIEWS = "views"  # the `size` of a --views measurement
+
+
+def chute_batches(dataset, backend: str, device: str, size: int | str, args):
+    from chute import ImageOptions, Pipeline, View
 
     options = {"hw_decoder_load": args.hw_decoder_load} if backend == "dali" else None
-    fields = {"image": ImageOptions(size=size, backend=backend, backend_options=options,
-                                    dtype="float16")}
+    if size == VIEWS:
+        views = [View(s, scale=scale, count=count) for s, scale, count in DINO_VIEWS]
+        image = ImageOptions(views=views, backend=backend, backend_options=options,
+                             dtype="float16")
+    else:
+        image = ImageOptions(size=size, backend=backend, backend_options=options,
+                             dtype="float16")
+    fields = {"image": image}
     if "label" in dataset.fields:  # the Pipeline's default fields: image and label
         fields["label"] = None
     pipe = Pipeline(dataset, args.batch_size, fields=fields, device=device)
@@ -78,7 +96,7 @@ def chute_batches(dataset, backend: str, device: str, size: int, args):
         for epoch in range(1 << 30):
             pipe.set_epoch(epoch)
             for batch in pipe:
-                yield int(batch["image"].shape[0])
+                yield len(batch["index"])
     finally:
         pipe.close()
 
@@ -138,18 +156,25 @@ class EncodedOnly:
         return self.source(batch_info)[0]
 
 
-def torchvision_batches(dataset, device: str, size: int, args):
-    """torchvision's own path: one batched decode_jpeg per batch, then transforms.v2 per image."""
+def torchvision_batches(dataset, device: str, size: int | str, args):
+    """torchvision's own path: one batched decode_jpeg per batch, then transforms.v2 per image
+    (per view of each image with --views)."""
     import torch
     from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.transforms import v2
 
-    transform = v2.Compose([
-        v2.RandomResizedCrop(size, antialias=True),
-        v2.RandomHorizontalFlip(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
-    ])
+    def transform(side: int, scale: tuple[float, float]):
+        return v2.Compose([
+            v2.RandomResizedCrop(side, scale=scale, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+        ])
+
+    if size == VIEWS:
+        transforms = [transform(s, scale) for s, scale, count in DINO_VIEWS for _ in range(count)]
+    else:
+        transforms = [transform(int(size), (0.08, 1.0))]
     rng = np.random.default_rng(0)
     batch = min(args.batch_size, len(dataset))
     while True:
@@ -158,8 +183,9 @@ def torchvision_batches(dataset, device: str, size: int, args):
             views = dataset.views(order[start:start + batch], field="image")
             encoded = [torch.from_numpy(np.array(v, dtype=np.uint8)) for v in views]
             images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
-            out = torch.stack([transform(image) for image in images]).to(torch.float16)
-            yield int(out.shape[0])
+            outs = [torch.stack([t(image) for image in images]).to(torch.float16)
+                    for t in transforms]
+            yield int(outs[0].shape[0])
 
 
 def missing(*modules: str) -> str | None:
@@ -174,9 +200,10 @@ def missing(*modules: str) -> str | None:
     return None
 
 
-def contenders(cpu_mode: bool):
+def contenders(cpu_mode: bool, views: bool = False):
     """(label, what is missing or None, factory(dataset, size, args)) in table order; the
-    first is the reference of the ratios."""
+    first is the reference of the ratios. With `views`, only those that make multi-crop views
+    (dali-native and DALI's own pipeline make one crop per decode)."""
     device = "cpu" if cpu_mode else "cuda"
     device_id = None if cpu_mode else 0
     cuda_only = ("cupy",) if not cpu_mode else ()
@@ -189,18 +216,21 @@ def contenders(cpu_mode: bool):
     if not cpu_mode:  # its kernel needs a GPU
         rows.append(("chute dali", missing("nvidia.dali", "cupy"),
                      lambda ds, s, a: chute_batches(ds, "dali", device, s, a)))
-    rows += [
-        ("chute dali-native" + (" (DALI CPU mode)" if cpu_mode else ""), missing("nvidia.dali"),
-         lambda ds, s, a: chute_batches(ds, "dali-native", device, s, a)),
-        ("DALI image_random_crop" + (" (CPU mode)" if cpu_mode else ""), missing("nvidia.dali"),
-         lambda ds, s, a: dali_reference_batches(ds, device_id, s, a)),
-        ("torchvision decode_jpeg + v2" + (" (CPU)" if cpu_mode else " (cuda)"),
-         missing("torchvision"), lambda ds, s, a: torchvision_batches(ds, device, s, a)),
-    ]
+    if not views:
+        rows += [
+            ("chute dali-native" + (" (DALI CPU mode)" if cpu_mode else ""),
+             missing("nvidia.dali"),
+             lambda ds, s, a: chute_batches(ds, "dali-native", device, s, a)),
+            ("DALI image_random_crop" + (" (CPU mode)" if cpu_mode else ""),
+             missing("nvidia.dali"),
+             lambda ds, s, a: dali_reference_batches(ds, device_id, s, a)),
+        ]
+    rows.append(("torchvision decode_jpeg + v2" + (" (CPU)" if cpu_mode else " (cuda)"),
+                 missing("torchvision"), lambda ds, s, a: torchvision_batches(ds, device, s, a)))
     return rows
 
 
-def measure(factory, dataset, size: int, args, sync) -> tuple[float | None, str, str]:
+def measure(factory, dataset, size: int | str, args, sync) -> tuple[float | None, str, str]:
     """(img/s or None, GPU utilisation, status) of one contender."""
     batches = None
     try:
@@ -229,6 +259,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dali-threads", type=int, default=4)
     parser.add_argument("--cpu-mode", action="store_true",
                         help="no GPU: DALI CPU-only mode vs chute cpu, outputs on the host")
+    parser.add_argument("--views", action="store_true",
+                        help="DINO multi-crop (2 x 224 + 6 x 96 views per image) instead of "
+                             "--sizes")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
 
@@ -252,16 +285,17 @@ def main(argv=None) -> int:
         print(f"{len(dataset)} images, batch {args.batch_size}, {args.batches} timed batches "
               f"after {args.warmup} warm-up, float16 NCHW, "
               f"{'CPU mode' if args.cpu_mode else 'CUDA device 0'}")
-        for size in args.sizes:
+        for size in [VIEWS] if args.views else args.sizes:
             results = []
-            for label, absent, factory in contenders(args.cpu_mode):
+            for label, absent, factory in contenders(args.cpu_mode, args.views):
                 if absent is not None:
                     results.append((label, None, "", absent))
                 else:
                     results.append((label, *measure(factory, dataset, size, args, sync)))
             cpu_rate = results[0][1]
             tv_rate = results[-1][1]
-            print(f"\nRandomResizedCrop {size}x{size}")
+            print("\nDINO views, 2 x 224 + 6 x 96 per image (img/s: images of 8 views)"
+                  if size == VIEWS else f"\nRandomResizedCrop {size}x{size}")
             print(f"{'contender':<40}{'img/s':>10}{'vs chute cpu':>14}{'vs torchvision':>16}"
                   "  GPU utilisation / status")
             for label, rate, util, status in results:

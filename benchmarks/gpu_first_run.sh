@@ -11,7 +11,7 @@
 # `gpu`-marked test (those of DALI skip where DALI is not installed); compute-sanitizer
 # memcheck over the kernel tests and the nvimgcodec path; fidelity of the GPU backends against
 # the cpu backend on the real JPEGs; bench_gpu.py (chute's backends, DALI's pipeline and
-# torchvision's GPU decoder, as ratios). It prints one markdown table, nothing else; the logs
+# torchvision's GPU decoder, as ratios), once with one crop and once with DINO's views. It prints one markdown table, nothing else; the logs
 # stay in the folder its first row names.
 #
 # CHUTE_GPU_DRY_RUN=1 runs the same steps where there is no GPU, as far as they can run there:
@@ -204,6 +204,21 @@ if [ $rc = 0 ] && [ -f "$LOGS/bench.json" ]; then
     < <(json_rows bench "$LOGS/bench.json")
 else
   row "bench_gpu.py" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/bench.log")"
+fi
+
+# 6. The same with DINO multi-crop views (2 x 224 + 6 x 96 per image): chute's views= against
+#    torchvision's GPU decode + 8 transforms per image.
+if [ "$DRY" = 1 ]; then VIEWS=(--cpu-mode --batch-size 16 --batches 2 --warmup 1)
+else VIEWS=(--batch-size 64 --batches 10 --warmup 2)
+fi
+timeout 60 "$PY" benchmarks/bench_gpu.py "$LOGS/bench-jpegs" --views "${VIEWS[@]}" \
+  --json "$LOGS/views.json" >"$LOGS/views.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ -f "$LOGS/views.json" ]; then
+  while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done \
+    < <(json_rows bench "$LOGS/views.json")
+else
+  row "bench_gpu.py --views" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/views.log")"
 fi
 
 echo "| step | status | detail |"

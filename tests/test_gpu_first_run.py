@@ -45,6 +45,9 @@ def test_the_dry_run_prints_one_table_and_installs_nothing(tmp_path):
     assert any(step.startswith("pytest -m gpu") for step in rows)
     assert any(step.startswith("memcheck") for step in rows)
     assert rows["bench 64: chute cpu"] == "ok"
+    assert rows["bench views: chute cpu"] == "ok"
+    assert rows["bench views: chute nvimgcodec (CPU twin)"] in ("ok", "not installed")
+    assert not any("dali-native" in step for step in rows if step.startswith("bench views"))
     assert any(step.startswith("fidelity") for step in rows)
     if importlib.util.find_spec("torchvision") is None:
         assert rows["bench 64: torchvision decode_jpeg + v2 (CPU)"] == "not installed"
