@@ -114,8 +114,9 @@ chute_extras() {
 
 gpu_bundle() {
   # What benchmarks/gpu_first_run.sh needs on a lent GPU machine (no network, Python 3.12,
-  # torch for CUDA 13, CuPy) beyond its image: nvImageCodec for CUDA 13 and nvJPEG (their
-  # manylinux wheels, unpacked; nvImageCodec's Python bindings for 3.12 and for the Python
+  # torch for CUDA 13, CuPy) beyond its image: nvImageCodec for CUDA 13 and nvJPEG 13.3
+  # (before 13.2 nvJPEG refuses ROI decodes of 4:2:0 JPEGs; 13.3 ran on the lent machines'
+  # CUDA 13.0 driver) (their manylinux wheels, unpacked; nvImageCodec's Python bindings for 3.12 and for the Python
   # building the bundle, which the dry run uses; its nvJPEG and libjpeg-turbo extensions
   # only), tqdm (pure Python), libjpeg-turbo's TurboJPEG library (Debian's libturbojpeg0,
   # `dpkg -x`) and a few real JPEGs. Under 64 MiB, so that it travels with the repository.
@@ -133,7 +134,7 @@ gpu_bundle() {
   "$py" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
     --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/wheels" \
-    "nvidia-nvimgcodec-cu13==0.9.0.20" "nvidia-nvjpeg>=13.0,<13.1" "tqdm>=4.60"
+    "nvidia-nvimgcodec-cu13==0.9.0.20" "nvidia-nvjpeg==13.3.2.43" "tqdm>=4.60"
   (cd "$tmp" && apt-get download -q libturbojpeg0 >/dev/null 2>&1) || {
     echo "[chute] error: apt-get download libturbojpeg0 failed; run apt-get update and try again" >&2
     exit 1

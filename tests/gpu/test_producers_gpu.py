@@ -46,3 +46,28 @@ def test_cuda_batches_equal_the_cpu_backends_with_the_same_substitutes(dataset, 
         diff = np.abs(to_255_nhwc(a["image"], "float16", "NCHW", IMAGENET_MEAN, IMAGENET_STD)
                       - to_255_nhwc(b["image"], "float16", "NCHW", IMAGENET_MEAN, IMAGENET_STD))
         assert diff.mean() <= TOLERANCE
+
+
+@pytest.mark.parametrize("roi_decode", ["auto", False])
+def test_nvimgcodec_asks_only_what_the_gpu_decoders_alone_decode(dataset, roi_decode):
+    # nvImageCodec decodes what its GPU decoders refuse (4:2:0 windows before nvJPEG 13.2) with
+    # libjpeg-turbo on the CPU, silently: the first GPU run found every window going there
+    import torch
+
+    codec = pytest.importorskip("nvidia.nvimgcodec")
+    from chute.pipelines import ImageSpec, create_producer
+    from tests.pipelines._plans import image_plan
+
+    spec = ImageSpec("nvimgcodec", "image", dataset, 10, "cuda:0",
+                     options={"roi_decode": roi_decode}, size=(40, 56), dtype="float16")
+    producer = create_producer(spec)
+    producer._decoder = codec.Decoder(device_id=0, backends=[
+        codec.Backend(codec.GPU_ONLY), codec.Backend(codec.HW_GPU_ONLY),
+        codec.Backend(codec.HYBRID_CPU_GPU)])
+    plan = image_plan(dataset, (40, 56), batch_size=10, drop_last=False, mode="train")
+    for k in range(len(plan)):
+        request = plan.request(k)
+        out = torch.zeros(spec.image_shape(len(request.ids)), dtype=torch.half, device="cuda:0")
+        status = producer.fill(request, {"image": out})
+        assert (status != 0).tolist() == [int(i) in CORRUPT for i in request.ids], \
+            producer.roi_reason

@@ -90,10 +90,12 @@ def _collect(dataset, backend, device, **image):
             return out
 
 
-@pytest.mark.parametrize("backend, module", [("nvimgcodec", "nvidia.nvimgcodec"),
-                                             ("dali", "nvidia.dali")])
+@pytest.mark.parametrize("backend, module, options", [
+    ("nvimgcodec", "nvidia.nvimgcodec", None),
+    ("nvimgcodec", "nvidia.nvimgcodec", {"roi_decode": False}),  # whole images (nvJPEG < 13.2)
+    ("dali", "nvidia.dali", None)])
 def test_pipeline_views_on_the_gpu_equal_the_cpu_backends_in_one_launch_per_batch(
-        dataset, monkeypatch, backend, module):
+        dataset, monkeypatch, backend, module, options):
     pytest.importorskip(module)
     import chute.kernels
 
@@ -110,7 +112,7 @@ def test_pipeline_views_on_the_gpu_equal_the_cpu_backends_in_one_launch_per_batc
     monkeypatch.setattr(chute.kernels, "resize_normalize_views", counted)
     monkeypatch.setattr(chute.kernels, "resize_normalize", one_view)
     cpu = _collect(dataset, "cpu", "cpu", backend_options={"dct_scaling": False})
-    gpu = _collect(dataset, backend, "cuda")
+    gpu = _collect(dataset, backend, "cuda", backend_options=options)
     assert len(cpu) == len(gpu) > 0
     # one launch of all 8 views per batch (nvimgcodec: plus one per substitution fill of a
     # failed sample; dali: minus the batch its CPU recovery decodes)

@@ -29,7 +29,8 @@ def collect(dataset, backend, augment="train", **image):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the corrupt sample's substitution is reported
         with Pipeline(dataset, 4, fields=fields, augment=augment, device="cpu", seed=8) as pipe:
-            return [{k: v.numpy().copy() for k, v in b.items()} for b in pipe]
+            return [{k: [t.numpy().copy() for t in v] if isinstance(v, list)  # views
+                     else v.numpy().copy() for k, v in b.items()} for b in pipe]
 
 
 @pytest.mark.parametrize("kwargs", [dict(size=32, dtype="float16", layout="NCHW"),
@@ -70,3 +71,26 @@ def test_candidate_is_listed_unavailable_without_a_gpu():
     (candidate,) = candidates("cuda")
     assert candidate.backend == "nvimgcodec"
     assert not candidate.available and candidate.reason
+
+
+@pytest.mark.parametrize("image", [
+    dict(size=32, dtype="float32"),
+    dict(views="dino-like", dtype="float32"),
+], ids=["one crop", "views"])
+def test_whole_image_decodes_give_the_batches_of_window_decodes(dataset, image):
+    # roi_decode=False is what a GPU whose nvJPEG refuses 4:2:0 windows runs (docs/images.md)
+    from chute import View
+
+    if image.get("views"):
+        image = {**image, "views": [View(32, scale=(0.3, 1.0), count=2),
+                                    View(16, scale=(0.05, 0.3), count=3)]}
+    windows = collect(dataset, "nvimgcodec", backend_options={"roi_decode": True}, **image)
+    whole = collect(dataset, "nvimgcodec", backend_options={"roi_decode": False}, **image)
+    assert len(windows) == len(whole) > 0
+    for a, b in zip(windows, whole, strict=True):
+        np.testing.assert_array_equal(a["index"], b["index"])
+        first = a["image"] if isinstance(a["image"], list) else [a["image"]]
+        second = b["image"] if isinstance(b["image"], list) else [b["image"]]
+        assert len(first) == len(second) == (5 if "views" in image else 1)
+        for x, y in zip(first, second, strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-4)

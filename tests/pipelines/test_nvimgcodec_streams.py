@@ -88,8 +88,8 @@ def test_the_gpu_path_decodes_on_the_stream_its_kernel_runs_on(dataset, monkeypa
     monkeypatch.setattr(nvimgcodec, "_current_stream",
                         lambda target: types.SimpleNamespace(cuda_stream=KERNEL_STREAM))
     monkeypatch.setattr(chute.kernels, "resize_normalize", resize_normalize)
-    spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0", options={}, size=(16, 16),
-                     dtype="float16")
+    spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0", options={"roi_decode": True},
+                     size=(16, 16), dtype="float16")
     backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)  # what create() makes on a GPU
     request = image_plan(dataset, (16, 16), batch_size=6).request(0)
     status = backend.fill(request, {"image": torch.zeros(spec.image_shape(6), dtype=torch.half)})
@@ -102,3 +102,84 @@ def test_the_gpu_path_decodes_on_the_stream_its_kernel_runs_on(dataset, monkeypa
 def test_a_host_buffer_on_the_gpu_path_is_refused_in_one_line():
     with pytest.raises(TypeError, match="CUDA tensor, not a ndarray; pass the Pipeline's"):
         nvimgcodec._current_stream(np.zeros((1, 3, 4, 4), np.float16))
+
+
+class ProbeCodec(FakeCodec):
+    """The probe's calls: GPU-only decoders that decode a 4:2:0 window (`answer` "image"),
+    refuse it ("none") or cannot be made ("raise")."""
+
+    GPU_ONLY, HW_GPU_ONLY, HYBRID_CPU_GPU = "gpu", "hw", "hybrid"
+
+    def __init__(self, answer):
+        super().__init__()
+        self.answer = answer
+        self.backends: list = []
+
+    def Decoder(self, **kwargs):  # noqa: N802
+        if "backends" not in kwargs:  # the backend's own decoder
+            return super().Decoder(**kwargs)
+        if self.answer == "raise":
+            raise RuntimeError("no decoder of these backends")
+        self.backends.append(kwargs["backends"])
+        codec = self
+
+        class Decoder:
+            def decode(self, streams, params=None, cuda_stream=None):
+                return [None if codec.answer == "none" else FakeImage(*s.size, cuda_stream)
+                        for s in streams]
+
+        return Decoder()
+
+
+@pytest.mark.parametrize("answer, roi", [("image", True), ("none", False), ("raise", False)])
+def test_auto_decodes_windows_only_where_the_gpu_decoders_alone_roi_decode_4_2_0(
+        dataset, monkeypatch, answer, roi):
+    # nvJPEG < 13.2 refuses such ROI decodes and nvImageCodec then decodes on the CPU, silently
+    codec = ProbeCodec(answer)
+    monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
+    nvimgcodec.gpu_decodes_subsampled_roi.cache_clear()
+    try:
+        spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0", options={},
+                         size=(16, 16), dtype="float16")
+        backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)
+    finally:
+        nvimgcodec.gpu_decodes_subsampled_roi.cache_clear()
+    assert backend.roi_decode is roi
+    assert ("nvJPEG before 13.2" in backend.roi_reason) is not roi
+    if answer != "raise":  # the probe asked the GPU decoders alone
+        assert codec.backends[0] == ["gpu", "hw", "hybrid"]
+
+
+def test_whole_image_decodes_move_the_boxes_into_the_image(dataset, monkeypatch):
+    codec = FakeCodec()
+    whole: list = []
+    codec.CodeStream = lambda data: types.SimpleNamespace(  # type: ignore[method-assign]
+        get_sub_code_stream=lambda region: pytest.fail("a window was asked for"))
+    monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
+    monkeypatch.setattr(nvimgcodec, "_current_stream",
+                        lambda target: types.SimpleNamespace(cuda_stream=KERNEL_STREAM))
+    spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0",
+                     options={"roi_decode": False}, size=(16, 16), dtype="float16")
+    backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)
+    request = image_plan(dataset, (16, 16), batch_size=6).request(0)
+
+    def decode(views, windows, refused, cuda_stream):
+        whole.append(windows.copy())
+        return [np.zeros((*w[2:], 3), np.uint8) for w in windows]
+
+    def resize_normalize(sources, boxes, flips, out, *, stream, **kwargs):
+        whole.append(np.asarray(boxes))
+
+    monkeypatch.setattr(backend, "_decode", decode)
+    monkeypatch.setattr(chute.kernels, "resize_normalize", resize_normalize)
+    backend.fill(request, {"image": torch.zeros(spec.image_shape(6), dtype=torch.half)})
+    windows, boxes = whole
+    sizes = backend.size_table()[np.asarray(request.ids)]
+    assert windows[:, :2].tolist() == [[0, 0]] * 6 and windows[:, 2:].tolist() == sizes.tolist()
+    np.testing.assert_allclose(boxes, np.asarray(request.params["boxes"], np.float32), atol=1e-3)
+
+
+def test_roi_decode_takes_auto_true_or_false():
+    with pytest.raises(ValueError, match="roi_decode must be 'auto', True or False, not 'yes'"):
+        nvimgcodec.NvImgCodecBackend._choose_roi_decode(
+            types.SimpleNamespace(device_id=0), "yes")

@@ -96,9 +96,10 @@ class HostDecodingCodec:
         return types.SimpleNamespace(decode=decode)
 
 
-def _spec(dataset, device, dtype="float16", layout="NCHW", augment="train"):
+def _spec(dataset, device, dtype="float16", layout="NCHW", augment="train", options=None):
     crops = tuple(view.crop(augment) for view in VIEWS for _ in range(view.count))
-    return ImageSpec("nvimgcodec", "image", dataset, 14, device, options={}, size=crops[0].size,
+    return ImageSpec("nvimgcodec", "image", dataset, 14, device, options=options or {},
+                     size=crops[0].size,
                      dtype=dtype, layout=layout, mean=MEAN, std=STD, crop=crops[0],
                      views=crops, augment=augment)
 
@@ -108,12 +109,14 @@ def _fill(producer, request, make):
     return producer.fill(request, outs), outs
 
 
-@pytest.mark.parametrize("dtype, layout, augment", [("float16", "NCHW", "train"),
-                                                     ("uint8", "NHWC", "train"),
-                                                     ("float32", "NCHW", "eval")])
+@pytest.mark.parametrize("dtype, layout, augment, roi_decode", [
+    ("float16", "NCHW", "train", True), ("uint8", "NHWC", "train", True),
+    ("float32", "NCHW", "eval", True),
+    ("float16", "NCHW", "train", False)])  # whole images: a GPU whose nvJPEG is before 13.2
 def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, kernel_shim,
                                                                          monkeypatch, dtype,
-                                                                         layout, augment):
+                                                                         layout, augment,
+                                                                         roi_decode):
     twin = create_producer(_spec(dataset, "cpu", dtype, layout, augment))
     plan = BatchPlan(DatasetRef.of(dataset), len(dataset), 3, 1, 0, 1, 7, True, 0,
                      twin.param_sources())
@@ -128,8 +131,8 @@ def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, 
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", HostDecodingCodec)
     monkeypatch.setattr(nvimgcodec, "_current_stream", lambda target: STREAM)
     monkeypatch.setattr(chute.kernels, "resize_normalize_views", views_kernel)
-    gpu = nvimgcodec.NvImgCodecBackend(_spec(dataset, "cuda:0", dtype, layout, augment),
-                                       device_id=0)
+    gpu = nvimgcodec.NvImgCodecBackend(_spec(dataset, "cuda:0", dtype, layout, augment,
+                                             options={"roi_decode": roi_decode}), device_id=0)
     saw_failure, stale_dtype = False, getattr(torch, dtype)
     for k in range(len(plan)):
         request = plan.request(k)

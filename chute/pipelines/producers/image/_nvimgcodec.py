@@ -12,6 +12,13 @@ Multi-crop views (docs/views.md): each sample is decoded once, in the one window
 view's resample margin (`chute.kernels.union_windows`), and on a GPU every view of the batch is
 resampled by one launch of the views kernel (`chute.kernels.resize_normalize_views`).
 
+nvJPEG before 13.2 refuses ROI decodes of chroma-subsampled JPEGs on the GPU (its fancy
+upsampling can be wrong on a window's edge), and nvImageCodec then decodes them with
+libjpeg-turbo on the CPU, silently (the first GPU run found it: docs/images.md, "Backends"). So
+on a GPU the backend first asks its decoder to ROI-decode a small 4:2:0 JPEG with the GPU
+decoders alone; where they refuse, every image is decoded whole on the GPU and the kernel reads
+its window from the whole image (backend option `roi_decode`: "auto", True, False).
+
 Windows carry the resample's margin (`chute.kernels.roi_windows`), EXIF orientation is ignored,
 and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them), as
 do samples whose header claims more than `max_pixels` (backend option) or another size than the
@@ -20,6 +27,8 @@ height/width columns: those never reach the decoder.
 
 from __future__ import annotations
 
+import logging
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -34,8 +43,10 @@ from chute.pipelines.producers.image._producer import ImageProducerBase
 
 __all__ = ["create", "candidates", "NvImgCodecBackend", "import_nvimgcodec"]
 
-_OPTIONS = frozenset({"num_cpu_threads", "max_pixels"})
+_OPTIONS = frozenset({"num_cpu_threads", "max_pixels", "roi_decode"})
 _UNDECODABLE = 1  # status of a sample nvImageCodec returns no image for
+
+_log = logging.getLogger(__name__)
 
 
 def import_nvimgcodec():
@@ -72,6 +83,9 @@ class NvImgCodecBackend(ImageProducerBase):
             self._decoder = codec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
         self._params = codec.DecodeParams(apply_exif_orientation=False,
                                           color_spec=codec.ColorSpec.SRGB)
+        self.roi_decode, self.roi_reason = self._choose_roi_decode(
+            spec.options.get("roi_decode", "auto"))
+        _log.info("nvimgcodec on %s: %s", spec.device, self.roi_reason)
         from chute.fallbacks import max_image_pixels
 
         self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
@@ -80,6 +94,22 @@ class NvImgCodecBackend(ImageProducerBase):
         if device_id is None:
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
+
+    def _choose_roi_decode(self, option: object) -> tuple[bool, str]:
+        """(decode crop windows, why) for backend option `roi_decode`."""
+        if option is True or option is False:
+            return option, f"roi_decode={option} (backend option)"
+        if option != "auto":
+            raise ValueError(f"backend 'nvimgcodec': roi_decode must be 'auto', True or False, "
+                             f"not {option!r}")
+        if self.device_id is None:  # libjpeg-turbo's ROI decode equals its whole decode
+            return True, "ROI decode on the CPU"
+        if gpu_decodes_subsampled_roi(self.device_id):
+            return True, "the GPU decoders ROI-decode 4:2:0 JPEGs here: crop windows decoded"
+        return False, ("the GPU decoders refuse ROI decodes of 4:2:0 JPEGs here (nvJPEG before "
+                       "13.2), which nvImageCodec would decode on the CPU: whole images are "
+                       "decoded on the GPU instead (nvJPEG >= 13.2 decodes crop windows: "
+                       "pip install 'nvidia-nvjpeg>=13.2' with a CUDA 13 torch)")
 
     def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
         return SequentialEpoch(self, first_iteration)
@@ -98,6 +128,12 @@ class NvImgCodecBackend(ImageProducerBase):
                                          self.spec.size)
             inner = inner[:, None]
             targets = [out[self.field]]
+        if not self.roi_decode:  # the window is the whole image, the boxes move into it
+            inner = np.array(inner, dtype=np.float32)
+            inner[..., 0] += windows[:, None, 0]
+            inner[..., 1] += windows[:, None, 1]
+            windows = np.zeros_like(windows)
+            windows[:, 2:] = self._sizes[ids]
         encoded = self.spec.dataset.views(ids, field=self.field)
         # headers first: a bomb or a size the columns do not state never reaches the decoder
         refused = refused_headers(encoded, self._sizes[ids], self._max_pixels)
@@ -120,8 +156,10 @@ class NvImgCodecBackend(ImageProducerBase):
         for k in kept.tolist():
             top, left, height, width = windows[k].tolist()
             stream = codec.CodeStream(np.asarray(views[k]))
-            region = codec.Region(top, left, top + height, left + width)
-            streams.append(stream.get_sub_code_stream(region=region))
+            if self.roi_decode:
+                region = codec.Region(top, left, top + height, left + width)
+                stream = stream.get_sub_code_stream(region=region)
+            streams.append(stream)
         decoded = (self._decoder.decode(streams, params=self._params, cuda_stream=cuda_stream)
                    if streams else [])
         images: list = [None] * len(views)
@@ -203,6 +241,32 @@ class NvImgCodecBackend(ImageProducerBase):
 
     def close(self) -> None:
         pass
+
+
+@cache
+def gpu_decodes_subsampled_roi(device_id: int) -> bool:
+    """Whether nvImageCodec's GPU decoders alone ROI-decode a 4:2:0 JPEG on CUDA device
+    `device_id` (once per process and device: a small decode)."""
+    import io
+
+    from PIL import Image
+
+    codec = import_nvimgcodec()
+    # a 64x64 4:2:0 baseline JPEG (Pillow's default subsampling at quality 90)
+    buf = io.BytesIO()
+    ramp = np.linspace(0, 255, 64 * 64 * 3).astype(np.uint8).reshape(64, 64, 3)
+    Image.fromarray(ramp).save(buf, format="JPEG", quality=90, subsampling="4:2:0")
+    window = codec.CodeStream(buf.getvalue()).get_sub_code_stream(
+        region=codec.Region(8, 8, 40, 40))
+    params = codec.DecodeParams(apply_exif_orientation=False, color_spec=codec.ColorSpec.SRGB)
+    try:
+        decoder = codec.Decoder(device_id=device_id, backends=[
+            codec.Backend(codec.GPU_ONLY), codec.Backend(codec.HW_GPU_ONLY),
+            codec.Backend(codec.HYBRID_CPU_GPU)])
+        (image,) = decoder.decode([window], params=params)
+    except RuntimeError:  # no GPU decoder at all: whole images are as good a choice as any
+        return False
+    return image is not None and tuple(image.shape[:2]) == (32, 32)
 
 
 def _current_stream(target):
