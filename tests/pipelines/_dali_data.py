@@ -11,11 +11,11 @@ from tests.pipelines._pipeline_data import write_dataset
 
 
 def write_jpeg_dataset(path: Path, n: int = 20, sizes=(40, 120), seed: int = 0,
-                       corrupt: tuple[int, ...] = ()) -> Path:
+                       corrupt: tuple[int, ...] = (), damage: str = "truncate") -> Path:
     """n synthetic JPEGs of random sizes in `sizes` (labels i % 3, no metadata); samples in
-    `corrupt` are truncated."""
+    `corrupt` are damaged (`write_dataset`'s `damage`)."""
     return write_dataset(path, n, sizes, seed, corrupt, shard_size="64KiB", meta=False,
-                         label=lambda i: i % 3)
+                         label=lambda i: i % 3, damage=damage)
 
 
 def pil_reference(dataset, ids, boxes, flips, size) -> np.ndarray:

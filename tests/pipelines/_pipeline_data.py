@@ -20,11 +20,24 @@ def latent_of(i: int, shape=(4, 8, 8)) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float16)
 
 
+def undefined_quant_table(jpeg: bytes) -> bytes:
+    """The JPEG with its first component pointing at quantisation table 3, which it does not
+    define: its structure is whole, its decode an error in every decoder."""
+    out, at = bytearray(jpeg), 2
+    while out[at + 1] not in (0xC0, 0xC1, 0xC2):  # segments up to the frame header
+        at += 2 + int.from_bytes(out[at + 2:at + 4], "big")
+    out[at + 12] = 3  # FF Cx, length, precision, height, width, count, then id, sampling, Tq
+    return bytes(out)
+
+
 def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
                   corrupt: tuple[int, ...] = (), shard_size="16KiB", *, meta: bool = True,
                   label: Callable[[int], int] = lambda i: 1000 + i,
-                  latent_shape: tuple[int, ...] | None = None, images: bool = True) -> Path:
-    """n synthetic JPEGs (several shards); samples in `corrupt` are truncated to a third.
+                  latent_shape: tuple[int, ...] | None = None, images: bool = True,
+                  damage: str = "truncate") -> Path:
+    """n synthetic JPEGs (several shards); samples in `corrupt` are truncated to a third
+    (`damage="bad-table"`: complete but naming a quantisation table they lack, which the GPU
+    readers' header check passes on to the decoder, and the decoder fails).
     `latent_shape` adds an ndarray field "latent" (`latent_of(i)`); images=False leaves the
     JPEG fields out (a latents-only dataset)."""
     rng = np.random.default_rng(seed)
@@ -41,7 +54,8 @@ def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
                 height, width = (int(v) for v in rng.integers(sizes[0], sizes[1], size=2))
                 payload = synthetic_jpeg(rng, height, width)
                 if i in corrupt:
-                    payload = payload[: len(payload) // 3]
+                    payload = (payload[: len(payload) // 3] if damage == "truncate"
+                               else undefined_quant_table(payload))
                 sample.update(image=payload, height=height, width=width)
             if "meta" in fields:
                 sample["meta"] = {"id": i}

@@ -119,3 +119,34 @@ def test_soi_without_a_marker_is_unreadable_as_on_the_cpu():
     assert header_size(payload) is None
     status = refused_headers([payload], np.array([[24, 32]]), max_pixels=178_956_970)
     assert status[0] == DecodeStatus.UNREADABLE
+
+
+@pytest.mark.parametrize("name, payload", list(_flavours()))
+def test_a_jpeg_cut_short_is_refused_as_the_cpu_decoder_refuses_it(name, payload):
+    # nvJPEG decodes a truncated JPEG without an error (the missing rows grey): the first GPU
+    # run found the GPU readers passing it as a sample where the CPU decoder refuses it
+    if not payload.startswith(b"\xff\xd8"):
+        pytest.skip("PNG: its decoder checks its chunks")
+    sizes = np.array([Image.open(io.BytesIO(payload)).size[::-1]] * 4)
+    scan = payload.find(b"\xff\xda")
+    whole, padded, trailing = payload, payload + b"\0" * 64, payload + b"\xff\xd8 trailing bytes"
+    cut = payload[:scan + (len(payload) - scan) // 2]
+    status = refused_headers([whole, padded, trailing, cut], sizes, max_pixels=178_956_970)
+    assert [DecodeStatus(int(s)) for s in status] == [DecodeStatus.OK] * 3 + [
+        DecodeStatus.CORRUPT]
+
+
+def test_an_end_marker_inside_an_exif_thumbnail_does_not_pass_a_cut_image():
+    thumb = _encode(Image.fromarray(smooth_image(16, 16)), "JPEG")  # has its own 0xFFD9
+    exif = Image.Exif()
+    exif[0x010E] = "x"
+    main = _encode(Image.fromarray(smooth_image(40, 48)), "JPEG", exif=exif.tobytes())
+    at = main.find(b"\xff\xe1")  # the EXIF segment, before the frame header: the thumbnail in it
+    length = struct.unpack_from(">H", main, at + 2)[0]
+    segment = main[at + 4:at + 2 + length] + thumb
+    payload = main[:at] + b"\xff\xe1" + struct.pack(">H", len(segment) + 2) + segment + \
+        main[at + 2 + length:]
+    assert Image.open(io.BytesIO(payload)).size == (48, 40)
+    cut = payload[:len(payload) - 40]
+    status = refused_headers([payload, cut], np.array([[40, 48]] * 2), max_pixels=178_956_970)
+    assert status.tolist() == [DecodeStatus.OK, DecodeStatus.CORRUPT]

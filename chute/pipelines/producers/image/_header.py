@@ -1,8 +1,10 @@
 """Image headers checked before a GPU decoder sees the bytes (docs/design.md, "Decompression
 bombs"): a JPEG's SOF or a PNG's IHDR is read in Python, and a payload whose header claims more
 than `max_pixels` pixels, or a size other than the dataset's height/width columns, or whose
-header cannot be read, is refused by the status codes the CPU decoder uses. Other formats are
-not checked here (their decoder reads them).
+header cannot be read, is refused by the status codes the CPU decoder uses. So is a JPEG with
+no end-of-image marker after its first scan (truncated): nvJPEG decodes such a file without an
+error, the missing rows grey, where libjpeg warns and the CPU decoder refuses it (the first GPU
+run found it). Other formats are not checked here (their decoder reads them).
 """
 
 from __future__ import annotations
@@ -36,18 +38,42 @@ def header_size(payload) -> tuple[int, int] | None:
     Raises:
         ValueError: the payload starts like a JPEG or PNG but its header cannot be read.
     """
+    stated = _header(payload)
+    return None if stated is None else stated[0]
+
+
+def _header(payload) -> tuple[tuple[int, int], int | None] | None:
+    """((height, width), offset of a JPEG's first scan or None for a PNG), None for another
+    format; ValueError as header_size."""
     data = memoryview(payload).cast("B") if not isinstance(payload, bytes) else payload
     try:
         if data[:3] == b"\xff\xd8\xff":
             return _jpeg_size(data)
         if data[:8] == _PNG:
-            return _png_size(data)
+            return _png_size(data), None
     except (_Unreadable, struct.error, IndexError) as exc:
         raise ValueError(f"unreadable image header ({exc or 'truncated'})") from None
     return None
 
 
-def _jpeg_size(data) -> tuple[int, int]:
+def _ends_after(payload, scan_at: int) -> bool:
+    """Whether a JPEG reaches its end-of-image marker. Most files end with it (zero padding
+    allowed), after the scan at `scan_at`: in entropy-coded data 0xFF is followed by 0x00 or
+    RSTn, so 0xFFD9 there is the marker. Others are walked as the converter walks them
+    (bytes after the marker are allowed, as libjpeg allows them)."""
+    from chute.readers import jpeg_is_complete
+
+    data = np.frombuffer(payload, dtype=np.uint8)
+    stop = len(data)
+    if stop and data[stop - 1] == 0:
+        nonzero = np.flatnonzero(data)
+        stop = int(nonzero[-1]) + 1 if nonzero.size else 0
+    if stop - 2 > scan_at and data[stop - 2] == 0xFF and data[stop - 1] == 0xD9:
+        return True
+    return jpeg_is_complete(data.tobytes())
+
+
+def _jpeg_size(data) -> tuple[tuple[int, int], int]:
     # Walks to the scan: libjpeg refuses a second frame header, and nvImageCodec's parser
     # reports the last one, so a later SOF must not go unseen.
     at, end, size = 2, len(data), None
@@ -61,7 +87,7 @@ def _jpeg_size(data) -> tuple[int, int]:
         if marker in _STANDALONE:
             continue
         if marker == 0xDA and size is not None:  # the first scan: the header is complete
-            return size
+            return size, at
         if marker in (0xD9, 0xDA):  # end of image, or a scan, before any frame header
             raise _Unreadable("no frame header before the image data")
         (length,) = struct.unpack_from(">H", data, at)
@@ -100,7 +126,7 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
     status = np.zeros(len(payloads), dtype=np.uint8)
     for i, payload in enumerate(payloads):
         try:
-            stated = header_size(payload)
+            stated = _header(payload)
         except ValueError:
             status[i] = DecodeStatus.CORRUPT
             continue
@@ -110,9 +136,11 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
             if bytes(payload[:2]) == b"\xff\xd8":
                 status[i] = DecodeStatus.UNREADABLE
             continue
-        height, width = stated
+        (height, width), scan_at = stated
         if height * width > max_pixels:  # first, as the CPU decoder does
             status[i] = DecodeStatus.TOO_LARGE
         elif height != int(sizes[i, 0]) or width != int(sizes[i, 1]):
             status[i] = DecodeStatus.SIZE_MISMATCH
+        elif scan_at is not None and not _ends_after(payload, scan_at):
+            status[i] = DecodeStatus.CORRUPT  # truncated: no end-of-image marker
     return status
