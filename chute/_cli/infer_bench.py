@@ -137,9 +137,16 @@ def read_file_list(path: Path, root: Path) -> list[str]:
 def _first_loader(config):
     """The first stage (where requests go) when it is a chute.infer:VideoClipLoader, else None."""
     from chute.infer import VideoClipLoader
+    from chute.infer._build import resolve
 
     first = config.stages[0]
-    return first if first.fn in ("chute.infer:VideoClipLoader", VideoClipLoader) else None
+    fn = first.fn
+    if isinstance(fn, str) and fn.startswith("chute."):  # chute's own modules: no user code
+        try:
+            fn = resolve(fn)  # any spelling of the class (chute.infer._video_loader:...)
+        except FormatError:
+            return None
+    return first if fn is VideoClipLoader else None
 
 
 def _give_root(config, root: Path) -> None:

@@ -135,3 +135,17 @@ def test_infer_bench_decode_needs_a_video_loader_first_stage(tmp_path, video_dat
     assert main(["infer-bench", config, str(video_dataset), "--decode", "cpu"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--decode cpu: the first stage 's'" in err[0]
+
+
+@pytest.mark.parametrize("fn, loader", [
+    ("chute.infer:VideoClipLoader", True),
+    ("chute.infer._video_loader:VideoClipLoader", True),  # the same class, another spelling
+    ("chute.infer:no_such_name", False),
+    ("tests.infer._stages:double", False),
+])
+def test_decode_finds_the_video_loader_by_what_its_fn_names(fn, loader):
+    from chute._cli.infer_bench import _first_loader
+    from chute.infer import InferConfig, StageConfig
+
+    config = InferConfig([StageConfig("decode", fn, options={"size": 32})])
+    assert (_first_loader(config) is config.stages[0]) is loader
