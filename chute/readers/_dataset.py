@@ -105,6 +105,8 @@ class Dataset:
         path: the dataset folder (or Megatron prefix).
         url: its storage URL (`file:///...`), with `fingerprint` its identity across processes.
         fields: field name -> kind name; `specs` holds the full manifest spec of each field.
+        constants: a dataset converted from a zarr group: its 0-d arrays' values (numpy
+            scalars, as `ZarrDataset.constants` gives them); else empty.
     """
 
     def __init__(self, path: str | Path, *, bytes_field: str = "data",
@@ -121,6 +123,10 @@ class Dataset:
         self.earlier_fingerprints: tuple[str, ...] = (
             manifest_fingerprint(layout.manifest, specs=False),)
         self.class_names: list[str] | None = layout.manifest.get("class_names")
+        from chute.readers.zarr._zarr import constants_from_json
+
+        self.constants: dict = constants_from_json(
+            (layout.manifest.get("zarr") or {}).get("constants") or {})
         self.specs: dict[str, dict] = layout.manifest["fields"]
         self.fields: dict[str, str] = {name: spec["kind"] for name, spec in self.specs.items()}
         shards = layout.manifest["shards"]

@@ -84,6 +84,10 @@ def test_convert_keeps_the_constants_in_the_manifest(store, tmp_path, capsys):
     # the stored bits come back exactly from the dtype and the JSON value
     assert np.dtype(kept["scale"]["dtype"]).type(kept["scale"]["value"]) == SCALE
     assert np.dtype(kept["stats/mean"]["dtype"]).type(kept["stats/mean"]["value"]) == MEAN
+    # and as the zarr group gives them: ds.constants on either
+    assert converted.constants == open_dataset(store).constants == {"scale": SCALE,
+                                                                   "stats/mean": MEAN}
+    assert converted.constants["scale"].dtype == np.float32
     assert main(["convert", "zarr", str(store), str(tmp_path / "y.chute")]) == 0
     assert "0-d array scale -> manifest constant (float32 0.18215" in capsys.readouterr().out
 
@@ -101,3 +105,13 @@ def test_a_group_of_only_0d_arrays_is_refused_in_one_line(tmp_path):
     path = write_store(tmp_path / "c.zarr", {"scale": SCALE})
     with pytest.raises(FormatError, match=r"holds only 0-d arrays \(\['scale'\]\)"):
         open_dataset(path)
+
+
+def test_constants_of_every_dtype_come_back_from_the_manifest_json():
+    from chute.readers.zarr._zarr import constants_from_json, constants_json
+
+    values = {"f16": np.float16(0.1), "i64": np.int64(-(2**62)), "u8": np.uint8(255),
+              "b": np.bool_(True), "c64": np.complex64(1.5 - 2.25j)}
+    back = constants_from_json(json.loads(json.dumps(constants_json(values))))
+    assert back == values and {k: v.dtype for k, v in back.items()} == \
+        {k: v.dtype for k, v in values.items()}

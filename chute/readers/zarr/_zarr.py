@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from chute.readers.zarr._zarr_chunks import ChunkCache, MissingChunk
 
 __all__ = ["ZarrDataset", "ZarrArrayReader", "is_zarr_group", "MISSING_CHUNKS", "constants_json",
+           "constants_from_json",
            "array_not_group"]
 
 _GROUP_FILES = ("zarr.json", ".zgroup")
@@ -204,6 +205,19 @@ def constants_json(constants: dict) -> dict[str, dict]:
         item = np.asarray(value).item()
         out[name] = {"dtype": value.dtype.name,
                      "value": [item.real, item.imag] if isinstance(item, complex) else item}
+    return out
+
+
+def constants_from_json(stored: dict) -> dict:
+    """The numpy scalars `constants_json` wrote: what a converted dataset's `constants` holds.
+
+    Args:
+        stored: {name: {"dtype", "value"}} as `constants_json` returns it.
+    """
+    out = {}
+    for name, item in stored.items():
+        dtype, value = np.dtype(item["dtype"]), item["value"]
+        out[name] = dtype.type(complex(*value) if dtype.kind == "c" else value)
     return out
 
 
