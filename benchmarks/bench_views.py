@@ -161,15 +161,16 @@ def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="chute-bench-views-") as tmp:
         path = write_jpeg_dataset(files, Path(tmp) / "images.chute")
+        baseline = (f"(c) torchvision-style multi-crop Dataset + DataLoader ({args.threads} "
+                    "workers)")
+        ceiling_row = "(d) ceiling: each JPEG decoded whole by chute's decoder, nothing else"
         runners = {
             "(a) chute views (one decode, 8 views)": chute_views(path, args.batch,
                                                                  args.threads),
             "(b) chute, each view decoded separately (8 passes)":
                 chute_separate(path, args.batch, args.threads),
-            f"(c) torchvision-style multi-crop Dataset + DataLoader ({args.threads} workers)":
-                torchvision_style(files, args.batch, args.threads),
-            "(d) ceiling: each JPEG decoded whole by chute's decoder, nothing else":
-                decode_only(path, args.batch, args.threads),
+            baseline: torchvision_style(files, args.batch, args.threads),
+            ceiling_row: decode_only(path, args.batch, args.threads),
         }
         rates: dict[str, list[float]] = {name: [] for name in runners}
         for run in runners.values():
@@ -187,8 +188,7 @@ def main() -> None:
         median = statistics.median(values)
         print(f"{name:<78} {median:9.1f} {min(values):7.1f}-{max(values):<7.1f} "
               f"{ours / median:10.2f}")
-    names = list(rates)
-    ceiling = statistics.median(rates[names[3]]) / statistics.median(rates[names[2]])
+    ceiling = statistics.median(rates[ceiling_row]) / statistics.median(rates[baseline])
     print(f"the most (a) / (c) any loader decoding each JPEG whole could reach here: "
           f"{ceiling:.2f} ((d) / (c))")
 
