@@ -90,11 +90,9 @@ def _choose(backend, device: str, dataset) -> tuple[str, str]:
     return "dali", f"device {device!r} and DALI imports: NVDEC decodes"
 
 
-def _with_loader_remedy(exc: BackendUnavailableError) -> BackendUnavailableError:
-    """DALI's refusal of a codec, with how to switch this loader to PyAV."""
-    return BackendUnavailableError(
-        f"{exc} For this loader: backend='cpu' (the loader stage's option `backend: cpu`, or "
-        "`chute infer-bench --decode cpu`).")
+# what DALI's refusal of a codec tells a loader's user to do
+_LOADER_REMEDY = ("this loader's backend='cpu' (the loader stage's option `backend: cpu`, or "
+                  "`chute infer-bench --decode cpu`)")
 
 
 def _size(value) -> tuple[int, int] | None:
@@ -179,6 +177,7 @@ class VideoClipLoader:
                 spec = ProducerSpec("video-dali", field, self.dataset, max_batch,
                                     device=self.device, options=options, augment="eval")
                 self.producer = create_producer(spec)  # checks the options
+                self.producer.remedy = _LOADER_REMEDY
             else:
                 spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
                                     augment="eval")
@@ -234,11 +233,8 @@ class VideoClipLoader:
                 raise IndexError(f"sample ids {wanted[bad].tolist()} are out of range for "
                                  f"{self.dataset.path} ({len(self.dataset)} samples)")
         results: list = [p if isinstance(p, Exception) else None for p in parsed]
-        if by_id:
-            try:
-                self._from_dataset([parsed[k] for k in by_id], by_id, results)
-            except BackendUnavailableError as exc:  # a codec DALI cannot read here
-                raise _with_loader_remedy(exc) from None
+        if by_id:  # a codec DALI cannot read raises, naming this loader's backend='cpu'
+            self._from_dataset([parsed[k] for k in by_id], by_id, results)
         by_path = [k for k, p in enumerate(parsed) if isinstance(p, tuple) and
                    isinstance(p[0], str)]
         if by_path:
@@ -380,11 +376,8 @@ class VideoClipLoader:
             (len(indices), t, 3, h, w)
         output = producer.outputs()[self.field]
         out, target = self._result(shape, getattr(torch, str(output.dtype)), output.on_device)
-        try:
-            producer.decode_video(data, indices, info.rotation, (info.height, info.width),
-                                  target, pts=info.pts, name=f"request {name!r}: {path}")
-        except BackendUnavailableError as exc:
-            raise _with_loader_remedy(exc) from None
+        producer.decode_video(data, indices, info.rotation, (info.height, info.width),
+                              target, pts=info.pts, name=f"request {name!r}: {path}")
         return out.to(self.device)  # a copy only for DALI's CPU mode on a CUDA device
 
     def close(self) -> None:

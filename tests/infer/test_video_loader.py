@@ -102,9 +102,10 @@ def test_more_clips_than_max_batch_decode_in_runs_of_the_dali_graphs_batch(dali_
 def test_dali_that_cannot_read_a_codec_names_the_loaders_cpu_backend(video_dataset):
     pytest.importorskip("nvidia.dali")
     loader = VideoClipLoader(video_dataset, backend="dali", num_frames=4, size=32)
-    with pytest.raises(BackendUnavailableError, match=r"(?s)h264.*For this loader: "
-                                                      r"backend='cpu'"):
+    with pytest.raises(BackendUnavailableError, match=r"(?s)h264.*Use this loader's "
+                                                      r"backend='cpu'") as refused:
         loader([0])
+    assert "VideoOptions" not in str(refused.value)  # a Pipeline's remedy, not this loader's
     loader.close()
 
 
@@ -319,7 +320,7 @@ def test_a_file_dali_cannot_read_fails_its_request_naming_the_cpu_backend(vp9_ro
     h264, other = dali(["h264.mp4", 0])
     assert isinstance(h264, BackendUnavailableError) and "\n" not in str(h264)
     assert "request 'h264.mp4'" in str(h264) and "'h264'" in str(h264)
-    assert "For this loader: backend='cpu'" in str(h264)
+    assert "Use this loader's backend='cpu'" in str(h264)
     assert isinstance(other, torch.Tensor)  # the other requests go on
     dali.close()
 

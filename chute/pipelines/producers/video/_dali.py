@@ -56,6 +56,10 @@ class DaliVideoProducer(VideoProducer):
 
     name = "video-dali"
 
+    # what an error about a codec DALI cannot read says to do instead (None: a Pipeline's
+    # VideoOptions(backend='cpu'); the inference loader names its own option)
+    remedy: str | None = None
+
     def __init__(self, spec: ProducerSpec):
         super().__init__(spec)
         import_dali()
@@ -233,8 +237,8 @@ class DaliVideoProducer(VideoProducer):
         shard, local = self.dataset.locate(i)
         raise _unreadable(
             self.config, f"sample {i} ({self.field!r}, shard {shard} item {local} of "
-            f"{self.dataset.path})", codec, reason, "the cpu video backend: fields={"
-            f"{self.field!r}: " "VideoOptions(backend='cpu')}")
+            f"{self.dataset.path})", codec, reason, self.remedy or "the cpu video backend: "
+            f"fields={{{self.field!r}: VideoOptions(backend='cpu')}}")
 
     # ---- a video that is no dataset sample (the inference loader's file requests) ------------
 
@@ -300,7 +304,7 @@ class DaliVideoProducer(VideoProducer):
         if codec is None:
             raise DecodeError(f"{name} does not decode (DALI and FFmpeg both fail on frames "
                               f"{sample['frames'].tolist()}; DALI says: {reason})")
-        raise _unreadable(config, name, codec, reason, "backend='cpu'")
+        raise _unreadable(config, name, codec, reason, self.remedy or "backend='cpu'")
 
     def close(self) -> None:
         with self._lock:
