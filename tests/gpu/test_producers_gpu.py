@@ -51,7 +51,7 @@ def test_cuda_batches_equal_the_cpu_backends_with_the_same_substitutes(dataset, 
 @pytest.mark.parametrize("roi_decode", ["auto", False])
 def test_nvimgcodec_asks_only_what_the_gpu_decoders_alone_decode(dataset, roi_decode):
     # nvImageCodec decodes what its GPU decoders refuse (4:2:0 windows before nvJPEG 13.2) with
-    # libjpeg-turbo on the CPU, silently: the first GPU run found every window going there
+    # libjpeg-turbo on the CPU, silently: the first GPU run found its 4:2:0 windows going there
     import torch
 
     codec = pytest.importorskip("nvidia.nvimgcodec")

@@ -150,3 +150,17 @@ def test_an_end_marker_inside_an_exif_thumbnail_does_not_pass_a_cut_image():
     cut = payload[:len(payload) - 40]
     status = refused_headers([payload, cut], np.array([[40, 48]] * 2), max_pixels=178_956_970)
     assert status.tolist() == [DecodeStatus.OK, DecodeStatus.CORRUPT]
+
+
+def test_header_checks_tell_subsampled_chroma_from_the_frame_header():
+    # nvJPEG before 13.2 refuses ROI decodes of subsampled JPEGs only: the nvimgcodec backend
+    # decodes those whole and the others by their windows
+    from chute.pipelines.producers.image._header import header_checks
+
+    rgb = Image.fromarray(smooth_image(37, 53))
+    payloads = [_encode(rgb, "JPEG", subsampling=s) for s in ("4:4:4", "4:2:2", "4:2:0")]
+    payloads += [_encode(rgb.convert("L"), "JPEG"), _encode(rgb, "PNG"),
+                 _encode(rgb, "JPEG", subsampling="4:2:0", progressive=True)]
+    status, subsampled = header_checks(payloads, np.array([[37, 53]] * 6), 178_956_970)
+    assert status.tolist() == [0] * 6
+    assert subsampled.tolist() == [False, True, True, False, False, True]

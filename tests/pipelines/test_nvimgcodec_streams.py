@@ -14,6 +14,7 @@ import torch
 
 import chute.kernels
 import chute.pipelines.producers.image._nvimgcodec as nvimgcodec
+from chute.errors import BackendUnavailableError
 from chute.kernels import stream_pointer
 from chute.kernels._plan import pending_streams, source_views
 from chute.pipelines import ImageSpec
@@ -105,8 +106,9 @@ def test_a_host_buffer_on_the_gpu_path_is_refused_in_one_line():
 
 
 class ProbeCodec(FakeCodec):
-    """The probe's calls: GPU-only decoders that decode a 4:2:0 window (`answer` "image"),
-    refuse it ("none") or cannot be made ("raise")."""
+    """The probe's calls: GPU-only decoders that decode a 4:2:0 JPEG whole and by a window
+    (`answer` "windows"), whole only ("whole"), neither ("none"), or cannot be made
+    ("raise")."""
 
     GPU_ONLY, HW_GPU_ONLY, HYBRID_CPU_GPU = "gpu", "hw", "hybrid"
 
@@ -115,71 +117,107 @@ class ProbeCodec(FakeCodec):
         self.answer = answer
         self.backends: list = []
 
+    def CodeStream(self, data):  # noqa: N802
+        return types.SimpleNamespace(
+            size=(64, 64), get_sub_code_stream=lambda region: types.SimpleNamespace(size=region))
+
     def Decoder(self, **kwargs):  # noqa: N802
         if "backends" not in kwargs:  # the backend's own decoder
             return super().Decoder(**kwargs)
         if self.answer == "raise":
             raise RuntimeError("no decoder of these backends")
         self.backends.append(kwargs["backends"])
-        codec = self
+        answer = self.answer
 
         class Decoder:
             def decode(self, streams, params=None, cuda_stream=None):
-                return [None if codec.answer == "none" else FakeImage(*s.size, cuda_stream)
-                        for s in streams]
+                whole, window = streams
+                return [None if answer == "none" else FakeImage(*whole.size, cuda_stream),
+                        FakeImage(*window.size, cuda_stream) if answer == "windows" else None]
 
         return Decoder()
 
 
-@pytest.mark.parametrize("answer, roi", [("image", True), ("none", False), ("raise", False)])
-def test_auto_decodes_windows_only_where_the_gpu_decoders_alone_roi_decode_4_2_0(
-        dataset, monkeypatch, answer, roi):
-    # nvJPEG < 13.2 refuses such ROI decodes and nvImageCodec then decodes on the CPU, silently
+def _probe_backend(dataset, monkeypatch, answer):
     codec = ProbeCodec(answer)
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
-    nvimgcodec.gpu_decodes_subsampled_roi.cache_clear()
+    nvimgcodec.gpu_jpeg_decoding.cache_clear()
     try:
         spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0", options={},
                          size=(16, 16), dtype="float16")
-        backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)
+        return nvimgcodec.NvImgCodecBackend(spec, device_id=0), codec
     finally:
-        nvimgcodec.gpu_decodes_subsampled_roi.cache_clear()
-    assert backend.roi_decode is roi
-    assert ("nvJPEG before 13.2" in backend.roi_reason) is not roi
-    if answer != "raise":  # the probe asked the GPU decoders alone
-        assert codec.backends[0] == ["gpu", "hw", "hybrid"]
+        nvimgcodec.gpu_jpeg_decoding.cache_clear()
 
 
-def test_whole_image_decodes_move_the_boxes_into_the_image(dataset, monkeypatch):
+@pytest.mark.parametrize("answer, whole", [("windows", "none"), ("whole", "subsampled")])
+def test_auto_decodes_subsampled_jpegs_whole_where_the_gpu_refuses_their_windows(
+        dataset, monkeypatch, answer, whole):
+    # nvJPEG < 13.2 refuses such windows and nvImageCodec then decodes on the CPU, silently
+    backend, codec = _probe_backend(dataset, monkeypatch, answer)
+    assert backend.whole == whole
+    assert ("nvJPEG before 13.2" in backend.roi_reason) is (whole == "subsampled")
+    assert codec.backends == [["gpu", "hw", "hybrid"]]  # the probe asked the GPU decoders alone
+
+
+@pytest.mark.parametrize("answer", ["none", "raise"])
+def test_a_gpu_that_decodes_no_jpeg_is_refused_not_left_to_the_cpu(dataset, monkeypatch,
+                                                                    answer):
+    # the decoder nvImageCodec would make then decodes every image with libjpeg-turbo
+    with pytest.raises(BackendUnavailableError, match=r"cuda:0: nvImageCodec's GPU decoders "
+                                                      r"decode no JPEG here.*backend='cpu'"):
+        _probe_backend(dataset, monkeypatch, answer)
+
+
+@pytest.mark.parametrize("option, subsampled, whole_rows", [
+    (False, [False] * 6, [True] * 6),  # roi_decode=False: every image whole
+    ("subsampled", [True, False, True, False, False, True], [True, False, True, False, False,
+                                                             True]),
+])
+def test_whole_image_decodes_move_the_boxes_into_the_image(dataset, monkeypatch, option,
+                                                           subsampled, whole_rows):
     codec = FakeCodec()
-    whole: list = []
-    codec.CodeStream = lambda data: types.SimpleNamespace(  # type: ignore[method-assign]
-        get_sub_code_stream=lambda region: pytest.fail("a window was asked for"))
+    seen: list = []
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
     monkeypatch.setattr(nvimgcodec, "_current_stream",
                         lambda target: types.SimpleNamespace(cuda_stream=KERNEL_STREAM))
     spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0",
-                     options={"roi_decode": False}, size=(16, 16), dtype="float16")
+                     options={"roi_decode": option is not False}, size=(16, 16),
+                     dtype="float16")
     backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)
+    if option == "subsampled":  # what "auto" takes where the GPU refuses 4:2:0 windows
+        backend.whole = "subsampled"
+        checks = nvimgcodec.header_checks
+        monkeypatch.setattr(nvimgcodec, "header_checks", lambda *a: (
+            checks(*a)[0], np.array(subsampled)))
     request = image_plan(dataset, (16, 16), batch_size=6).request(0)
 
-    def decode(views, windows, refused, cuda_stream):
-        whole.append(windows.copy())
+    def decode(views, windows, refused, whole, cuda_stream):
+        seen.append((windows.copy(), whole.copy()))
         return [np.zeros((*w[2:], 3), np.uint8) for w in windows]
 
     def resize_normalize(sources, boxes, flips, out, *, stream, **kwargs):
-        whole.append(np.asarray(boxes))
+        seen.append(np.asarray(boxes))
 
     monkeypatch.setattr(backend, "_decode", decode)
     monkeypatch.setattr(chute.kernels, "resize_normalize", resize_normalize)
     backend.fill(request, {"image": torch.zeros(spec.image_shape(6), dtype=torch.half)})
-    windows, boxes = whole
-    sizes = backend.size_table()[np.asarray(request.ids)]
-    assert windows[:, :2].tolist() == [[0, 0]] * 6 and windows[:, 2:].tolist() == sizes.tolist()
-    np.testing.assert_allclose(boxes, np.asarray(request.params["boxes"], np.float32), atol=1e-3)
+    (windows, whole), boxes = seen
+    ids = np.asarray(request.ids)
+    sizes = backend.size_table()[ids]
+    crop_windows, _ = nvimgcodec.roi_windows(request.params["boxes"], sizes, (16, 16))
+    assert whole.tolist() == whole_rows
+    for k in range(6):
+        want = [0, 0, *sizes[k]] if whole_rows[k] else crop_windows[k].tolist()
+        assert windows[k].tolist() == list(want)
+    # every box, moved into its window, is the sample's crop box again
+    np.testing.assert_allclose(boxes[:, :2] + windows[:, :2], request.params["boxes"][:, :2],
+                               atol=1e-3)
 
 
-def test_roi_decode_takes_auto_true_or_false():
-    with pytest.raises(ValueError, match="roi_decode must be 'auto', True or False, not 'yes'"):
-        nvimgcodec.NvImgCodecBackend._choose_roi_decode(
-            types.SimpleNamespace(device_id=0), "yes")
+def test_roi_decode_takes_auto_true_or_false(dataset):
+    spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cpu", options={"roi_decode": "yes"},
+                     size=(16, 16), dtype="float16")
+    with pytest.raises(ValueError, match="roi_decode must be 'auto' \\(the default\\), True "
+                                         "or False, not 'yes'; leave it out"):
+        nvimgcodec.NvImgCodecBackend(spec, device_id=None)

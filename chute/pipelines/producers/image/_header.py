@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["header_size", "refused_headers"]
+__all__ = ["header_size", "refused_headers", "header_checks"]
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 # SOF0..SOF15 carry the frame size; C4 (DHT), C8 (JPG) and CC (DAC) share the range but do not.
@@ -42,41 +42,36 @@ def header_size(payload) -> tuple[int, int] | None:
     return None if stated is None else stated[0]
 
 
-def _header(payload) -> tuple[tuple[int, int], int | None] | None:
-    """((height, width), offset of a JPEG's first scan or None for a PNG), None for another
-    format; ValueError as header_size."""
+def _header(payload) -> tuple[tuple[int, int], int | None, bool] | None:
+    """((height, width), offset of a JPEG's first scan or None for a PNG, whether a JPEG's
+    chroma is subsampled), None for another format; ValueError as header_size."""
     data = memoryview(payload).cast("B") if not isinstance(payload, bytes) else payload
     try:
         if data[:3] == b"\xff\xd8\xff":
             return _jpeg_size(data)
         if data[:8] == _PNG:
-            return _png_size(data), None
+            return _png_size(data), None, False
     except (_Unreadable, struct.error, IndexError) as exc:
         raise ValueError(f"unreadable image header ({exc or 'truncated'})") from None
     return None
 
 
 def _ends_after(payload, scan_at: int) -> bool:
-    """Whether a JPEG reaches its end-of-image marker. Most files end with it (zero padding
-    allowed), after the scan at `scan_at`: in entropy-coded data 0xFF is followed by 0x00 or
-    RSTn, so 0xFFD9 there is the marker. Others are walked as the converter walks them
-    (bytes after the marker are allowed, as libjpeg allows them)."""
-    from chute.readers import jpeg_is_complete
-
+    """Whether a JPEG has its end-of-image marker after the scan starting at `scan_at`: in
+    entropy-coded data 0xFF is followed by 0x00 or RSTn, so 0xFFD9 there is the marker (an
+    EXIF thumbnail's comes before the scan). Most files end with it; bytes after it are
+    allowed, as libjpeg allows them."""
     data = np.frombuffer(payload, dtype=np.uint8)
-    stop = len(data)
-    if stop and data[stop - 1] == 0:
-        nonzero = np.flatnonzero(data)
-        stop = int(nonzero[-1]) + 1 if nonzero.size else 0
-    if stop - 2 > scan_at and data[stop - 2] == 0xFF and data[stop - 1] == 0xD9:
-        return True
-    return jpeg_is_complete(data.tobytes())
+    if len(data) - 2 > scan_at and data[-2] == 0xFF and data[-1] == 0xD9:
+        return True  # no copy, no search: the common case
+    blob = payload if isinstance(payload, bytes) else data.tobytes()
+    return blob.rfind(b"\xff\xd9", scan_at) >= 0
 
 
-def _jpeg_size(data) -> tuple[tuple[int, int], int]:
+def _jpeg_size(data) -> tuple[tuple[int, int], int, bool]:
     # Walks to the scan: libjpeg refuses a second frame header, and nvImageCodec's parser
     # reports the last one, so a later SOF must not go unseen.
-    at, end, size = 2, len(data), None
+    at, end, size, subsampled = 2, len(data), None, False
     while at < end:
         if data[at] != 0xFF:
             raise _Unreadable(f"no marker at byte {at}")
@@ -87,7 +82,7 @@ def _jpeg_size(data) -> tuple[tuple[int, int], int]:
         if marker in _STANDALONE:
             continue
         if marker == 0xDA and size is not None:  # the first scan: the header is complete
-            return size, at
+            return size, at, subsampled
         if marker in (0xD9, 0xDA):  # end of image, or a scan, before any frame header
             raise _Unreadable("no frame header before the image data")
         (length,) = struct.unpack_from(">H", data, at)
@@ -100,6 +95,10 @@ def _jpeg_size(data) -> tuple[tuple[int, int], int]:
             if height < 1 or width < 1:
                 raise _Unreadable(f"frame size {height} x {width}")
             size = (height, width)
+            # components' sampling factors (H << 4 | V): unequal ones mean subsampled chroma
+            count = data[at + 7]
+            factors = {data[at + 9 + 3 * c] for c in range(count)}
+            subsampled = len(factors) > 1
         at += length
     raise _Unreadable("the header ends before the image data")
 
@@ -121,9 +120,24 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
         sizes: [B, 2] (height, width) columns the headers must state.
         max_pixels: the most pixels a header may claim (`chute.fallbacks.max_image_pixels`).
     """
+    return header_checks(payloads, sizes, max_pixels)[0]
+
+
+def header_checks(payloads, sizes: np.ndarray,
+                  max_pixels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(status, subsampled): `refused_headers`' status, and per payload whether it is a JPEG
+    with subsampled chroma (what nvJPEG before 13.2 does not ROI-decode), from one reading of
+    each header.
+
+    Args:
+        payloads: the batch's encoded images.
+        sizes: [B, 2] (height, width) columns the headers must state.
+        max_pixels: the most pixels a header may claim (`chute.fallbacks.max_image_pixels`).
+    """
     from chute.fallbacks import DecodeStatus
 
     status = np.zeros(len(payloads), dtype=np.uint8)
+    subsampled = np.zeros(len(payloads), dtype=bool)
     for i, payload in enumerate(payloads):
         try:
             stated = _header(payload)
@@ -136,11 +150,11 @@ def refused_headers(payloads, sizes: np.ndarray, max_pixels: int) -> np.ndarray:
             if bytes(payload[:2]) == b"\xff\xd8":
                 status[i] = DecodeStatus.UNREADABLE
             continue
-        (height, width), scan_at = stated
+        (height, width), scan_at, subsampled[i] = stated
         if height * width > max_pixels:  # first, as the CPU decoder does
             status[i] = DecodeStatus.TOO_LARGE
         elif height != int(sizes[i, 0]) or width != int(sizes[i, 1]):
             status[i] = DecodeStatus.SIZE_MISMATCH
         elif scan_at is not None and not _ends_after(payload, scan_at):
             status[i] = DecodeStatus.CORRUPT  # truncated: no end-of-image marker
-    return status
+    return status, subsampled

@@ -15,9 +15,10 @@ resampled by one launch of the views kernel (`chute.kernels.resize_normalize_vie
 nvJPEG before 13.2 refuses ROI decodes of chroma-subsampled JPEGs on the GPU (its fancy
 upsampling can be wrong on a window's edge), and nvImageCodec then decodes them with
 libjpeg-turbo on the CPU, silently (the first GPU run found it: docs/images.md, "Backends"). So
-on a GPU the backend first asks its decoder to ROI-decode a small 4:2:0 JPEG with the GPU
-decoders alone; where they refuse, every image is decoded whole on the GPU and the kernel reads
-its window from the whole image (backend option `roi_decode`: "auto", True, False).
+on a GPU the backend first asks the GPU decoders alone to decode a small 4:2:0 JPEG, whole and
+by a window: where they refuse the window, subsampled JPEGs (their frame header says which) are
+decoded whole on the GPU and the kernel reads the window from the whole image; where they
+decode nothing, the backend cannot run (backend option `roi_decode`: "auto", True, False).
 
 Windows carry the resample's margin (`chute.kernels.roi_windows`), EXIF orientation is ignored,
 and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them), as
@@ -38,7 +39,7 @@ from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
 from chute.kernels import roi_windows, union_windows
 from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
-from chute.pipelines.producers.image._header import refused_headers
+from chute.pipelines.producers.image._header import header_checks
 from chute.pipelines.producers.image._producer import ImageProducerBase
 
 __all__ = ["create", "candidates", "NvImgCodecBackend", "import_nvimgcodec"]
@@ -69,6 +70,11 @@ class NvImgCodecBackend(ImageProducerBase):
 
     def __init__(self, spec: ImageSpec, device_id: int | None):
         check_options("nvimgcodec", spec.options, _OPTIONS)
+        roi_option = spec.options.get("roi_decode", "auto")
+        if not (roi_option is True or roi_option is False or roi_option == "auto"):
+            raise ValueError(f"backend 'nvimgcodec': roi_decode must be 'auto' (the default), "
+                             f"True or False, not {roi_option!r}; leave it out unless a GPU "
+                             "decodes wrong windows")
         super().__init__(spec)
         self.device_id = device_id
         self.output_on_device = device_id is not None
@@ -83,8 +89,7 @@ class NvImgCodecBackend(ImageProducerBase):
             self._decoder = codec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
         self._params = codec.DecodeParams(apply_exif_orientation=False,
                                           color_spec=codec.ColorSpec.SRGB)
-        self.roi_decode, self.roi_reason = self._choose_roi_decode(
-            spec.options.get("roi_decode", "auto"))
+        self.whole, self.roi_reason = self._choose_whole(roi_option)
         _log.info("nvimgcodec on %s: %s", spec.device, self.roi_reason)
         from chute.fallbacks import max_image_pixels
 
@@ -95,21 +100,20 @@ class NvImgCodecBackend(ImageProducerBase):
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
 
-    def _choose_roi_decode(self, option: object) -> tuple[bool, str]:
-        """(decode crop windows, why) for backend option `roi_decode`."""
+    def _choose_whole(self, option: object) -> tuple[str, str]:
+        """(which images are decoded whole: "none", "subsampled" or "all", why) for backend
+        option `roi_decode`."""
         if option is True or option is False:
-            return option, f"roi_decode={option} (backend option)"
-        if option != "auto":
-            raise ValueError(f"backend 'nvimgcodec': roi_decode must be 'auto', True or False, "
-                             f"not {option!r}")
+            return ("none" if option else "all"), f"roi_decode={option} (backend option)"
         if self.device_id is None:  # libjpeg-turbo's ROI decode equals its whole decode
-            return True, "ROI decode on the CPU"
-        if gpu_decodes_subsampled_roi(self.device_id):
-            return True, "the GPU decoders ROI-decode 4:2:0 JPEGs here: crop windows decoded"
-        return False, ("the GPU decoders refuse ROI decodes of 4:2:0 JPEGs here (nvJPEG before "
-                       "13.2), which nvImageCodec would decode on the CPU: whole images are "
-                       "decoded on the GPU instead (nvJPEG >= 13.2 decodes crop windows: "
-                       "pip install 'nvidia-nvjpeg>=13.2' with a CUDA 13 torch)")
+            return "none", "crop windows decoded on the CPU"
+        if gpu_jpeg_decoding(self.device_id) == "windows":
+            return "none", "the GPU decoders decode crop windows of 4:2:0 JPEGs here"
+        return "subsampled", (
+            "the GPU decoders refuse crop windows of subsampled JPEGs here (nvJPEG before 13.2), "
+            "which nvImageCodec would decode on the CPU: those are decoded whole on the GPU, "
+            "the others by their windows (nvJPEG >= 13.2 decodes every window: pip install "
+            "'nvidia-nvjpeg>=13.2' with a CUDA 13 torch)")
 
     def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
         return SequentialEpoch(self, first_iteration)
@@ -128,17 +132,20 @@ class NvImgCodecBackend(ImageProducerBase):
                                          self.spec.size)
             inner = inner[:, None]
             targets = [out[self.field]]
-        if not self.roi_decode:  # the window is the whole image, the boxes move into it
-            inner = np.array(inner, dtype=np.float32)
-            inner[..., 0] += windows[:, None, 0]
-            inner[..., 1] += windows[:, None, 1]
-            windows = np.zeros_like(windows)
-            windows[:, 2:] = self._sizes[ids]
         encoded = self.spec.dataset.views(ids, field=self.field)
         # headers first: a bomb or a size the columns do not state never reaches the decoder
-        refused = refused_headers(encoded, self._sizes[ids], self._max_pixels)
+        refused, subsampled = header_checks(encoded, self._sizes[ids], self._max_pixels)
+        whole = np.full(len(ids), self.whole == "all") | (
+            subsampled if self.whole == "subsampled" else False)
+        if whole.any():  # the window is the whole image, the boxes move into it
+            inner = np.array(inner, dtype=np.float32)
+            windows = np.array(windows)
+            inner[whole, :, 0] += windows[whole, None, 0]
+            inner[whole, :, 1] += windows[whole, None, 1]
+            windows[whole, :2] = 0
+            windows[whole, 2:] = self._sizes[ids][whole]
         stream = None if self.device_id is None else _current_stream(targets[0])
-        images = self._decode(encoded, windows, refused,
+        images = self._decode(encoded, windows, refused, whole,
                               0 if stream is None else stream.cuda_stream)
         status = refused.copy()
         status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
@@ -150,13 +157,13 @@ class NvImgCodecBackend(ImageProducerBase):
             self._resample_on_gpu(images, inner[:, 0], flips[:, 0], targets[0], status, stream)
         return status
 
-    def _decode(self, views, windows, refused, cuda_stream: int) -> list:
+    def _decode(self, views, windows, refused, whole, cuda_stream: int) -> list:
         codec = self._codec
         streams, kept = [], np.flatnonzero(refused == 0)
         for k in kept.tolist():
             top, left, height, width = windows[k].tolist()
             stream = codec.CodeStream(np.asarray(views[k]))
-            if self.roi_decode:
+            if not whole[k]:
                 region = codec.Region(top, left, top + height, left + width)
                 stream = stream.get_sub_code_stream(region=region)
             streams.append(stream)
@@ -244,9 +251,14 @@ class NvImgCodecBackend(ImageProducerBase):
 
 
 @cache
-def gpu_decodes_subsampled_roi(device_id: int) -> bool:
-    """Whether nvImageCodec's GPU decoders alone ROI-decode a 4:2:0 JPEG on CUDA device
-    `device_id` (once per process and device: a small decode)."""
+def gpu_jpeg_decoding(device_id: int) -> str:
+    """How nvImageCodec's GPU decoders alone decode a 4:2:0 JPEG on CUDA device `device_id`:
+    "windows" (crop windows too) or "whole" (whole images only); BackendUnavailableError where
+    they decode nothing (once per process and device: two small decodes).
+
+    Args:
+        device_id: the CUDA device.
+    """
     import io
 
     from PIL import Image
@@ -256,6 +268,7 @@ def gpu_decodes_subsampled_roi(device_id: int) -> bool:
     buf = io.BytesIO()
     ramp = np.linspace(0, 255, 64 * 64 * 3).astype(np.uint8).reshape(64, 64, 3)
     Image.fromarray(ramp).save(buf, format="JPEG", quality=90, subsampling="4:2:0")
+    whole = codec.CodeStream(buf.getvalue())
     window = codec.CodeStream(buf.getvalue()).get_sub_code_stream(
         region=codec.Region(8, 8, 40, 40))
     params = codec.DecodeParams(apply_exif_orientation=False, color_spec=codec.ColorSpec.SRGB)
@@ -263,10 +276,19 @@ def gpu_decodes_subsampled_roi(device_id: int) -> bool:
         decoder = codec.Decoder(device_id=device_id, backends=[
             codec.Backend(codec.GPU_ONLY), codec.Backend(codec.HW_GPU_ONLY),
             codec.Backend(codec.HYBRID_CPU_GPU)])
-        (image,) = decoder.decode([window], params=params)
-    except RuntimeError:  # no GPU decoder at all: whole images are as good a choice as any
-        return False
-    return image is not None and tuple(image.shape[:2]) == (32, 32)
+        got_whole, got_window = decoder.decode([whole, window], params=params)
+    except RuntimeError as err:
+        got_whole, got_window, why = None, None, f" ({str(err).splitlines()[0][:120]})"
+    else:
+        why = ""
+    if got_whole is None or tuple(got_whole.shape[:2]) != (64, 64):
+        raise BackendUnavailableError(
+            f"backend 'nvimgcodec' on cuda:{device_id}: nvImageCodec's GPU decoders decode no "
+            f"JPEG here{why}, and it would decode every image on the CPU; install nvJPEG "
+            "(pip install 'nvidia-nvjpeg>=13.2' with a CUDA 13 torch, nvidia-nvjpeg-cu12 with "
+            "CUDA 12) or use backend='cpu'")
+    ok = got_window is not None and tuple(got_window.shape[:2]) == (32, 32)
+    return "windows" if ok else "whole"
 
 
 def _current_stream(target):
