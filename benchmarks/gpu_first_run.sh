@@ -181,16 +181,24 @@ for r in rows:
 PY
 }
 
+# A Python step that writes its rows as JSON: its rows in the table, else one row saying why
+# there are none.   json_step SECONDS NAME KIND TITLE SCRIPT ARGS...   (logs: NAME.log, .json)
+json_step() {
+  local limit=$1 name=$2 kind=$3 title=$4 rc
+  shift 4
+  timeout "$limit" "$PY" "$@" --json "$LOGS/$name.json" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && [ -f "$LOGS/$name.json" ]; then
+    while IFS=$'\t' read -r step state detail; do row "$step" "$state" "$detail"; done \
+      < <(json_rows "$kind" "$LOGS/$name.json")
+  else
+    row "$title" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/$name.log")"
+  fi
+}
+
 # 4. Fidelity of the GPU backends against the cpu backend on the real JPEGs.
-timeout 50 "$PY" benchmarks/gpu_fidelity.py "$DATA" $MODE --json "$LOGS/fidelity.json" \
-  >"$LOGS/fidelity.log" 2>&1
-rc=$?
-if [ $rc = 0 ] && [ -f "$LOGS/fidelity.json" ]; then
-  while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done \
-    < <(json_rows fidelity "$LOGS/fidelity.json")
-else
-  row "fidelity" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/fidelity.log")"
-fi
+# shellcheck disable=SC2086  # $MODE: one flag or none
+json_step 50 fidelity fidelity "fidelity" benchmarks/gpu_fidelity.py "$DATA" $MODE
 
 # 5. bench_gpu.py on the JPEGs, each repeated 8 times (a few batches per epoch).
 mkdir -p "$LOGS/bench-jpegs"
@@ -200,30 +208,15 @@ done
 if [ "$DRY" = 1 ]; then BENCH=(--cpu-mode --batch-size 16 --batches 2 --warmup 1 --sizes 64)
 else BENCH=(--batch-size 64 --batches 100 --warmup 5 --sizes 224 64)  # seconds, not ms: GPU %
 fi
-timeout 90 "$PY" benchmarks/bench_gpu.py "$LOGS/bench-jpegs" "${BENCH[@]}" \
-  --json "$LOGS/bench.json" >"$LOGS/bench.log" 2>&1
-rc=$?
-if [ $rc = 0 ] && [ -f "$LOGS/bench.json" ]; then
-  while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done \
-    < <(json_rows bench "$LOGS/bench.json")
-else
-  row "bench_gpu.py" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/bench.log")"
-fi
+json_step 90 bench bench "bench_gpu.py" benchmarks/bench_gpu.py "$LOGS/bench-jpegs" "${BENCH[@]}"
 
 # 6. The same with DINO multi-crop views (2 x 224 + 6 x 96 per image): chute's views= against
 #    torchvision's GPU decode + 8 transforms per image.
 if [ "$DRY" = 1 ]; then VIEWS=(--cpu-mode --batch-size 16 --batches 2 --warmup 1)
 else VIEWS=(--batch-size 64 --batches 30 --warmup 3)
 fi
-timeout 60 "$PY" benchmarks/bench_gpu.py "$LOGS/bench-jpegs" --views "${VIEWS[@]}" \
-  --json "$LOGS/views.json" >"$LOGS/views.log" 2>&1
-rc=$?
-if [ $rc = 0 ] && [ -f "$LOGS/views.json" ]; then
-  while IFS=$'\t' read -r name state detail; do row "$name" "$state" "$detail"; done \
-    < <(json_rows bench "$LOGS/views.json")
-else
-  row "bench_gpu.py --views" "$(no_rows $rc)" "exit $rc: $(last_line "$LOGS/views.log")"
-fi
+json_step 60 views bench "bench_gpu.py --views" benchmarks/bench_gpu.py "$LOGS/bench-jpegs" \
+  --views "${VIEWS[@]}"
 
 echo "| step | status | detail |"
 echo "|---|---|---|"
