@@ -136,15 +136,17 @@ def read_file_list(path: Path, root: Path) -> list[str]:
 
 def _first_loader(config):
     """The first stage (where requests go) when it is a chute.infer:VideoClipLoader, else None."""
+    import importlib
+
     from chute.infer import VideoClipLoader
-    from chute.infer._build import resolve
 
     first = config.stages[0]
     fn = first.fn
     if isinstance(fn, str) and fn.startswith("chute."):  # chute's own modules: no user code
+        module, _, name = fn.partition(":")  # any spelling (chute.infer._video_loader:...)
         try:
-            fn = resolve(fn)  # any spelling of the class (chute.infer._video_loader:...)
-        except FormatError:
+            fn = getattr(importlib.import_module(module), name, None)
+        except ImportError:
             return None
     return first if fn is VideoClipLoader else None
 
