@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from chute._cli._output import add_json_flag, print_json
 
@@ -25,16 +24,14 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from chute.readers import is_remote, is_zarr_group, verify_dataset
+    from chute.readers import verify_dataset, verify_kind
 
     problems = verify_dataset(args.dst, progress=not args.no_progress and not args.json,
                               missing_chunks=args.missing_chunks)
     # whether the dataset has checksums (and they were checked), failed or not: a chute
     # dataset, local or remote; not a zarr group, nor a Megatron PREFIX (no folder)
-    local = Path(args.dst)
-    zarr = not is_remote(args.dst) and is_zarr_group(local)
-    checksums = is_remote(args.dst) or (not zarr and (
-        local.is_dir() or local.name == "chute.json"))
+    kind = verify_kind(args.dst)
+    zarr, checksums = kind == "zarr", kind in ("remote", "chute")
     if args.json:
         print_json({"path": str(args.dst), "ok": not problems, "checksums": checksums,
                     "problems": problems})

@@ -34,6 +34,7 @@ _LAZY = {
     "convert_zarr": "chute.readers.convert._convert_zarr",
     "dataset_info": "chute.readers._inspect",
     "verify_dataset": "chute.readers._inspect",
+    "verify_kind": "chute.readers._inspect",
     "MetaUpdate": "chute.readers._meta_update",
     "update_metadata": "chute.readers._meta_update",
     "jpeg_is_complete": "chute.readers.convert._images",

@@ -26,7 +26,7 @@ from chute.readers.storage._object_store import is_remote
 from chute.readers.zarr._inspect_zarr import verify_zarr, zarr_info
 from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
-__all__ = ["dataset_info", "verify_dataset"]
+__all__ = ["dataset_info", "verify_dataset", "verify_kind"]
 
 # stat errors that mean "no such file" (those Path.exists answers False to)
 _MISSING = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
@@ -82,6 +82,23 @@ def dataset_info(path, *, sample_array: str | None = None) -> dict:
     }
 
 
+def verify_kind(path) -> str:
+    """What `verify_dataset` checks at `path`: "remote" or "chute" (every file's checksum),
+    "zarr" (every chunk decodes) or "megatron" (the structure of a .bin/.idx pair).
+
+    Args:
+        path: the dataset (or zarr group, or Megatron prefix).
+    """
+    if is_remote(path):
+        return "remote"
+    root = Path(path)
+    if root.name == MANIFEST:
+        root = root.parent
+    if is_zarr_group(root):
+        return "zarr"
+    return "chute" if (root / MANIFEST).exists() or root.is_dir() else "megatron"
+
+
 def verify_dataset(path, *, progress: bool = False,
                    missing_chunks: str | dict[str, str] = "error") -> list[str]:
     """Check every file's size and checksum against the manifest, then the structure (index
@@ -93,15 +110,16 @@ def verify_dataset(path, *, progress: bool = False,
         missing_chunks: for a zarr group: "error" reports absent chunk files as problems;
             "fill" (or {array: "fill"}) accepts them as fill values, as reading would.
     """
-    if is_remote(path):
+    kind = verify_kind(path)
+    if kind == "remote":
         return verify_remote(str(path), progress=progress)
     root = Path(path)
     if root.name == MANIFEST:
         root = root.parent
-    if is_zarr_group(root):
+    if kind == "zarr":
         return verify_zarr(ZarrDataset(root, missing_chunks=missing_chunks, _need_samples=False),
                            progress=progress)
-    if not (root / MANIFEST).exists() and not root.is_dir():
+    if kind == "megatron":
         open_dataset(path)  # a Megatron pair has no checksums: structural checks only
         return []
     manifest = load_manifest(root)

@@ -135,8 +135,8 @@ class NvImgCodecBackend(ImageProducerBase):
         encoded = self.spec.dataset.views(ids, field=self.field)
         # headers first: a bomb or a size the columns do not state never reaches the decoder
         refused, subsampled = header_checks(encoded, self._sizes[ids], self._max_pixels)
-        whole = np.full(len(ids), self.whole == "all") | (
-            subsampled if self.whole == "subsampled" else False)
+        whole = subsampled if self.whole == "subsampled" else np.full(len(ids),
+                                                                      self.whole == "all")
         if whole.any():  # the window is the whole image, the boxes move into it
             inner = np.array(inner, dtype=np.float32)
             windows = np.array(windows)
