@@ -167,8 +167,7 @@ def _stream(path: Path, args, steps: _Steps, record: dict) -> str:
             pipe.set_epoch(epoch)
             n = 0
             start = time.perf_counter()
-            for batch in tqdm(pipe, desc=f"epoch {epoch}", unit="batch", leave=False,
-                              file=sys.stderr):
+            for batch in tqdm(pipe, desc=f"epoch {epoch}", unit="batch", leave=False):
                 n += batch["image"].shape[0]
             seconds = time.perf_counter() - start
             note = " (includes JIT compile and cold caches)" if epoch == 0 else ""

@@ -28,9 +28,10 @@ from chute.readers.storage._storage import local_path
 
 __all__ = ["MetaUpdate", "update_metadata"]
 
-# source kind -> {metadata field: [(mirroring field, the metadata entry it holds)]}: the fields
-# `chute convert` stores twice (readers reading the field must see what the metadata says)
-_MIRRORS: dict[str, dict[str, list[tuple[str, str]]]] = {"video": {"meta": [("text", "text")]}}
+# what `chute convert` stores twice: a video dataset's caption, the metadata field "meta"'s
+# entry "text", is also the json field "text" (readers of that field must see what the
+# metadata says): (source kind, metadata field, mirroring field, metadata entry)
+_CAPTION = ("video", "meta", "text", "text")
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,8 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
     root = local_path(path)
     root = root.parent if root.name == MANIFEST else root
     with DestinationLock(root, purpose="chute meta update", wait=wait):
-        _clean_leftovers(root, field)
-        for mirror in {name for mirrors in _MIRRORS.values()
-                       for name, _entry in mirrors.get(field, [])}:
-            _clean_leftovers(root, mirror)
+        _, meta_field, mirror, _ = _CAPTION
+        _clean_leftovers(root, {field, mirror} if field == meta_field else {field})
         return _update(path, jsonl, key, field, merge, allow_unmatched, strict)
 
 
@@ -122,10 +121,10 @@ def _generation_name(field: str, name: str) -> bool:
     return generation.isdigit()
 
 
-def _clean_leftovers(root: Path, field: str) -> None:
-    """With the dataset's lock held: remove what an update killed before its switch-over left
-    in the shard folders (temporary files, and generation files the manifest does not list),
-    which nothing else would ever remove."""
+def _clean_leftovers(root: Path, fields: set[str]) -> None:
+    """With the dataset's lock held: remove what an update of `fields` killed before its
+    switch-over left in the shard folders (temporary files, and generation files the manifest
+    does not list), which nothing else would ever remove."""
     try:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
         shards = [(s["name"], set(s["files"])) for s in manifest["shards"]]
@@ -137,7 +136,7 @@ def _clean_leftovers(root: Path, field: str) -> None:
             continue
         for entry in os.scandir(folder):
             if entry.name not in listed and entry.is_file(follow_symlinks=False) and \
-                    _generation_name(field, entry.name):
+                    any(_generation_name(field, entry.name) for field in fields):
                 os.unlink(entry.path)
 
 
@@ -181,23 +180,20 @@ def _update(path, jsonl, key: str, field: str, merge: bool, allow_unmatched: boo
 
 
 def _mirrored(ds, field: str, records: list, changed: list[int]) -> dict[str, list]:
-    """The new values of the fields that mirror an entry of `field` in `ds`'s layout (see
-    `_MIRRORS`), for those whose values `records` (the updated metadata) change: the samples
-    `changed` take `records[i].get(entry)`; a field no update changes is left out (its files
-    stay as they are)."""
+    """{mirroring field: its new values} when `field` of `ds` has a mirror (`_CAPTION`) whose
+    values `records` (the updated metadata) change: the samples `changed` take
+    `records[i].get(entry)`; else {} (the mirror's files stay as they are)."""
     source = ds.manifest.get("source")
     kind = source.get("kind") if isinstance(source, dict) else None
-    out = {}
-    for name, entry in _MIRRORS.get(str(kind), {}).get(field, []):
-        if name not in ds.fields or ds.specs[name]["kind"] != "json":
-            continue
-        values = ds.read(name, np.arange(len(ds)))
-        new = list(values)
-        for i in changed:
-            new[i] = records[i].get(entry)
-        if new != list(values):
-            out[name] = new
-    return out
+    source_kind, meta_field, name, entry = _CAPTION
+    if kind != source_kind or field != meta_field or name not in ds.fields or \
+            ds.specs[name]["kind"] != "json":
+        return {}
+    values = list(ds.read(name, np.arange(len(ds))))
+    new = list(values)
+    for i in changed:
+        new[i] = records[i].get(entry)
+    return {name: new} if new != values else {}
 
 
 def _checked_segments(jsonl, i: int, record: dict, rate: int, frames: int, strict: bool,
