@@ -1,4 +1,5 @@
-"""The datasets benchmarks measure: JPEG files written to a chute dataset as they are.
+"""The datasets benchmarks measure: JPEG files written to a chute dataset as they are; and the
+DINO multi-crop views the views benchmarks make of them.
 
 The benchmark scripts import this module from their own folder (run them as
 `python benchmarks/bench_*.py`, which puts that folder on sys.path).
@@ -10,11 +11,15 @@ from pathlib import Path
 
 from PIL import Image
 
+from chute import View
 from chute.readers import ShardWriter
 
-__all__ = ["jpeg_files", "write_jpeg_dataset"]
+__all__ = ["DINO_VIEWS", "jpeg_files", "write_jpeg_dataset"]
 
 FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
+
+# DINO's multi-crop (docs/views.md): 2 global views at 224 + 6 local ones at 96 per image
+DINO_VIEWS = [View(224, scale=(0.32, 1.0), count=2), View(96, scale=(0.05, 0.32), count=6)]
 
 
 def jpeg_files(folder: Path) -> list[Path]:

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _datasets import jpeg_files, write_jpeg_dataset
+from _datasets import DINO_VIEWS, jpeg_files, write_jpeg_dataset
 
 from chute.autotune import GpuSampler
 
@@ -72,18 +72,12 @@ def time_batches(batches, count: int, warmup: int, sync) -> tuple[float, int]:
     return time.perf_counter() - start, images
 
 
-# --views: DINO's multi-crop (docs/views.md), (size, scale, count) per kind of view
-DINO_VIEWS = [(224, (0.32, 1.0), 2), (96, (0.05, 0.32), 6)]
-VIEWS = "views"  # the `size` of a --views measurement
-
-
-def chute_batches(dataset, backend: str, device: str, size: int | str, args):
-    from chute import ImageOptions, Pipeline, View
+def chute_batches(dataset, backend: str, device: str, size: int | None, args):
+    from chute import ImageOptions, Pipeline
 
     options = {"hw_decoder_load": args.hw_decoder_load} if backend == "dali" else None
-    if size == VIEWS:
-        views = [View(s, scale=scale, count=count) for s, scale, count in DINO_VIEWS]
-        image = ImageOptions(views=views, backend=backend, backend_options=options,
+    if args.views:
+        image = ImageOptions(views=DINO_VIEWS, backend=backend, backend_options=options,
                              dtype="float16")
     else:
         image = ImageOptions(size=size, backend=backend, backend_options=options,
@@ -156,25 +150,25 @@ class EncodedOnly:
         return self.source(batch_info)[0]
 
 
-def torchvision_batches(dataset, device: str, size: int | str, args):
+def torchvision_batches(dataset, device: str, size: int | None, args):
     """torchvision's own path: one batched decode_jpeg per batch, then transforms.v2 per image
     (per view of each image with --views)."""
     import torch
     from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.transforms import v2
 
-    def transform(side: int, scale: tuple[float, float]):
+    def transform(size: int | tuple[int, int], scale: tuple[float, float]):
         return v2.Compose([
-            v2.RandomResizedCrop(side, scale=scale, antialias=True),
+            v2.RandomResizedCrop(size, scale=scale, antialias=True),
             v2.RandomHorizontalFlip(),
             v2.ToDtype(torch.float32, scale=True),
             v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
         ])
 
-    if size == VIEWS:
-        transforms = [transform(s, scale) for s, scale, count in DINO_VIEWS for _ in range(count)]
+    if args.views:  # View.size is (H, W), as RandomResizedCrop takes it
+        transforms = [transform(v.size, v.scale) for v in DINO_VIEWS for _ in range(v.count)]
     else:
-        transforms = [transform(int(size), (0.08, 1.0))]
+        transforms = [transform(size, (0.08, 1.0))]
     rng = np.random.default_rng(0)
     batch = min(args.batch_size, len(dataset))
     while True:
@@ -230,7 +224,7 @@ def contenders(cpu_mode: bool, views: bool = False):
     return rows
 
 
-def measure(factory, dataset, size: int | str, args, sync) -> tuple[float | None, str, str]:
+def measure(factory, dataset, size: int | None, args, sync) -> tuple[float | None, str, str]:
     """(img/s or None, GPU utilisation, status) of one contender."""
     batches = None
     try:
@@ -285,7 +279,8 @@ def main(argv=None) -> int:
         print(f"{len(dataset)} images, batch {args.batch_size}, {args.batches} timed batches "
               f"after {args.warmup} warm-up, float16 NCHW, "
               f"{'CPU mode' if args.cpu_mode else 'CUDA device 0'}")
-        for size in [VIEWS] if args.views else args.sizes:
+        # --views: one measurement of DINO_VIEWS (no single output size)
+        for size in [None] if args.views else args.sizes:
             results = []
             for label, absent, factory in contenders(args.cpu_mode, args.views):
                 if absent is not None:
@@ -295,12 +290,12 @@ def main(argv=None) -> int:
             cpu_rate = results[0][1]
             tv_rate = results[-1][1]
             print("\nDINO views, 2 x 224 + 6 x 96 per image (img/s: images of 8 views)"
-                  if size == VIEWS else f"\nRandomResizedCrop {size}x{size}")
+                  if args.views else f"\nRandomResizedCrop {size}x{size}")
             print(f"{'contender':<40}{'img/s':>10}{'vs chute cpu':>14}{'vs torchvision':>16}"
                   "  GPU utilisation / status")
             for label, rate, util, status in results:
-                row = {"size": size, "contender": label, "img_s": rate, "status": status,
-                       "gpu_utilisation": util or None,
+                row = {"size": "views" if args.views else size, "contender": label,
+                       "img_s": rate, "status": status, "gpu_utilisation": util or None,
                        "vs_chute_cpu": rate / cpu_rate if rate and cpu_rate else None,
                        "vs_torchvision": rate / tv_rate if rate and tv_rate else None}
                 rows.append(row)

@@ -36,21 +36,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _datasets import jpeg_files, write_jpeg_dataset
+from _datasets import DINO_VIEWS, jpeg_files, write_jpeg_dataset
 from PIL import Image
 
-from chute import CropConfig, ImageOptions, Pipeline, View
+from chute import CropConfig, ImageOptions, Pipeline
 from chute.fallbacks import IMAGENET_MEAN, IMAGENET_STD, decode_batch
 from chute.pipelines import view_seed
 from chute.readers import open_dataset
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample/images"
-VIEWS = [View(224, scale=(0.32, 1.0), count=2), View(96, scale=(0.05, 0.32), count=6)]
 SEED = 0
 
 
 def chute_views(path: Path, batch: int, threads: int):
-    image = ImageOptions(views=VIEWS, backend="cpu", dtype="float32",
+    image = ImageOptions(views=DINO_VIEWS, backend="cpu", dtype="float32",
                          backend_options={"threads": threads})
     pipe = Pipeline(path, batch, fields={"image": image}, device="cpu", seed=SEED, rank=0,
                     world_size=1, drop_last=False)
@@ -61,7 +60,7 @@ def chute_views(path: Path, batch: int, threads: int):
 
 
 def chute_separate(path: Path, batch: int, threads: int):
-    expanded = [v for v in VIEWS for _ in range(v.count)]
+    expanded = [v for v in DINO_VIEWS for _ in range(v.count)]
     pipes = []
     for v, view in enumerate(expanded):
         crop = CropConfig(scale=view.scale, ratio=view.ratio, flip_p=view.flip_p)
@@ -84,7 +83,7 @@ class MultiCropDataset(torch.utils.data.Dataset):
         self.paths = paths
         self.mean = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
         self.std = np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)
-        self.views = [(v.size[0], v.scale) for v in VIEWS for _ in range(v.count)]
+        self.views = [(v.size[0], v.scale) for v in DINO_VIEWS for _ in range(v.count)]
 
     def __len__(self) -> int:
         return len(self.paths)
