@@ -1,5 +1,6 @@
 """Generated test media: images of given sizes, their JPEG (or PNG, WebP, ...) encodings in
-any colour mode or subsampling, and damaged payloads (truncated, misplaced markers)."""
+any colour mode or subsampling, and damaged payloads (truncated, misplaced markers, an undefined
+quantisation table)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ __all__ = [
     "jpeg",
     "truncated",
     "misplaced_restart_marker",
+    "undefined_quant_table",
 ]
 
 
@@ -107,3 +109,17 @@ def misplaced_restart_marker(payload: bytes, at: float = 0.5) -> bytes:
     pos = int(len(payload) * at)
     damaged[pos: pos + 2] = b"\xff\xd3"
     return bytes(damaged)
+
+
+def undefined_quant_table(payload: bytes) -> bytes:
+    """The JPEG with its first component pointing at quantisation table 3, which it does not
+    define: its structure is whole, its decode an error in every decoder.
+
+    Args:
+        payload: a baseline, extended or progressive JPEG's bytes.
+    """
+    out, at = bytearray(payload), 2
+    while out[at + 1] not in (0xC0, 0xC1, 0xC2):  # segments up to the frame header
+        at += 2 + int.from_bytes(out[at + 2:at + 4], "big")
+    out[at + 12] = 3  # FF Cx, length, precision, height, width, count, then id, sampling, Tq
+    return bytes(out)

@@ -9,6 +9,7 @@ import numpy as np
 
 from chute._sample_images import synthetic_jpeg
 from tests._datasets import write_samples
+from tests._media import undefined_quant_table
 
 FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32",
           "meta": "json"}
@@ -20,14 +21,11 @@ def latent_of(i: int, shape=(4, 8, 8)) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float16)
 
 
-def undefined_quant_table(jpeg: bytes) -> bytes:
-    """The JPEG with its first component pointing at quantisation table 3, which it does not
-    define: its structure is whole, its decode an error in every decoder."""
-    out, at = bytearray(jpeg), 2
-    while out[at + 1] not in (0xC0, 0xC1, 0xC2):  # segments up to the frame header
-        at += 2 + int.from_bytes(out[at + 2:at + 4], "big")
-    out[at + 12] = 3  # FF Cx, length, precision, height, width, count, then id, sampling, Tq
-    return bytes(out)
+# write_dataset's `damage`: what it does to the payloads of the samples in `corrupt`
+DAMAGES: dict[str, Callable[[bytes], bytes]] = {
+    "truncate": lambda payload: payload[: len(payload) // 3],
+    "bad-table": undefined_quant_table,
+}
 
 
 def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
@@ -40,6 +38,7 @@ def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
     readers' header check passes on to the decoder, and the decoder fails).
     `latent_shape` adds an ndarray field "latent" (`latent_of(i)`); images=False leaves the
     JPEG fields out (a latents-only dataset)."""
+    damaged = DAMAGES[damage]
     rng = np.random.default_rng(seed)
     fields = dict(FIELDS) if images else {"label": "int64"}
     if not meta:
@@ -54,8 +53,7 @@ def write_dataset(path: Path, n: int = 40, sizes=(24, 48), seed: int = 0,
                 height, width = (int(v) for v in rng.integers(sizes[0], sizes[1], size=2))
                 payload = synthetic_jpeg(rng, height, width)
                 if i in corrupt:
-                    payload = (payload[: len(payload) // 3] if damage == "truncate"
-                               else undefined_quant_table(payload))
+                    payload = damaged(payload)
                 sample.update(image=payload, height=height, width=width)
             if "meta" in fields:
                 sample["meta"] = {"id": i}

@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("nvidia.nvimgcodec")
 
+from chute import View  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset  # noqa: E402
 
@@ -75,15 +76,11 @@ def test_candidate_is_listed_unavailable_without_a_gpu():
 
 @pytest.mark.parametrize("image", [
     dict(size=32, dtype="float32"),
-    dict(views="dino-like", dtype="float32"),
+    dict(views=[View(32, scale=(0.3, 1.0), count=2), View(16, scale=(0.05, 0.3), count=3)],
+         dtype="float32"),
 ], ids=["one crop", "views"])
 def test_whole_image_decodes_give_the_batches_of_window_decodes(dataset, image):
     # roi_decode=False is what a GPU whose nvJPEG refuses 4:2:0 windows runs (docs/images.md)
-    from chute import View
-
-    if image.get("views"):
-        image = {**image, "views": [View(32, scale=(0.3, 1.0), count=2),
-                                    View(16, scale=(0.05, 0.3), count=3)]}
     windows = collect(dataset, "nvimgcodec", backend_options={"roi_decode": True}, **image)
     whole = collect(dataset, "nvimgcodec", backend_options={"roi_decode": False}, **image)
     assert len(windows) == len(whole) > 0

@@ -19,6 +19,7 @@ from chute import (
     Pipeline,
     VideoOptions,
 )
+from tests._media import jpeg
 from tests.pipelines._pipeline_data import write_dataset
 
 
@@ -109,23 +110,17 @@ def test_one_sample_unit_per_pipeline(tmp_path):
 def test_an_image_field_written_without_its_size_columns_says_how_to_add_them(tmp_path):
     # docs/format.md's ShardWriter example wrote no height/width, and the error only said
     # `chute convert`, which a dataset written from Python does not go through
-    import io
-
-    import numpy as np
-    from PIL import Image
-
     from chute.errors import FormatError
     from chute.readers import ShardWriter
 
-    jpeg = io.BytesIO()
-    Image.fromarray(np.zeros((12, 16, 3), np.uint8)).save(jpeg, "JPEG")
+    payload = jpeg(12, 16)
     with ShardWriter(tmp_path / "bare.chute", {"image": {"kind": "bytes", "media": "image"}}) as w:
-        w.write({"image": jpeg.getvalue()})
+        w.write({"image": payload})
     with pytest.raises(FormatError, match=r"ShardWriter int32 'height' and 'width' fields"):
         chute.Pipeline(tmp_path / "bare.chute", 1, device="cpu")
     with ShardWriter(tmp_path / "sized.chute", {"image": {"kind": "bytes", "media": "image"},
                                                 "height": "int32", "width": "int32"}) as w:
-        w.write({"image": jpeg.getvalue(), "height": 12, "width": 16})
+        w.write({"image": payload, "height": 12, "width": 16})
     with chute.Pipeline(tmp_path / "sized.chute", 1, device="cpu", fields={
             "image": chute.ImageOptions(size=8, backend="cpu")}) as pipe:
         assert next(iter(pipe))["image"].shape == (1, 3, 8, 8)
