@@ -61,12 +61,14 @@ CONDITIONING = {"clip_num_frames": np.int64, "clip_height": np.int64, "clip_widt
 def _size(value) -> tuple[int, int] | None:
     if value is None:
         return None
-    try:  # a string ("64x48", as ImageOptions takes it) is refused here in words, not by int()
-        if isinstance(value, str):
-            raise ValueError
-        size = (int(value), int(value)) if np.ndim(value) == 0 else tuple(int(v) for v in value)
-    except (TypeError, ValueError):
-        size = ()
+    size: tuple = ()
+    # a string ("64x48", as ImageOptions takes it) is refused below in words, not by int()
+    if not isinstance(value, str):
+        try:
+            size = ((int(value), int(value)) if np.ndim(value) == 0
+                    else tuple(int(v) for v in value))
+        except (TypeError, ValueError):
+            pass
     if len(size) != 2 or min(size) < 1:
         raise ValueError(f"video option size must be (H, W) >= 1 or an int, got {value!r} "
                          "(e.g. size=(256, 256) or size=256)")
