@@ -100,21 +100,24 @@ class DaliVideoProducer(VideoProducer):
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
         crops = self._crop_fractions(request)
-        samples = []
-        for k, i in enumerate(ids.tolist()):
-            rotation = int(self._rotation[i])
-            frames = self.indices(request, k, t)
-            sample = {"encoded": views[k], "frames": frames.astype(np.int32),
-                      "angle": np.float32(rotation)}
-            if self.config.resize:
-                # stored sizes are at display orientation; the decoder gives coded frames
-                stored = (int(self._heights[i]), int(self._widths[i]))
-                coded = stored[::-1] if rotation in (90, 270) else stored
-                fill, top, left = fill_and_crop(*coded, rotation, (h, w), crops[k])
-                sample.update(fill=np.array(fill, np.float32), shape=np.array((h, w), np.int32),
-                              anchor=np.array((top, left), np.int32))
-            samples.append(sample)
-        return samples
+        return [self._graph_input(views[k], self.indices(request, k, t), int(self._rotation[i]),
+                                  (int(self._heights[i]), int(self._widths[i])), (h, w), crops[k])
+                for k, i in enumerate(ids.tolist())]
+
+    def _graph_input(self, encoded, frames: np.ndarray, rotation: int, stored: tuple[int, int],
+                     size: tuple[int, int], crop) -> dict[str, np.ndarray]:
+        """One clip's graph inputs (external source name -> array): frames `frames` of the
+        video `encoded`, turned by `rotation` and, when the graph resizes, filled to `size`
+        from its `stored` (height, width) and cropped at `crop` (None: centred)."""
+        sample = {"encoded": encoded, "frames": frames.astype(np.int32),
+                  "angle": np.float32(rotation)}
+        if self.config.resize:
+            # stored sizes are at display orientation; the decoder gives coded frames
+            coded = stored[::-1] if rotation in (90, 270) else stored
+            fill, top, left = fill_and_crop(*coded, rotation, size, crop)
+            sample.update(fill=np.array(fill, np.float32), shape=np.array(size, np.int32),
+                          anchor=np.array((top, left), np.int32))
+        return sample
 
     def _run(self, samples, stream, config: DaliVideoConfig | None = None):
         """Decode `samples` through the graph of `config` (default: the dataset's): DALI's
@@ -173,24 +176,32 @@ class DaliVideoProducer(VideoProducer):
                         status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1],
                                                 stream)
             return status
-        # in runs of the graph's batch size: a caller may ask for more rows (the inference
-        # loader's requests of several clips each), which DALI refuses as a whole
-        step = self.config.batch_size
+
+        def retry(k: int) -> None:
+            status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1], stream)
+
         with self._lock:
-            for first in range(0, len(ids), step):
-                rows = range(first, min(first + step, len(ids)))
-                try:
-                    clips = self._run(samples[first:first + step], stream)
-                except ChuteError:  # e.g. BackendUnavailableError: no sample's fault
-                    raise
-                except RuntimeError:  # DALI's: the run holds a sample it cannot decode
-                    for k in rows:
-                        status[k] = self._retry(int(ids[k]), samples[k], target[k:k + 1],
-                                                stream)
-                else:
-                    # not under the except: a failed copy is no sample's fault
-                    write_native(clips, target[first:first + step])
+            self._decode_runs(samples, target, stream, self.config, retry)
         return status
+
+    def _decode_runs(self, samples: list[dict], target, stream, config: DaliVideoConfig,
+                     retry) -> None:
+        """Decode `samples` into `target` through the graph of `config`, in runs of its batch
+        size: a caller may ask for more rows (the inference loader's requests of several clips
+        each), which DALI refuses as a whole. Each row of a run DALI fails on is handed to
+        `retry(row)`. Called under the lock."""
+        step = config.batch_size
+        for first in range(0, len(samples), step):
+            try:
+                clips = self._run(samples[first:first + step], stream, config)
+            except ChuteError:  # e.g. BackendUnavailableError: no sample's fault
+                raise
+            except RuntimeError:  # DALI's: the run holds a sample it cannot decode
+                for k in range(first, min(first + step, len(samples))):
+                    retry(k)
+            else:
+                # not under the except: a failed copy is no sample's fault
+                write_native(clips, target[first:first + step])
 
     def _damaged(self, ids: np.ndarray, samples: list[dict]) -> np.ndarray:
         """Which rows are MJPEG samples whose wanted frames are not whole JPEGs
@@ -211,34 +222,49 @@ class DaliVideoProducer(VideoProducer):
             damaged[k] = bad
         return damaged
 
-    def _alone(self, sample: dict, target, stream, config: DaliVideoConfig) -> str | None:
+    def _alone(self, sample: dict, target, stream, config: DaliVideoConfig, pts, what: str,
+               remedy: str) -> str | None:
         """Decode one sample or clip alone into `target`: None when DALI decodes it, else
-        DALI's reason (a ChuteError, no sample's fault, propagates)."""
+        DALI's reason when FFmpeg cannot decode it either (it is corrupt). A ChuteError (no
+        sample's fault) propagates.
+
+        Args:
+            pts: a callable giving its video's frame timestamps, which FFmpeg needs (called
+                only when DALI fails).
+            what: what an error calls it.
+            remedy: what an error says to use instead.
+
+        Raises:
+            BackendUnavailableError: DALI fails on it and FFmpeg decodes it (`_unreadable`).
+        """
         try:
             clips = self._run([sample], stream, config)
         except ChuteError:
             raise
         except RuntimeError as err:
-            return _dali_reason(err)
-        write_native(clips, target)
-        return None
+            reason = _dali_reason(err)
+        else:
+            write_native(clips, target)
+            return None
+        codec = _ffmpeg_codec(sample["encoded"], pts(), sample["frames"])
+        if codec is None:
+            return reason
+        raise _unreadable(config, what, codec, reason, remedy)
 
     def _retry(self, i: int, sample: dict, target, stream) -> int:
         """One sample alone (of a failed batch, or beside a damaged one): 0 when it decodes, 1
         when it is corrupt; raises when DALI cannot read what FFmpeg can."""
-        reason = self._alone(sample, target, stream, self.config)
+        shard, local = self.dataset.locate(i)
+        reason = self._alone(
+            sample, target, stream, self.config,
+            lambda: self.dataset.reader("pts").read(np.array([i]))[0][:int(self._frames[i])],
+            f"sample {i} ({self.field!r}, shard {shard} item {local} of {self.dataset.path})",
+            self.remedy or f"the cpu video backend: fields={{{self.field!r}: "
+            "VideoOptions(backend='cpu')}")
         if reason is None:
             return 0
         target[:] = 0
-        pts = self.dataset.reader("pts").read(np.array([i]))[0][:int(self._frames[i])]
-        codec = _ffmpeg_codec(sample["encoded"], pts, sample["frames"])
-        if codec is None:
-            return 1
-        shard, local = self.dataset.locate(i)
-        raise _unreadable(
-            self.config, f"sample {i} ({self.field!r}, shard {shard} item {local} of "
-            f"{self.dataset.path})", codec, reason, self.remedy or "the cpu video backend: "
-            f"fields={{{self.field!r}: VideoOptions(backend='cpu')}}")
+        return 1
 
     # ---- a video that is no dataset sample (the inference loader's file requests) ------------
 
@@ -269,42 +295,28 @@ class DaliVideoProducer(VideoProducer):
         frames = np.asarray(frames, np.int32).reshape(len(target), -1)
         rotation = int(rotation) % 360
         config = replace(self.config, rotate=True) if rotation else self.config
-        buffer = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray)) \
-            else np.asarray(data, np.uint8)
-        base = {"encoded": buffer, "angle": np.float32(rotation)}
-        if config.resize:
-            h, w = self.size or stored
-            coded = tuple(stored[::-1]) if rotation in (90, 270) else tuple(stored)
-            fill, top, left = fill_and_crop(*coded, rotation, (h, w), None)
-            base.update(fill=np.array(fill, np.float32), shape=np.array((h, w), np.int32),
-                        anchor=np.array((top, left), np.int32))
-        samples = [{**base, "frames": clip} for clip in frames]
+        buffer = _as_buffer(data)
+        stored = (int(stored[0]), int(stored[1]))
+        samples = [self._graph_input(buffer, clip, rotation, stored, self.size or stored, None)
+                   for clip in frames]
         stream = self._stream(target)
         damage = _mjpeg_damage(buffer, np.asarray(pts), frames.reshape(-1))
         if damage:
             raise DecodeError(f"{name} does not decode ({damage})")
-        step = config.batch_size
+
+        def retry(k: int) -> None:  # which clip DALI fails on, and is the video corrupt?
+            self._video_clip(samples[k], target[k:k + 1], stream, config, pts, name)
+
         with self._lock:
-            for first in range(0, len(samples), step):
-                chunk = samples[first:first + step]
-                try:
-                    write_native(self._run(chunk, stream, config), target[first:first + step])
-                except ChuteError:
-                    raise
-                except RuntimeError:  # DALI's: which clip, and is the video corrupt?
-                    for k, sample in enumerate(chunk, first):
-                        self._video_clip(sample, target[k:k + 1], stream, config, pts, name)
+            self._decode_runs(samples, target, stream, config, retry)
 
     def _video_clip(self, sample: dict, target, stream, config, pts, name: str) -> None:
-        """One clip of `decode_video` alone, after its chunk failed in DALI."""
-        reason = self._alone(sample, target, stream, config)
-        if reason is None:
-            return
-        codec = _ffmpeg_codec(sample["encoded"], pts, sample["frames"])
-        if codec is None:
+        """One clip of `decode_video` alone, after its run failed in DALI."""
+        reason = self._alone(sample, target, stream, config, lambda: pts, name,
+                             self.remedy or "backend='cpu'")
+        if reason is not None:
             raise DecodeError(f"{name} does not decode (DALI and FFmpeg both fail on frames "
                               f"{sample['frames'].tolist()}; DALI says: {reason})")
-        raise _unreadable(config, name, codec, reason, self.remedy or "backend='cpu'")
 
     def close(self) -> None:
         with self._lock:
@@ -313,6 +325,13 @@ class DaliVideoProducer(VideoProducer):
 
 
 _MJPEG, _OTHER = 1, 2
+
+
+def _as_buffer(data) -> np.ndarray:
+    """A video's container bytes (bytes-like or a uint8 array) as a uint8 array."""
+    if isinstance(data, (bytes, bytearray)):
+        return np.frombuffer(data, np.uint8)
+    return np.asarray(data, np.uint8)
 _SOI, _EOI = b"\xff\xd8", b"\xff\xd9"
 
 
