@@ -316,23 +316,32 @@ class VideoClipLoader:
             raise ValueError(f"request {name!r}: no file {target} under the loader's root")
         return target
 
-    def _probe(self, path: Path, data: bytes):
+    def _probe(self, path: Path, data: bytes) -> tuple[Any, bool | None]:
+        """(`probe_video`'s info, on backend "dali" whether it is a damaged MJPEG stream, else
+        None) of the file at `path`, kept per (path, mtime, size): a file is probed and
+        demuxed for that check once, not per request."""
         stat = path.stat()
         key = (str(path), stat.st_mtime_ns, stat.st_size)
         with self.lock:
-            info = self.probes.get(key)
-            if info is not None:
+            cached = self.probes.get(key)
+            if cached is not None:
                 self.probes.move_to_end(key)
-                return info
+                return cached
         try:
-            info = probe_video(data)
+            probed = probe_video(data)
         except UnreadableVideo as exc:
             raise ValueError(f"request {path.name!r}: {path} {exc}") from None
+        damaged = None
+        if self.backend == "dali":  # which has a dataset and its video-dali producer
+            assert self.producer is not None
+            # only a damaged MJPEG stream's clips are checked per request (docs/video.md,
+            # "Backends")
+            damaged = self.producer.video_damaged(data, probed.pts)
         with self.lock:
-            self.probes[key] = info
+            self.probes[key] = probed, damaged
             while len(self.probes) > _PROBES_KEPT:
                 self.probes.popitem(last=False)
-        return info
+        return probed, damaged
 
     def _from_file_on(self, stream, name: str, clips: int | None) -> torch.Tensor:
         """`_from_file` with CUDA work queued on `stream` (None: on the CPU)."""
@@ -345,11 +354,11 @@ class VideoClipLoader:
         """The clips of one file request, decoded in one pass over the frames they need."""
         path = self._path(name)
         data = path.read_bytes()
-        info = self._probe(path, data)
+        info, damaged = self._probe(path, data)
         indices = spread_clips(info.num_frames, clips or 1, self.num_frames,
                                self.frame_interval)
         if isinstance(self.producer, DaliVideoProducer):
-            out = self._dali_file(self.producer, name, path, data, info, indices)
+            out = self._dali_file(self.producer, name, path, data, info, indices, damaged)
             return out[0] if clips is None else out
         try:
             rgb = decode_frames(data, info.pts, indices.reshape(-1), info.rotation, self.size,
@@ -367,7 +376,7 @@ class VideoClipLoader:
         return out[0] if clips is None else out
 
     def _dali_file(self, producer: DaliVideoProducer, name: str, path: Path, data: bytes, info,
-                   indices: np.ndarray) -> torch.Tensor:
+                   indices: np.ndarray, damaged: bool | None) -> torch.Tensor:
         """The clips `indices` of a file request decoded by the dataset's video-dali producer
         (docs/inference.md, "Where the loader decodes"): [N, *clip] on the loader's device."""
         h, w = self.size or (info.height, info.width)
@@ -377,7 +386,8 @@ class VideoClipLoader:
         output = producer.outputs()[self.field]
         out, target = self._result(shape, getattr(torch, str(output.dtype)), output.on_device)
         producer.decode_video(data, indices, info.rotation, (info.height, info.width),
-                              target, pts=info.pts, name=f"request {name!r}: {path}")
+                              target, pts=info.pts, name=f"request {name!r}: {path}",
+                              damaged=damaged)
         return out.to(self.device)  # a copy only for DALI's CPU mode on a CUDA device
 
     def close(self) -> None:

@@ -270,6 +270,35 @@ def test_dali_fails_an_mjpeg_frame_cut_short_that_ffmpeg_conceals(tmp_path, dali
     loader.close()
 
 
+def test_a_files_mjpeg_check_demuxes_it_once_not_per_request(tmp_path, dali_videos,
+                                                              monkeypatch):
+    """The whole-stream MJPEG check of a file is kept with its probe: a whole file is demuxed
+    for it once over two requests; a damaged one's clips are still checked per request."""
+    import chute.pipelines.producers.video._dali as dali_module
+
+    dataset, _ = dali_videos
+    if _suffix(dataset) != ".avi":
+        pytest.skip("MJPEG only")
+    data = (dataset.parent / "v2.avi").read_bytes()
+    (tmp_path / "whole.avi").write_bytes(data)
+    (tmp_path / "cut.avi").write_bytes(_damage_packet(data, 20, -40, None))
+    checks = []
+    damage = dali_module._mjpeg_damage
+    monkeypatch.setattr(dali_module, "_mjpeg_damage",
+                        lambda data, pts, frames: checks.append(frames is None)
+                        or damage(data, pts, frames))
+    loader = VideoClipLoader(dataset, backend="dali", root=tmp_path, **LOADER)
+    first, second = loader(["whole.avi"]), loader(["whole.avi"])
+    assert isinstance(first[0], torch.Tensor) and torch.equal(first[0], second[0])
+    assert checks == [True]  # the whole stream, once
+    checks.clear()
+    cut = loader(["cut.avi"]) + loader(["cut.avi"])
+    assert all(isinstance(c, DecodeError) and "frame at pts 20 is not a whole JPEG" in str(c)
+               for c in cut), cut
+    assert checks == [True, False, False]  # the stream once, then each request's clip
+    loader.close()
+
+
 @pytest.fixture(scope="module")
 def vp9_root(tmp_path_factory):
     """A VP9 dataset without rotated videos, its root holding a rotated VP9 file, an H.264

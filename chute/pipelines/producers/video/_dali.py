@@ -268,8 +268,20 @@ class DaliVideoProducer(VideoProducer):
 
     # ---- a video that is no dataset sample (the inference loader's file requests) ------------
 
+    def video_damaged(self, data, pts) -> bool:
+        """Whether the video `data` (no sample of the dataset: a file) is an MJPEG stream with
+        a stored frame missing or not a whole JPEG. Only such a video's clips can be damaged:
+        `decode_video(..., damaged=False)` skips their check for any other, as `fill` does for
+        a sample it has looked at once (`_mjpeg_damage`).
+
+        Args:
+            data: the container's bytes (bytes-like or a uint8 array).
+            pts: each frame's timestamp (`chute.readers.probe_video`).
+        """
+        return bool(_mjpeg_damage(_as_buffer(data), np.asarray(pts), None))
+
     def decode_video(self, data, frames, rotation: int, stored: tuple[int, int], target, *,
-                     pts, name: str) -> None:
+                     pts, name: str, damaged: bool | None = None) -> None:
         """Clips of one encoded video that is not a sample of the dataset (a file), decoded
         by this producer's graph as an evaluation clip of a sample is (fill-resize to the
         producer's size and centre crop, or the stored size when it has none), in chunks of
@@ -286,6 +298,8 @@ class DaliVideoProducer(VideoProducer):
             pts: each frame's timestamp (`chute.readers.probe_video`), which FFmpeg needs to
                 tell a corrupt video from a codec DALI cannot read when DALI fails.
             name: what errors call the video (e.g. its path).
+            damaged: `video_damaged(data, pts)` when the caller keeps it (False: no clip is
+                checked for MJPEG damage); None checks the clips.
 
         Raises:
             DecodeError: a clip fails in DALI and in FFmpeg (a corrupt video).
@@ -300,9 +314,10 @@ class DaliVideoProducer(VideoProducer):
         samples = [self._graph_input(buffer, clip, rotation, stored, self.size or stored, None)
                    for clip in frames]
         stream = self._stream(target)
-        damage = _mjpeg_damage(buffer, np.asarray(pts), frames.reshape(-1))
-        if damage:
-            raise DecodeError(f"{name} does not decode ({damage})")
+        if damaged is not False:
+            damage = _mjpeg_damage(buffer, np.asarray(pts), frames.reshape(-1))
+            if damage:
+                raise DecodeError(f"{name} does not decode ({damage})")
 
         def retry(k: int) -> None:  # which clip DALI fails on, and is the video corrupt?
             self._video_clip(samples[k], target[k:k + 1], stream, config, pts, name)
