@@ -183,6 +183,7 @@ class VideoClipLoader:
                                     augment="eval")
                 self.producer = VideoProducer(spec)  # checks the options
             self.frames = np.asarray(self.dataset.column("num_frames"), np.int64)
+            self.outputs = self.producer.outputs()  # fixed by its options: read once
         self.pool = ThreadPoolExecutor(max(1, int(threads)), "chute-infer-video") \
             if self.root is not None else None
         self.probes: OrderedDict = OrderedDict()
@@ -273,10 +274,10 @@ class VideoClipLoader:
         request = BatchRequest(-1, np.asarray(rows, np.int64),
                                {"clip_start": np.asarray(starts, np.int64)})
         shapes = self.producer.shapes(request)
-        outputs = self.producer.outputs()
-        dtype = getattr(torch, str(outputs[self.field].dtype))
-        out = {k: np.empty(shapes[k], outputs[k].dtype) for k in shapes if k != self.field}
-        batch, target = self._result(shapes[self.field], dtype, outputs[self.field].on_device)
+        output = self.outputs[self.field]
+        out = {k: np.empty(shapes[k], self.outputs[k].dtype) for k in shapes if k != self.field}
+        batch, target = self._result(shapes[self.field], getattr(torch, str(output.dtype)),
+                                     output.on_device)
         status = self.producer.fill(request, {**out, self.field: target})
         batch = batch.to(self.device)  # a copy only for a host decode on a CUDA device
         for (first, count, clips), k, (sample, _) in zip(spans, where, items, strict=True):
@@ -383,7 +384,7 @@ class VideoClipLoader:
         t = self.num_frames
         shape = (len(indices), 3, t, h, w) if self.layout == "CTHW" else \
             (len(indices), t, 3, h, w)
-        output = producer.outputs()[self.field]
+        output = self.outputs[self.field]
         out, target = self._result(shape, getattr(torch, str(output.dtype)), output.on_device)
         producer.decode_video(data, indices, info.rotation, (info.height, info.width),
                               target, pts=info.pts, name=f"request {name!r}: {path}",
