@@ -27,7 +27,6 @@ from chute.pipelines import (
     BatchRequest,
     DaliVideoProducer,
     ProducerSpec,
-    VideoProducer,
     clip_to_output,
     create_producer,
     dali_import_error,
@@ -172,16 +171,14 @@ class VideoClipLoader:
         if self.dataset is not None:
             options = {"num_frames": num_frames, "frame_interval": frame_interval,
                        "size": size, "dtype": dtype, "layout": layout, "threads": threads}
+            # video-dali on device "cpu": DALI's CPU-only mode; on "cuda:N": NVDEC, written into
+            # CUDA memory. The video producer (PyAV) decodes on the CPU whatever the device.
+            name = {"dali": "video-dali", "cpu": "video"}[self.backend]
+            spec = ProducerSpec(name, field, self.dataset, max_batch, device=self.device,
+                                options=options, augment="eval")
+            self.producer = create_producer(spec)  # checks the options
             if self.backend == "dali":
-                # device "cpu": DALI's CPU-only mode; "cuda:N": NVDEC, written into CUDA memory
-                spec = ProducerSpec("video-dali", field, self.dataset, max_batch,
-                                    device=self.device, options=options, augment="eval")
-                self.producer = create_producer(spec)  # checks the options
                 self.producer.remedy = _LOADER_REMEDY
-            else:
-                spec = ProducerSpec("video", field, self.dataset, max_batch, options=options,
-                                    augment="eval")
-                self.producer = VideoProducer(spec)  # checks the options
             self.frames = np.asarray(self.dataset.column("num_frames"), np.int64)
             self.outputs = self.producer.outputs()  # fixed by its options: read once
         self.pool = ThreadPoolExecutor(max(1, int(threads)), "chute-infer-video") \
