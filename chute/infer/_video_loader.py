@@ -25,7 +25,6 @@ from chute.errors import BackendUnavailableError, DecodeError
 from chute.fallbacks import decode_frames
 from chute.pipelines import (
     BatchRequest,
-    DaliVideoProducer,
     ProducerSpec,
     clip_to_output,
     create_producer,
@@ -355,8 +354,8 @@ class VideoClipLoader:
         info, damaged = self._probe(path, data)
         indices = spread_clips(info.num_frames, clips or 1, self.num_frames,
                                self.frame_interval)
-        if isinstance(self.producer, DaliVideoProducer):
-            out = self._dali_file(self.producer, name, path, data, info, indices, damaged)
+        if self.backend == "dali":
+            out = self._dali_file(name, path, data, info, indices, damaged)
             return out[0] if clips is None else out
         try:
             rgb = decode_frames(data, info.pts, indices.reshape(-1), info.rotation, self.size,
@@ -373,8 +372,8 @@ class VideoClipLoader:
         out = out.to(self.device)  # a copy on a CUDA device, else `out` itself
         return out[0] if clips is None else out
 
-    def _dali_file(self, producer: DaliVideoProducer, name: str, path: Path, data: bytes, info,
-                   indices: np.ndarray, damaged: bool | None) -> torch.Tensor:
+    def _dali_file(self, name: str, path: Path, data: bytes, info, indices: np.ndarray,
+                   damaged: bool | None) -> torch.Tensor:
         """The clips `indices` of a file request decoded by the dataset's video-dali producer
         (docs/inference.md, "Where the loader decodes"): [N, *clip] on the loader's device."""
         h, w = self.size or (info.height, info.width)
@@ -383,7 +382,8 @@ class VideoClipLoader:
             (len(indices), t, 3, h, w)
         output = self.outputs[self.field]
         out, target = self._result(shape, getattr(torch, str(output.dtype)), output.on_device)
-        producer.decode_video(data, indices, info.rotation, (info.height, info.width),
+        assert self.producer is not None  # backend "dali" has a dataset and its producer
+        self.producer.decode_video(data, indices, info.rotation, (info.height, info.width),
                               target, pts=info.pts, name=f"request {name!r}: {path}",
                               damaged=damaged)
         return out.to(self.device)  # a copy only for DALI's CPU mode on a CUDA device

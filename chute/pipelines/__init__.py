@@ -27,7 +27,6 @@ from chute.pipelines.producers.image._views import View, view_seed
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
 from chute.pipelines.producers.video._cpu import VideoProducer
-from chute.pipelines.producers.video._dali import DaliVideoProducer
 from chute.pipelines.producers.video._options import VideoOptions
 from chute.pipelines.producers.video._output import to_output as clip_to_output
 from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
@@ -47,7 +46,6 @@ __all__ = [
     "Buckets",
     "CropConfig",
     "CropParams",
-    "DaliVideoProducer",
     "dali_import_error",
     "EpochOrder",
     "EpochReader",
