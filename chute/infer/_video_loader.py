@@ -384,8 +384,8 @@ class VideoClipLoader:
         out, target = self._result(shape, getattr(torch, str(output.dtype)), output.on_device)
         assert self.producer is not None  # backend "dali" has a dataset and its producer
         self.producer.decode_video(data, indices, info.rotation, (info.height, info.width),
-                              target, pts=info.pts, name=f"request {name!r}: {path}",
-                              damaged=damaged)
+                                   target, pts=info.pts, name=f"request {name!r}: {path}",
+                                   damaged=damaged)
         return out.to(self.device)  # a copy only for DALI's CPU mode on a CUDA device
 
     def close(self) -> None:

@@ -340,6 +340,7 @@ class DaliVideoProducer(VideoProducer):
 
 
 _MJPEG, _OTHER = 1, 2
+_SOI, _EOI = b"\xff\xd8", b"\xff\xd9"
 
 
 def _as_buffer(data) -> np.ndarray:
@@ -347,7 +348,6 @@ def _as_buffer(data) -> np.ndarray:
     if isinstance(data, (bytes, bytearray)):
         return np.frombuffer(data, np.uint8)
     return np.asarray(data, np.uint8)
-_SOI, _EOI = b"\xff\xd8", b"\xff\xd9"
 
 
 def _sample_damage(data, pts, frames, code: int) -> tuple[int, bool]:
