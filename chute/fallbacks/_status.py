@@ -6,7 +6,7 @@ from enum import IntEnum
 
 __all__ = [
     "DecodeStatus", "OK", "CORRUPT", "UNREADABLE", "BOX_OUTSIDE", "TOO_LARGE", "SIZE_MISMATCH",
-    "NEEDS_PIL", "JPEG_WARNING",
+    "GPU_REFUSED", "NEEDS_PIL", "JPEG_WARNING",
 ]
 
 OK = 0
@@ -15,6 +15,7 @@ UNREADABLE = 2
 BOX_OUTSIDE = 3
 TOO_LARGE = 4
 SIZE_MISMATCH = 5
+GPU_REFUSED = 6
 # Internal, never returned: the payload is not a JPEG (PIL path), or libjpeg warned about it.
 NEEDS_PIL = 100
 JPEG_WARNING = 101
@@ -29,6 +30,7 @@ class DecodeStatus(IntEnum):
     BOX_OUTSIDE = BOX_OUTSIDE  # the crop box does not fit the decoded image size
     TOO_LARGE = TOO_LARGE  # the header claims more pixels than the bound (max_image_pixels)
     SIZE_MISMATCH = SIZE_MISMATCH  # the header's size is not the one the caller expects
+    GPU_REFUSED = GPU_REFUSED  # none of a GPU backend's decoders decodes it (no CPU decode)
 
     def describe(self) -> str:
         return {
@@ -45,5 +47,9 @@ class DecodeStatus(IntEnum):
             ),
             DecodeStatus.SIZE_MISMATCH: (
                 "the image header's size disagrees with the dataset's height/width columns"
+            ),
+            DecodeStatus.GPU_REFUSED: (
+                "no GPU decoder decodes it (e.g. not a baseline or progressive JPEG); "
+                "backend_options={'cpu_fallback': True} decodes such images on the CPU"
             ),
         }[self]

@@ -44,6 +44,7 @@ from chute.pipelines._distributed import detect_rank_world, resolve_device
 from chute.pipelines._fields import field_options
 from chute.pipelines._options import check_ring_memory
 from chute.pipelines._run import Run, SpareSlots
+from chute.pipelines._stages import StageTimes
 from chute.pipelines._staging import device_views, wait_ready
 from chute.pipelines.producers._contract import Output
 from chute.pipelines.producers._family import FieldContext
@@ -79,6 +80,8 @@ class PipelineStats:
     threads_reason: str = ""  # where that number comes from
     # field -> {"backend", "options", "reason"} for every field with a choice of backend
     field_backends: dict = field(default_factory=dict)
+    # wall and CPU seconds per stage of every batch (docs/pipeline.md, "Stage timers")
+    stages: StageTimes = field(default_factory=StageTimes)
 
 
 class Pipeline:
@@ -255,6 +258,8 @@ class Pipeline:
                                    self.prefetch, self.augment, self._unit, extra.get(f, {}))
             built = family.build(f, options, context)
             producer = create_producer(built.spec)
+            if hasattr(producer, "stages"):  # it times its own parts (pipelines/_stages.py)
+                producer.stages = self.stats.stages
             # segments: the plan's ids are segment ids; fields are read from the recording
             self._producers.append(ByRecording(producer) if by_recording else producer)
             if built.finish is not None:
@@ -475,7 +480,9 @@ class Pipeline:
                     raise RuntimeError(
                         "this iterator of the Pipeline was stopped by a newer pass (iter(), "
                         "set_epoch or load_state_dict); iterate the new one") from None
-                self.stats.wait_seconds += time.perf_counter() - t0
+                waited = time.perf_counter() - t0
+                self.stats.wait_seconds += waited
+                self.stats.stages.add("wait", waited)
                 held.append(slot)
                 wait_ready(slot)
                 self._note_replaced(replaced)

@@ -13,6 +13,7 @@ import torch
 from chute.errors import DecodeError
 from chute.pipelines._options import ring_memory_error, slot_shape
 from chute.pipelines._prefetch import Prefetcher
+from chute.pipelines._stages import StageTimes
 from chute.pipelines._staging import (
     allocate_slots,
     begin_fill,
@@ -72,6 +73,7 @@ class Run:
                                         f"which could not be allocated ({exc})") from None
         self.slots = slots + self.inherited
         self.reusable = pipe.device.type == "cpu"
+        self.stages: StageTimes = pipe.stats.stages
         self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
         self.plan = plan
         self.readers = []
@@ -94,32 +96,38 @@ class Run:
         self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
 
     def fill(self, slot, iteration: int):
-        request = self.plan.request(iteration)
+        measure = self.stages.measure
         stream_ctx = torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
         with stream_ctx:
-            begin_fill(slot, self.stream)
-            request, shapes, host, out = self._views(slot, request)
+            with measure("plan"):
+                request = self.plan.request(iteration)
+                begin_fill(slot, self.stream)
+                request, shapes, host, out = self._views(slot, request)
             failed = np.zeros(len(request.ids), dtype=bool)
             reasons = {}  # row -> why it failed first (for on_error="raise")
             for producer, reader in zip(self.producers, self.readers, strict=True):
-                status = reader.read(request, {k: out[k] for k in producer.outputs()})
+                with measure(producer.field):
+                    status = reader.read(request, {k: out[k] for k in producer.outputs()})
                 status = np.asarray(status).reshape(len(request.ids))
                 for row in np.flatnonzero((status != 0) & ~failed).tolist():
                     reasons[row] = failure_reason(producer.field, int(status[row]),
                                                   producer.field in self.images)
                 failed |= status != 0
-            if self.leave_out and failed.any():
-                ids, replaced, reread = request.ids[~failed], [
-                    (int(request.ids[row]), None, reasons.get(row))
-                    for row in np.flatnonzero(failed).tolist()], False
-                shapes, host, out = _leave_out(slot, ~failed, shapes, out)
-            else:
-                ids, replaced, reread = self.substitutor.fix(request.ids, failed, out, shapes,
-                                                             request, reasons=reasons)
-            if reread:  # a substitute is larger than this batch's shapes: read it again
-                request, shapes, host, out = self._reread(slot, ids, request)
-            host["index"][...] = ids
-            stage(slot, shapes, self.stream)
+            with measure("substitute"):
+                if self.leave_out and failed.any():
+                    ids, replaced, reread = request.ids[~failed], [
+                        (int(request.ids[row]), None, reasons.get(row))
+                        for row in np.flatnonzero(failed).tolist()], False
+                    shapes, host, out = _leave_out(slot, ~failed, shapes, out)
+                else:
+                    ids, replaced, reread = self.substitutor.fix(request.ids, failed, out,
+                                                                 shapes, request,
+                                                                 reasons=reasons)
+                if reread:  # a substitute is larger than this batch's shapes: read it again
+                    request, shapes, host, out = self._reread(slot, ids, request)
+            with measure("stage"):
+                host["index"][...] = ids
+                stage(slot, shapes, self.stream)
         lists = {k: out[k] for k, o in self.outputs.items() if o.dtype is None}
         return shapes, lists, replaced
 

@@ -1,8 +1,8 @@
-"""The `nvimgcodec` backend's GPU path without a GPU: a fake nvImageCodec records what the
-backend asks of it. nvImageCodec allocates, orders and frees its decoded images on the stream
-given to `decode(..., cuda_stream=)`, so the backend must decode on the stream its kernel runs
-on (the caller's current stream), and the images it hands the kernel say so in their
-`__cuda_array_interface__`."""
+"""The `nvimgcodec` backend's GPU path without a GPU: a fake nvImageCodec and fake CUDA streams
+and events (tests/pipelines/_fake_cuda.py) record what the backend asks of them. Each decode
+worker decodes on its own stream; the kernel runs on the caller's current stream after waiting
+for that decode, and the images it hands the kernel name the worker's stream in their
+`__cuda_array_interface__` (docs/pipeline.md, "Batches in flight")."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from chute.kernels._plan import pending_streams, source_views
 from chute.pipelines import ImageSpec
 from chute.readers import open_dataset
 from tests.pipelines._dali_data import write_jpeg_dataset
+from tests.pipelines._fake_cuda import FakeStream, fake_cuda
 from tests.pipelines._plans import image_plan
 
 KERNEL_STREAM = 0x5EED
@@ -43,12 +44,13 @@ class FakeCodec:
     """The calls of `nvidia.nvimgcodec` the backend makes; `decode` keeps its keywords."""
 
     NVIMGCODEC_DEVICE_CPU_ONLY, CPU_ONLY = -99, "cpu-only"
+    GPU_ONLY, HW_GPU_ONLY, HYBRID_CPU_GPU = "gpu", "hw", "hybrid"
     ColorSpec = types.SimpleNamespace(SRGB="srgb")
 
     def __init__(self):
         self.decodes: list[dict] = []
 
-    def Backend(self, kind):  # noqa: N802 (nvImageCodec's spelling)
+    def Backend(self, kind, load_hint=1.0):  # noqa: N802 (nvImageCodec's spelling)
         return kind
 
     def DecodeParams(self, **kwargs):  # noqa: N802
@@ -65,7 +67,7 @@ class FakeCodec:
         codec = self
 
         class Decoder:
-            def decode(self, streams, params=None, cuda_stream=None):
+            def decode(self, streams, images=None, params=None, cuda_stream=None):
                 codec.decodes.append({"params": params, "cuda_stream": cuda_stream})
                 return [FakeImage(*s.size, cuda_stream) for s in streams]
 
@@ -77,27 +79,43 @@ def dataset(tmp_path_factory):
     return open_dataset(write_jpeg_dataset(tmp_path_factory.mktemp("nvimg") / "ds.chute", n=6))
 
 
-def test_the_gpu_path_decodes_on_the_stream_its_kernel_runs_on(dataset, monkeypatch):
+def test_the_gpu_path_decodes_on_its_worker_stream_and_the_kernel_waits_for_it(dataset,
+                                                                              monkeypatch):
     codec = FakeCodec()
+    log = fake_cuda(monkeypatch, nvimgcodec)
     launches = []
 
     def resize_normalize(sources, boxes, flips, out, *, stream, **kwargs):
         views = source_views(sources)
         launches.append((stream_pointer(stream), pending_streams(views, stream_pointer(stream))))
+        log.append(("kernel", None, stream_pointer(stream)))
 
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
     monkeypatch.setattr(nvimgcodec, "_current_stream",
-                        lambda target: types.SimpleNamespace(cuda_stream=KERNEL_STREAM))
+                        lambda target: FakeStream(log, KERNEL_STREAM))
     monkeypatch.setattr(chute.kernels, "resize_normalize", resize_normalize)
-    spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0", options={"roi_decode": True},
-                     size=(16, 16), dtype="float16")
+    spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0",
+                     options={"roi_decode": True, "decoders": 1}, size=(16, 16),
+                     dtype="float16")
     backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)  # what create() makes on a GPU
-    request = image_plan(dataset, (16, 16), batch_size=6).request(0)
-    status = backend.fill(request, {"image": torch.zeros(spec.image_shape(6), dtype=torch.half)})
-
-    assert status.tolist() == [0] * 6
-    assert [d["cuda_stream"] for d in codec.decodes] == [KERNEL_STREAM]
-    assert launches == [(KERNEL_STREAM, [])]  # the kernel's stream; nothing left to wait for
+    try:
+        worker = backend._sync.stream.cuda_stream
+        request = image_plan(dataset, (16, 16), batch_size=6).request(0)
+        out = {"image": torch.zeros(spec.image_shape(6), dtype=torch.half)}
+        for _ in range(2):
+            assert backend.fill(request, out).tolist() == [0] * 6
+    finally:
+        backend.close()
+    assert [d["cuda_stream"] for d in codec.decodes] == [worker, worker]
+    # the kernel's stream; the images say they were written on the worker's stream
+    assert launches == [(KERNEL_STREAM, [worker])] * 2
+    decoded, consumed = backend._sync.decoded.name, backend._sync.consumed.name
+    assert log == [("record", decoded, worker), ("wait", decoded, KERNEL_STREAM),
+                   ("kernel", None, KERNEL_STREAM), ("record", consumed, KERNEL_STREAM),
+                   # the next decode into the same images only after the kernel ran
+                   ("host-wait", consumed, None),
+                   ("record", decoded, worker), ("wait", decoded, KERNEL_STREAM),
+                   ("kernel", None, KERNEL_STREAM), ("record", consumed, KERNEL_STREAM)]
 
 
 def test_a_host_buffer_on_the_gpu_path_is_refused_in_one_line():
@@ -122,7 +140,7 @@ class ProbeCodec(FakeCodec):
             size=(64, 64), get_sub_code_stream=lambda region: types.SimpleNamespace(size=region))
 
     def Decoder(self, **kwargs):  # noqa: N802
-        if "backends" not in kwargs:  # the backend's own decoder
+        if "options" in kwargs:  # the backend's own decoders
             return super().Decoder(**kwargs)
         if self.answer == "raise":
             raise RuntimeError("no decoder of these backends")
@@ -130,7 +148,7 @@ class ProbeCodec(FakeCodec):
         answer = self.answer
 
         class Decoder:
-            def decode(self, streams, params=None, cuda_stream=None):
+            def decode(self, streams, images=None, params=None, cuda_stream=None):
                 whole, window = streams
                 return [None if answer == "none" else FakeImage(*whole.size, cuda_stream),
                         FakeImage(*window.size, cuda_stream) if answer == "windows" else None]
@@ -140,12 +158,15 @@ class ProbeCodec(FakeCodec):
 
 def _probe_backend(dataset, monkeypatch, answer):
     codec = ProbeCodec(answer)
+    fake_cuda(monkeypatch, nvimgcodec)
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
     nvimgcodec.gpu_jpeg_decoding.cache_clear()
     try:
         spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0", options={},
                          size=(16, 16), dtype="float16")
-        return nvimgcodec.NvImgCodecBackend(spec, device_id=0), codec
+        backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)
+        backend.close()
+        return backend, codec
     finally:
         nvimgcodec.gpu_jpeg_decoding.cache_clear()
 
@@ -179,9 +200,10 @@ def test_whole_image_decodes_move_the_boxes_into_the_image(dataset, monkeypatch,
     whole_rows = [True] * 6 if option is False else subsampled
     codec = FakeCodec()
     seen: list = []
+    log = fake_cuda(monkeypatch, nvimgcodec)
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
     monkeypatch.setattr(nvimgcodec, "_current_stream",
-                        lambda target: types.SimpleNamespace(cuda_stream=KERNEL_STREAM))
+                        lambda target: FakeStream(log, KERNEL_STREAM))
     spec = ImageSpec("nvimgcodec", "image", dataset, 6, "cuda:0",
                      options={"roi_decode": option is not False}, size=(16, 16),
                      dtype="float16")
@@ -193,9 +215,12 @@ def test_whole_image_decodes_move_the_boxes_into_the_image(dataset, monkeypatch,
             checks(*a)[0], np.array(subsampled)))
     request = image_plan(dataset, (16, 16), batch_size=6).request(0)
 
-    def decode(views, windows, refused, whole, cuda_stream):
-        seen.append((windows.copy(), whole.copy()))
-        return [np.zeros((*w[2:], 3), np.uint8) for w in windows]
+    def decode(worker, streams, windows, inner, flips, refused):
+        # a whole image is decoded from the CodeStream itself, a window from a sub-stream
+        whole = np.array([not hasattr(stream, "size") for _, stream in streams])
+        seen.append((windows.copy(), whole))
+        images = [np.zeros((*w[2:], 3), np.uint8) for w in windows]
+        return nvimgcodec._Decoded(worker, images, inner, flips, refused.astype(np.uint8))
 
     def resize_normalize(sources, boxes, flips, out, *, stream, **kwargs):
         seen.append(np.asarray(boxes))
@@ -203,6 +228,7 @@ def test_whole_image_decodes_move_the_boxes_into_the_image(dataset, monkeypatch,
     monkeypatch.setattr(backend, "_decode", decode)
     monkeypatch.setattr(chute.kernels, "resize_normalize", resize_normalize)
     backend.fill(request, {"image": torch.zeros(spec.image_shape(6), dtype=torch.half)})
+    backend.close()
     (windows, whole), boxes = seen
     ids = np.asarray(request.ids)
     sizes = backend.size_table()[ids]

@@ -22,11 +22,14 @@ from chute.pipelines import BatchPlan, ImageSpec, create_producer  # noqa: E402
 from chute.readers import DatasetRef, open_dataset  # noqa: E402
 from tests.kernels.compare import assert_matches_reference, run_views_shim  # noqa: E402
 from tests.pipelines._dali_data import to_255_nhwc, write_jpeg_dataset  # noqa: E402
+from tests.pipelines._fake_cuda import FakeStream, fake_cuda  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 VIEWS = [View((20, 28), scale=(0.32, 1.0), count=2), View(12, scale=(0.05, 0.32), count=3)]
 CORRUPT = 5
-STREAM = types.SimpleNamespace(cuda_stream=0x5EED)  # the caller's current stream
+LOG: list = []
+STREAM = FakeStream(LOG, 0x5EED)  # the caller's current stream
+WORKER_STREAMS: set = set()
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +91,8 @@ class HostDecodingCodec:
         decoder = real.Decoder(device_id=real.NVIMGCODEC_DEVICE_CPU_ONLY,
                                backends=[real.Backend(real.CPU_ONLY)])
 
-        def decode(streams, params=None, cuda_stream=None):
-            assert cuda_stream == STREAM.cuda_stream
+        def decode(streams, images=None, params=None, cuda_stream=None):
+            assert cuda_stream in WORKER_STREAMS  # a decode worker's own stream
             return [None if img is None else HostImage(np.asarray(img.cpu()))
                     for img in decoder.decode(streams, params=params)]
 
@@ -123,16 +126,18 @@ def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, 
     launches = []
 
     def views_kernel(sources, boxes, flips, outs, *, layout, mean, std, stream):
-        assert stream is STREAM  # the caller's stream, which the decode ran on too
+        assert stream is STREAM  # the caller's stream
         launches.append(len(outs))
         run_views_shim(kernel_shim, sources, boxes, flips, [o.numpy() for o in outs], layout, mean,
                        std)
 
+    fake_cuda(monkeypatch, nvimgcodec)
     monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", HostDecodingCodec)
     monkeypatch.setattr(nvimgcodec, "_current_stream", lambda target: STREAM)
     monkeypatch.setattr(chute.kernels, "resize_normalize_views", views_kernel)
     gpu = nvimgcodec.NvImgCodecBackend(_spec(dataset, "cuda:0", dtype, layout, augment,
                                              options={"roi_decode": roi_decode}), device_id=0)
+    WORKER_STREAMS.add(gpu._sync.stream.cuda_stream)
     saw_failure, stale_dtype = False, getattr(torch, dtype)
     for k in range(len(plan)):
         request = plan.request(k)
@@ -145,4 +150,5 @@ def test_gpu_path_resamples_every_view_in_one_launch_like_the_cpu_twin(dataset, 
         saw_failure |= not good.all()
         for key in want:
             assert_matches_reference(got[key].numpy()[good], want[key][good])
+    gpu.close()
     assert saw_failure  # the placeholder path ran (sample CORRUPT failed in one batch)

@@ -20,6 +20,15 @@ by a window: where they refuse the window, subsampled JPEGs (their frame header 
 decoded whole on the GPU and the kernel reads the window from the whole image; where they
 decode nothing, the backend cannot run (backend option `roi_decode`: "auto", True, False).
 
+Several batches are in flight (docs/pipeline.md, "Batches in flight"): K decode workers
+(backend option `decoders`), each with its own configured Decoder (`_nvimgcodec_config.py`),
+CUDA stream, pinned staging for the encoded bytes and decoded images reused batch after batch
+(`decode(images=)`), prepare and decode the next batches while the Pipeline's thread resamples
+the current one on its stream. nvJPEG's hardware decoder writes its outputs when called, not
+in stream order, so a worker reuses its images only after a host wait on the event recorded
+after the kernel that read them. Which decoder took each image is counted in the Pipeline's
+stage timers ("FIELD/decoded:gpu", ":cpu", ":whole", ":refused", ":failed").
+
 Windows carry the resample's margin (`chute.kernels.roi_windows`), EXIF orientation is ignored,
 and samples nvImageCodec cannot decode get a non-zero status (the Pipeline substitutes them), as
 do samples whose header claims more than `max_pixels` (backend option) or another size than the
@@ -29,6 +38,8 @@ height/width columns: those never reach the decoder.
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -38,14 +49,24 @@ from chute._device import require_cuda
 from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
 from chute.kernels import roi_windows, union_windows
-from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
+from chute.pipelines._stages import StageTimes
+from chute.pipelines.producers._contract import ImageSpec, check_options
+from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch
 from chute.pipelines.producers.image._header import header_checks
+from chute.pipelines.producers.image._nvimgcodec_config import (
+    OPTIONS,
+    candidate_grid,
+    cpu_only_decoder,
+    decoder_config,
+    make_decoder,
+    size_hint,
+)
 from chute.pipelines.producers.image._producer import ImageProducerBase
 
 __all__ = ["create", "candidates", "NvImgCodecBackend", "import_nvimgcodec"]
 
-_OPTIONS = frozenset({"num_cpu_threads", "max_pixels", "roi_decode"})
-_UNDECODABLE = 1  # status of a sample nvImageCodec returns no image for
+_UNDECODABLE = 1  # status of a sample nvImageCodec returns no image for (DecodeStatus.CORRUPT)
+_GPU_REFUSED = 6  # DecodeStatus.GPU_REFUSED: no GPU decoder took it and cpu_fallback is off
 
 _log = logging.getLogger(__name__)
 
@@ -63,42 +84,78 @@ def import_nvimgcodec():
     return nvimgcodec
 
 
+@dataclass
+class _Worker:
+    """What one decode worker owns: kept for the producer's life, reused batch after batch."""
+
+    decoder: Any
+    stream: Any = None  # torch.cuda.Stream (GPU) or None (CPU twin)
+    fallback: Any = None  # the CPU-only Decoder of cpu_fallback, made at first need
+    pool: list = field(default_factory=list)  # nvimgcodec Images reused by decode(images=)
+    scratch: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))
+    decoded: Any = None  # torch.cuda.Event: this worker's decode is done on its stream
+    consumed: Any = None  # torch.cuda.Event: the kernel that read the pool is done
+    consumed_recorded: bool = False
+    free: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class _Decoded:
+    """One batch decoded by a worker, waiting for its resample."""
+
+    worker: _Worker
+    images: list  # per row: an nvimgcodec Image or None
+    inner: np.ndarray  # [B, V, 4] boxes inside each decoded window
+    flips: np.ndarray  # [B, V]
+    status: np.ndarray  # uint8 [B]
+
+
 class NvImgCodecBackend(ImageProducerBase):
-    """Stateless between batches: every batch is one batched ROI decode + one resample."""
+    """K decode workers keep the next batches decoding; `read` resamples its batch."""
 
     name = "nvimgcodec"
 
     def __init__(self, spec: ImageSpec, device_id: int | None):
-        check_options("nvimgcodec", spec.options, _OPTIONS)
+        check_options("nvimgcodec", spec.options, OPTIONS)
         roi_option = spec.options.get("roi_decode", "auto")
         if not (roi_option is True or roi_option is False or roi_option == "auto"):
             raise ValueError(f"backend 'nvimgcodec': roi_decode must be 'auto' (the default), "
                              f"True or False, not {roi_option!r}; leave it out unless a GPU "
                              "decodes wrong windows")
+        self.config = decoder_config(spec.options)
         super().__init__(spec)
         self.device_id = device_id
         self.output_on_device = device_id is not None
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
         codec = import_nvimgcodec()
         self._codec = codec
-        threads = int(spec.options.get("num_cpu_threads", 0))
-        if device_id is None:  # the only CPU decoder set-up that works without CUDA
-            self._decoder = codec.Decoder(device_id=codec.NVIMGCODEC_DEVICE_CPU_ONLY,
-                                          backends=[codec.Backend(codec.CPU_ONLY)],
-                                          max_num_cpu_threads=threads)
-        else:
-            self._decoder = codec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
         self._params = codec.DecodeParams(apply_exif_orientation=False,
                                           color_spec=codec.ColorSpec.SRGB)
         self.whole, self.roi_reason = self._choose_whole(roi_option)
-        _log.info("nvimgcodec on %s: %s", spec.device, self.roi_reason)
+        _log.info("nvimgcodec on %s: %s; %s", spec.device, self.roi_reason, self.config)
         from chute.fallbacks import max_image_pixels
 
         self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
         self._sizes = self.size_table()
+        self._size_hint = size_hint(self._sizes)
         self._placeholder: Any = None  # the 1x1 source failed samples read (views on a GPU)
         if device_id is None:
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
+        # substitutes (fill) decode on the Pipeline's thread with a worker state of their own
+        self._sync = self._new_worker()
+        self.workers = DecodeWorkers([self._new_worker() for _ in range(self.config.decoders)],
+                                     self.decode_batch, name=f"chute-nvimgcodec-{self.field}")
+
+    def _new_worker(self) -> _Worker:
+        decoder = make_decoder(self._codec, self.config, self.device_id, self.spec.batch_size,
+                               self._size_hint)
+        worker = _Worker(decoder)
+        if self.device_id is not None:
+            worker.stream, worker.decoded, worker.consumed = _cuda_resources(self.device_id)
+            worker.scratch = _pinned(0)
+        worker.free.set()
+        return worker
 
     def _choose_whole(self, option: object) -> tuple[str, str]:
         """(which images are decoded whole: "none", "subsampled" or "all", why) for backend
@@ -115,24 +172,47 @@ class NvImgCodecBackend(ImageProducerBase):
             "the others by their windows (nvJPEG >= 13.2 decodes every window: pip install "
             "'nvidia-nvjpeg>=13.2' with a CUDA 13 torch)")
 
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
-        return SequentialEpoch(self, first_iteration)
+    def open_epoch(self, plan, first_iteration: int) -> InFlightEpoch:
+        return InFlightEpoch(self, plan, first_iteration, self.workers, len(self.workers))
 
     def fill(self, request, out: dict) -> np.ndarray:
+        return self.complete(self.decode_batch(self._sync, request), request, out)
+
+    # ---- on a decode worker ------------------------------------------------------------------
+
+    def decode_batch(self, worker: _Worker, request) -> _Decoded:
+        """Prepare (headers, windows, bytes into staging) and decode one batch on `worker`,
+        once the batch that last used its images is done with them."""
+        worker.free.wait()
+        worker.free.clear()
+        try:
+            if worker.consumed_recorded:  # the hardware decoder writes at call time
+                worker.consumed.synchronize()
+                worker.consumed_recorded = False
+            with self.stages.measure(f"{self.field}/prepare"):
+                prepared = self._prepare(worker, request)
+            with self.stages.measure(f"{self.field}/decode"):
+                return self._decode(worker, *prepared)
+        except BaseException:
+            worker.free.set()
+            raise
+
+    def _prepare(self, worker: _Worker, request):
         ids = np.asarray(request.ids, dtype=np.int64)
         if self.spec.views:  # one decode window per sample serves every view
             boxes = request.params[f"{self.field}.view_boxes"]
             flips = np.asarray(request.params[f"{self.field}.view_flips"], dtype=bool)
             windows, inner = union_windows(boxes, self._sizes[ids],
                                            [crop.size for crop in self.spec.views])
-            targets = [out[key] for key in self.view_shapes(1)]
         else:
             flips = np.asarray(request.params["flips"], dtype=bool)[:, None]
             windows, inner = roi_windows(request.params["boxes"], self._sizes[ids],
                                          self.spec.size)
             inner = inner[:, None]
-            targets = [out[self.field]]
-        encoded = self.spec.dataset.views(ids, field=self.field)
+        data, offsets = self.spec.dataset.gather(ids, self.field, out=worker.scratch)
+        if not np.shares_memory(data, worker.scratch):
+            worker.scratch = self._grown_scratch(data.nbytes)
+        encoded = [data[offsets[k]:offsets[k + 1]] for k in range(len(ids))]
         # headers first: a bomb or a size the columns do not state never reaches the decoder
         refused, subsampled = header_checks(encoded, self._sizes[ids], self._max_pixels)
         whole = subsampled if self.whole == "subsampled" else np.full(len(ids),
@@ -144,36 +224,103 @@ class NvImgCodecBackend(ImageProducerBase):
             inner[whole, :, 1] += windows[whole, None, 1]
             windows[whole, :2] = 0
             windows[whole, 2:] = self._sizes[ids][whole]
-        stream = None if self.device_id is None else _current_stream(targets[0])
-        images = self._decode(encoded, windows, refused, whole,
-                              0 if stream is None else stream.cuda_stream)
-        status = refused.copy()
-        status[[k for k, img in enumerate(images) if img is None and not refused[k]]] = _UNDECODABLE
-        if stream is None:
-            self._resample_on_cpu(images, inner, flips, targets)
-        elif self.spec.views:
-            self._views_on_gpu(images, inner, flips, targets, status, stream)
-        else:
-            self._resample_on_gpu(images, inner[:, 0], flips[:, 0], targets[0], status, stream)
-        return status
-
-    def _decode(self, views, windows, refused, whole, cuda_stream: int) -> list:
         codec = self._codec
-        streams, kept = [], np.flatnonzero(refused == 0)
-        for k in kept.tolist():
+        streams = []
+        for k in np.flatnonzero(refused == 0).tolist():
             top, left, height, width = windows[k].tolist()
-            stream = codec.CodeStream(np.asarray(views[k]))
+            stream = codec.CodeStream(encoded[k])
             if not whole[k]:
-                region = codec.Region(top, left, top + height, left + width)
-                stream = stream.get_sub_code_stream(region=region)
-            streams.append(stream)
-        decoded = (self._decoder.decode(streams, params=self._params, cuda_stream=cuda_stream)
-                   if streams else [])
-        images: list = [None] * len(views)
-        for k, img in zip(kept.tolist(), decoded, strict=True):
+                stream = stream.get_sub_code_stream(
+                    region=codec.Region(top, left, top + height, left + width))
+            streams.append((k, stream))
+        self.stages.count(f"{self.field}/decoded:whole", int(whole[refused == 0].sum()))
+        return streams, windows, inner, flips, refused
+
+    def _grown_scratch(self, nbytes: int) -> np.ndarray:
+        size = int(nbytes * 1.25) + 4096  # headroom: slightly larger batches do not regrow
+        return np.empty(size, dtype=np.uint8) if self.device_id is None else _pinned(size)
+
+    def _decode(self, worker: _Worker, streams, windows, inner, flips, refused) -> _Decoded:
+        n = len(refused)
+        images: list = [None] * n
+        status = refused.astype(np.uint8, copy=True)
+        self.stages.count(f"{self.field}/decoded:refused", int((refused != 0).sum()))
+        if streams:
+            srcs = [s for _, s in streams]
+            reuse = worker.pool[:len(srcs)] if len(worker.pool) >= len(srcs) else None
+            cuda_stream = 0 if worker.stream is None else worker.stream.cuda_stream
+            got = worker.decoder.decode(srcs, images=reuse, params=self._params,
+                                        cuda_stream=cuda_stream)
+            if reuse is None:  # the first (largest so far) batch: its images become the pool
+                worker.pool = [img for img in got if img is not None] + worker.pool
+            missing = []
+            for (k, _), img in zip(streams, got, strict=True):
+                if img is not None and img.shape[:2] == tuple(windows[k, 2:].tolist()):
+                    images[k] = img
+                else:
+                    missing.append(k)
+            kind = "gpu" if self.device_id is not None else "cpu"
+            self.stages.count(f"{self.field}/decoded:{kind}", len(streams) - len(missing))
+            if missing:
+                self._decode_missing(worker, dict(streams), missing, windows, images, status)
+            if worker.decoded is not None:
+                worker.decoded.record(worker.stream)
+        return _Decoded(worker, images, inner, flips, status)
+
+    def _decode_missing(self, worker, streams, missing, windows, images, status) -> None:
+        """Images the worker's decoders returned none for: on a GPU with cpu_fallback, decoded
+        by nvImageCodec's CPU-only decoder (counted), else a failed status."""
+        if self.device_id is None or not self.config.cpu_fallback:
+            status[missing] = _UNDECODABLE if self.device_id is None else _GPU_REFUSED
+            self.stages.count(f"{self.field}/decoded:failed", len(missing))
+            return
+        if worker.fallback is None:
+            worker.fallback = cpu_only_decoder(self._codec, self.config.num_cpu_threads)
+        got = worker.fallback.decode([streams[k] for k in missing], params=self._params)
+        done = 0
+        for k, img in zip(missing, got, strict=True):
             if img is not None and img.shape[:2] == tuple(windows[k, 2:].tolist()):
-                images[k] = img
-        return images
+                images[k] = img.cuda(synchronize=False, device_id=self.device_id,
+                                     cuda_stream=worker.stream.cuda_stream)
+                done += 1
+            else:
+                status[k] = _UNDECODABLE
+        self.stages.count(f"{self.field}/decoded:cpu", done)
+        self.stages.count(f"{self.field}/decoded:failed", len(missing) - done)
+
+    # ---- on the Pipeline's thread --------------------------------------------------------------
+
+    def complete(self, decoded: _Decoded, request, out: dict) -> np.ndarray:
+        """Resample a decoded batch into `out` (on the caller's current stream on a GPU), then
+        give its worker's images back."""
+        worker = decoded.worker
+        if self.spec.views:
+            targets = [out[key] for key in self.view_shapes(1)]
+        else:
+            targets = [out[self.field]]
+        try:
+            with self.stages.measure(f"{self.field}/resample"):
+                if self.device_id is None:
+                    self._resample_on_cpu(decoded.images, decoded.inner, decoded.flips, targets)
+                else:
+                    stream = _current_stream(targets[0])
+                    stream.wait_event(worker.decoded)
+                    if self.spec.views:
+                        self._views_on_gpu(decoded.images, decoded.inner, decoded.flips,
+                                           targets, decoded.status, stream)
+                    else:
+                        self._resample_on_gpu(decoded.images, decoded.inner[:, 0],
+                                              decoded.flips[:, 0], targets[0], decoded.status,
+                                              stream)
+                    worker.consumed.record(stream)
+                    worker.consumed_recorded = True
+        finally:
+            worker.free.set()
+        return decoded.status
+
+    def discard(self, decoded: _Decoded) -> None:
+        """A decoded batch nobody resamples: its worker's images are free again."""
+        decoded.worker.free.set()
 
     def _resample_on_cpu(self, images, inner, flips, targets) -> None:
         """inner [B, V, 4], flips [B, V]: view v of sample b into targets[v] (V = 1 without
@@ -247,7 +394,7 @@ class NvImgCodecBackend(ImageProducerBase):
                                mean=self.spec.mean, std=self.spec.std, stream=stream)
 
     def close(self) -> None:
-        pass
+        self.workers.close()
 
 
 @cache
@@ -291,6 +438,22 @@ def gpu_jpeg_decoding(device_id: int) -> str:
     return "windows" if ok else "whole"
 
 
+def _cuda_resources(device_id: int):
+    """A decode worker's (stream, decoded event, consumed event) on CUDA device `device_id`."""
+    import torch
+
+    device = torch.device("cuda", device_id)
+    return torch.cuda.Stream(device), torch.cuda.Event(), torch.cuda.Event()
+
+
+def _pinned(nbytes: int) -> np.ndarray:
+    """A pinned host buffer: the decoders copy encoded bytes from it to the GPU asynchronously
+    (docs/images.md, "The nvimgcodec decoder")."""
+    import torch
+
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy()
+
+
 def _current_stream(target):
     """The caller's current CUDA stream on the device of `target`, the output tensor."""
     import torch
@@ -311,13 +474,13 @@ def create(spec: ImageSpec) -> NvImgCodecBackend:
 
 
 def candidates(device: str) -> list:
-    """One candidate next to `dali` and `dali-native` on a GPU (unavailable, with the reason,
-    where it cannot run)."""
+    """The decoder configurations of `candidate_grid` next to `dali` and `dali-native` on a GPU
+    (unavailable, with the reason, where they cannot run)."""
     return nvimgcodec_candidates(device)
 
 
 def nvimgcodec_candidates(device: str, *, cuda_devices: int | None = None) -> list:
-    """The `nvimgcodec` candidate for `device`.
+    """The `nvimgcodec` candidates for `device`: one per configuration of `candidate_grid`.
 
     Args:
         device: where batches go; it needs a CUDA device (and CuPy for its kernel).
@@ -342,7 +505,15 @@ def nvimgcodec_candidates(device: str, *, cuda_devices: int | None = None) -> li
             import_nvimgcodec()
         except BackendUnavailableError as err:
             reason = str(err)
-    return [Candidate(name="nvimgcodec", backend="nvimgcodec", params={},
-                      available=reason is None, reason=reason or "",
-                      cost=(BACKEND_ORDER.index("nvimgcodec"), 0, 0), priority=1,
-                      fidelity=FIDELITY_EXACT)]
+    grid = candidate_grid()
+    return [Candidate(name=_candidate_name(config), backend="nvimgcodec",
+                      params=config.as_params(), available=reason is None,
+                      reason=reason or "", cost=(BACKEND_ORDER.index("nvimgcodec"), i, 0),
+                      priority=1 if i == 1 else 2, fidelity=FIDELITY_EXACT)
+            for i, config in enumerate(grid)]
+
+
+def _candidate_name(config) -> str:
+    """e.g. "nvimgcodec decoders=2 hw,cuda,hybrid hw_load=0.65"."""
+    load = "" if config.hw_load is None else f" hw_load={config.hw_load:g}"
+    return f"nvimgcodec decoders={config.decoders} {','.join(config.gpu_backends)}{load}"
