@@ -99,17 +99,21 @@ def _bench(args, dataset, image, out) -> int:
         print(f"chute bench: {args.dataset}: {len(pipe.dataset)} samples, backend "
               f"{pipe.stats.backend or 'none (no image field)'}, device {pipe.device}, "
               f"batch {args.batch_size}, {shape} {args.augment}", file=out)
-        rates = []
+        rates, cpu_per_1000 = [], []
         for epoch in range(args.epochs):
             pipe.set_epoch(epoch)
+            if epoch == 1:  # stage timers of the steady epochs (the first compiles, maps)
+                pipe.stats.stages.reset()
             count = 0
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for batch in tqdm(pipe, total=len(pipe), unit="batch", leave=False,
                               disable=args.no_progress or args.json, desc=f"epoch {epoch}"):
                 count += batch["index"].shape[0]
             _synchronize(pipe.device)
             seconds = time.perf_counter() - start
             rates.append(count / seconds if seconds > 0 else float("nan"))
+            # every thread of the process: decoders, workers, the loop
+            cpu_per_1000.append(1000 * (time.process_time() - cpu) / max(count, 1))
             label = "first epoch (JIT, cold cache)" if epoch == 0 else f"epoch {epoch}"
             print(f"{label:30s} {count:8d} {unit} {seconds:8.2f} s {rates[-1]:10.1f} "
                   f"{rate_unit}", file=out)
@@ -118,6 +122,16 @@ def _bench(args, dataset, image, out) -> int:
             print(f"{'steady state (median)':30s} {steady:35.1f} {rate_unit}", file=out)
         if pipe.stats.backend_reason:
             print(f"backend choice: {pipe.stats.backend_reason}", file=out)
+        roi = _roi_status() if pipe.stats.backend == "cpu" else None
+        if roi is not None:
+            print(f"cpu backend ROI decoder: {roi}", file=out)
+        steady_cpu = statistics.median(cpu_per_1000[1:] or cpu_per_1000)
+        print(f"CPU core-seconds per 1,000 {unit}: {steady_cpu:.2f} "
+              f"({pipe.stats.threads or 'no'} decoder threads)", file=out)
+        print("stages" + (" (epochs after the first)" if args.epochs > 1 else "") + ":",
+              file=out)
+        for line in pipe.stats.stages.lines():
+            print(f"  {line}", file=out)
         print(f"decode errors {'replaced' if pipe.augment == 'train' else 'left out'}: "
               f"{pipe.stats.decode_errors}; "
               f"time waiting for batches: {pipe.stats.wait_seconds:.2f} s", file=out)
@@ -133,8 +147,20 @@ def _bench(args, dataset, image, out) -> int:
                         "steady_images_per_second": (statistics.median(rates[1:])
                                                      if len(rates) > 1 else None),
                         "decode_errors": pipe.stats.decode_errors,
-                        "wait_seconds": pipe.stats.wait_seconds})
+                        "wait_seconds": pipe.stats.wait_seconds,
+                        "cpu_seconds_per_1000": cpu_per_1000,
+                        "threads": pipe.stats.threads, "roi_decoder": roi,
+                        **pipe.stats.stages.as_dict()})
     return 0
+
+
+def _roi_status() -> str:
+    """"built (PATH)" or "unavailable: WHY" of the cpu backend's ROI JPEG decoder."""
+    from chute.fallbacks import roi_decoder_status
+
+    status = roi_decoder_status()
+    return (f"built ({status.library})" if status.available
+            else f"unavailable: {status.reason} (whole frames are decoded)")
 
 
 def _synchronize(device) -> None:

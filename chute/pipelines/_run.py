@@ -108,11 +108,11 @@ class Run:
             for producer, reader in zip(self.producers, self.readers, strict=True):
                 with measure(producer.field):
                     status = reader.read(request, {k: out[k] for k in producer.outputs()})
-                status = np.asarray(status).reshape(len(request.ids))
-                for row in np.flatnonzero((status != 0) & ~failed).tolist():
-                    reasons[row] = failure_reason(producer.field, int(status[row]),
-                                                  producer.field in self.images)
-                failed |= status != 0
+                    status = np.asarray(status).reshape(len(request.ids))
+                    for row in np.flatnonzero((status != 0) & ~failed).tolist():
+                        reasons[row] = failure_reason(producer.field, int(status[row]),
+                                                      producer.field in self.images)
+                    failed |= status != 0
             with measure("substitute"):
                 if self.leave_out and failed.any():
                     ids, replaced, reread = request.ids[~failed], [

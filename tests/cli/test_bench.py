@@ -15,6 +15,10 @@ def test_bench_prints_rates_per_epoch(tmp_path, capsys):
     assert code == 0
     assert "first epoch" in out and "epoch 1" in out and "img/s" in out
     assert "20 images" in out
+    # which stage bounds the run, what it cost, and whether the ROI decoder was built
+    assert "stages (epochs after the first):" in out and "  decode+resample " in out
+    assert "CPU core-seconds per 1,000 images:" in out
+    assert "cpu backend ROI decoder: " in out
 
 
 @pytest.mark.slow
@@ -30,6 +34,9 @@ def test_bench_json_and_hxw(tmp_path, capsys):
     assert code == 0 and "first epoch" in captured.err
     assert result["image_size"] == [12, 16] and result["dtype"] == "bfloat16"
     assert len(result["images_per_second"]) == 2 and result["steady_images_per_second"] > 0
+    assert len(result["cpu_seconds_per_1000"]) == 2 and result["threads"] == 1
+    assert result["stages"]["image"]["count"] == 4  # the second epoch's batches
+    assert result["roi_decoder"].startswith(("built", "unavailable"))
 
 
 def test_bench_latents_with_a_lookup(tmp_path, capsys):

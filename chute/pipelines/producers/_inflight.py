@@ -17,6 +17,7 @@ The workers live as long as the producer: a new pass or epoch starts no thread.
 from __future__ import annotations
 
 import collections
+import os
 import queue
 import threading
 import warnings
@@ -67,10 +68,15 @@ class DecodeWorkers:
             raise ValueError("DecodeWorkers needs at least one worker state")
         self.states = list(states)
         self._work = work
-        self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self.states]
+        self._name = name
         self._next = 0
         self._closed = False
-        self.threads = [threading.Thread(target=self._loop, args=(k,), name=f"{name}-{k}",
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self.states]
+        self.threads = [threading.Thread(target=self._loop, args=(k,), name=f"{self._name}-{k}",
                                          daemon=True) for k in range(len(self.states))]
         for thread in self.threads:
             thread.start()
@@ -82,6 +88,8 @@ class DecodeWorkers:
         """Give `job` to the next worker in turn."""
         if self._closed:
             raise ChuteError("decode workers used after close()")
+        if self._pid != os.getpid():  # a forked child has none of the parent's threads
+            self._start()
         k = self._next % len(self.states)
         self._next += 1
         ticket = Ticket(k)

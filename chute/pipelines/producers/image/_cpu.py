@@ -21,6 +21,7 @@ import numpy as np
 
 from chute.pipelines._distributed import default_threads
 from chute.pipelines._options import parse_flag
+from chute.pipelines._stages import StageTimes
 from chute.pipelines._warmup import mark_compiled, note_first_compile
 from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
 from chute.pipelines.producers.image._producer import ImageProducerBase
@@ -58,6 +59,7 @@ class CpuBackend(ImageProducerBase):
         dct = parse_flag(spec.options.get("dct_scaling"), "dct_scaling")
         self.dct_scaling = spec.augment == "train" if dct is None else dct
         self.roi_decode = parse_flag(spec.options.get("roi_decode"), "roi_decode")
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
         self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
         self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
 
@@ -75,7 +77,8 @@ class CpuBackend(ImageProducerBase):
     def decode(self, ids, boxes, flips, out) -> np.ndarray:
         """Decode samples `ids` with crops `boxes`/`flips` into `out`; status per sample.
         Views: boxes [B, V, 4], flips [B, V] and `out` a list of V batches."""
-        data, offsets = self.spec.dataset.gather(ids, self.field, out=self._scratch)
+        with self.stages.measure(f"{self.field}/prepare"):  # the encoded bytes, gathered
+            data, offsets = self.spec.dataset.gather(ids, self.field, out=self._scratch)
         if not np.shares_memory(data, self._scratch):
             self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
         variant = f"{self.spec.numpy_dtype}-{self.spec.layout}"
@@ -88,7 +91,15 @@ class CpuBackend(ImageProducerBase):
             decode, float_out = self._decode_views, out[0].dtype != np.uint8
         else:
             float_out = out.dtype != np.uint8
-        status = decode(
+        with self.stages.measure(f"{self.field}/decode+resample"):  # one fused Numba pass
+            status = self._run_decode(decode, data, offsets, boxes, flips, out, float_out, ids)
+        if not self._compiled:
+            self._compiled = True
+            mark_compiled(variant)
+        return status
+
+    def _run_decode(self, decode, data, offsets, boxes, flips, out, float_out, ids):
+        return decode(
             data, offsets, boxes, flips, out,
             mean=self.spec.mean if float_out else None,
             std=self.spec.std if float_out else None,
@@ -99,10 +110,6 @@ class CpuBackend(ImageProducerBase):
             sizes=self._sizes[ids],
             max_pixels=self.max_pixels,
         )
-        if not self._compiled:
-            self._compiled = True
-            mark_compiled(variant)
-        return status
 
     def close(self) -> None:
         self._scratch = np.empty(0, dtype=np.uint8)

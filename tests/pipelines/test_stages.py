@@ -1,0 +1,75 @@
+"""Stage timers (chute/pipelines/_stages.py): every field's producer is timed by the Run, the
+image producers time their own parts, and the cpu backend's stages account for its pass."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from chute import ImageOptions, Pipeline
+from chute.pipelines._stages import StageTimes
+from chute.readers import open_dataset
+from tests.pipelines._pipeline_data import write_dataset
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stages") / "ds.chute"
+    return open_dataset(write_dataset(path, n=240, sizes=(48, 96), latent_shape=(4, 8),
+                                      corrupt=(7,)))
+
+
+def test_every_field_and_every_shared_stage_is_timed(dataset):
+    fields = {"image": ImageOptions(size=16, backend="cpu"), "label": None, "latent": None}
+    with pytest.warns(RuntimeWarning, match="could not be decoded"), \
+            Pipeline(dataset, 8, fields=fields, device="cpu") as pipe:
+        batches = sum(1 for _ in pipe)
+        table = pipe.stats.stages.as_dict()
+    json.dumps(table)  # what `chute bench --json` prints
+    stages = table["stages"]
+    for name in ("plan", "image", "label", "latent", "substitute", "stage", "wait",
+                 "image/prepare", "image/decode+resample"):
+        assert stages[name]["count"] >= batches, name
+        assert stages[name]["wall_s"] >= 0 and stages[name]["cpu_s"] >= 0
+    assert stages["image"]["wall_s"] >= stages["image/decode+resample"]["wall_s"] > 0
+
+
+def test_the_cpu_backends_stages_add_up_to_its_pass(dataset):
+    fields = {"image": ImageOptions(size=96, backend="cpu",
+                                    backend_options={"threads": 1}), "label": None}
+    with pytest.warns(RuntimeWarning, match="could not be decoded"), \
+            Pipeline(dataset, 8, fields=fields, device="cpu", prefetch=4) as pipe:
+        for _ in pipe:  # the first pass compiles and maps: left out
+            pass
+        pipe.stats.stages.reset()
+        start = time.perf_counter()
+        for _ in pipe:
+            pass  # the loop takes (almost) nothing: the producer bounds the pass
+        wall = time.perf_counter() - start
+        top = pipe.stats.stages.top_level()
+    # the producer thread's stages: it is busy the whole pass (the loop is faster)
+    busy = sum(v for k, v in top.items() if k != "wait")
+    assert 0.9 * wall <= busy <= 1.02 * wall, (busy, wall, top)
+
+
+def test_stage_times_add_from_several_threads():
+    times = StageTimes()
+
+    def work():
+        for _ in range(200):
+            with times.measure("decode"):
+                pass
+            times.count("decoded:gpu", 2)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    table = times.as_dict()
+    assert table["stages"]["decode"]["count"] == 800
+    assert table["counts"] == {"decoded:gpu": 1600}
+    assert times.lines()[0].split() == ["stage", "wall", "s", "cpu", "s", "count"]
