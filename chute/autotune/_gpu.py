@@ -70,8 +70,16 @@ def _nvml_handle(nvml, device: str):
         return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
+# NVML's counters besides SM use: the hardware JPEG engines (NVJPG) and video decoders (NVDEC)
+# have their own, and SM use alone says nothing about a hardware decode (docs/benchmarks.md)
+_ENGINES = {"jpeg": "nvmlDeviceGetJpgUtilization",
+            "video_decoder": "nvmlDeviceGetDecoderUtilization"}
+
+
 class GpuSampler:
-    """Samples the GPU utilisation (%) of `device` on a background thread while active.
+    """Samples the GPU utilisation (%) of `device` on a background thread while active: SM use
+    (`samples`, `mean`) and, where the driver reports them, the hardware JPEG engines' and
+    video decoders' (`engine_samples`, `engine_mean(name)`; `engines` names those it read).
 
     Use as a context manager around the measured window; `mean` is None when nothing could be
     sampled (CPU device, no pynvml, no driver)."""
@@ -80,6 +88,7 @@ class GpuSampler:
         self.device = device
         self.interval = interval
         self.samples: list[float] = []
+        self.engine_samples: dict[str, list[float]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handle: Any = None
@@ -102,12 +111,33 @@ class GpuSampler:
         return self
 
     def _run(self) -> None:
+        nvml, handle = self._nvml, self._handle
+        readers = {name: getattr(nvml, fn) for name, fn in _ENGINES.items()
+                   if hasattr(nvml, fn)}
         while not self._stop.wait(self.interval):
             try:
-                rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
-            except self._nvml.NVMLError:
+                rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+            except nvml.NVMLError:
                 return
             self.samples.append(float(rates.gpu))
+            for name, read in list(readers.items()):
+                try:  # [utilisation %, sampling period µs]
+                    value = read(handle)
+                except nvml.NVMLError:  # not supported on this GPU or driver: stop asking
+                    del readers[name]
+                    continue
+                util = value[0] if isinstance(value, (list, tuple)) else value
+                self.engine_samples.setdefault(name, []).append(float(util))
+
+    @property
+    def engines(self) -> list[str]:
+        """The engine counters this driver reported ("jpeg", "video_decoder")."""
+        return sorted(self.engine_samples)
+
+    def engine_mean(self, name: str) -> float | None:
+        """Mean utilisation (%) of engine `name`, None where it was not reported."""
+        found = self.engine_samples.get(name)
+        return sum(found) / len(found) if found else None
 
     def __exit__(self, *exc) -> None:
         self._stop.set()

@@ -37,6 +37,12 @@ def fake_pynvml(fail_init=False):
     m.nvmlDeviceGetHandleByUUID = lambda uuid: (_ for _ in ()).throw(NVMLError("no uuid"))
     m.nvmlDeviceGetName = lambda h: {"h0": "NVIDIA A100-SXM4-40GB", "h1": "NVIDIA L4"}[h]
     m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=80 if h == "h1" else 5)
+    m.nvmlDeviceGetJpgUtilization = lambda h: [35, 166666]  # [%, sampling period in µs]
+
+    def decoder(h):
+        raise NVMLError("Not Supported")
+
+    m.nvmlDeviceGetDecoderUtilization = decoder
     return m
 
 
@@ -47,6 +53,9 @@ def test_facts_and_sampling_with_nvml(monkeypatch):
     with GpuSampler("cuda:1", interval=0.005) as sampler:
         time.sleep(0.05)
     assert sampler.samples and sampler.mean == pytest.approx(80.0)
+    # the JPEG engines' own counter is read; one the driver does not support is left out
+    assert sampler.engines == ["jpeg"] and sampler.engine_mean("jpeg") == pytest.approx(35.0)
+    assert sampler.engine_mean("video_decoder") is None
     with GpuSampler("cpu", interval=0.005) as cpu_sampler:
         time.sleep(0.02)
     assert cpu_sampler.mean is None
