@@ -26,6 +26,9 @@ Rules:
 - A device producer's writes must be complete or enqueued on the caller's current CUDA stream
   when `read` returns. It must not keep `out` after returning.
 - Errors that are not per-sample (missing library, no device) raise BackendUnavailableError.
+- Optional: a producer with an attribute `stages` is given the Pipeline's StageTimes there
+  (`chute/pipelines/_stages.py`) and records its parts as "FIELD/PART"; a producer that keeps
+  batches in flight uses `_inflight.InFlightEpoch` as its epoch reader (docs/pipeline.md).
 """
 
 from __future__ import annotations
