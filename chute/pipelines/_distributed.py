@@ -6,7 +6,9 @@ import os
 
 import torch
 
-__all__ = ["detect_rank_world", "resolve_device", "default_threads"]
+__all__ = ["detect_rank_world", "resolve_device", "default_threads", "physical_cores"]
+
+_SYS_CPU = "/sys/devices/system/cpu"  # where Linux describes each CPU's core (its topology)
 
 
 def detect_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -58,13 +60,40 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 def default_threads() -> tuple[int, str]:
     """(decoder threads for this process, where the number comes from).
 
-    OMP_NUM_THREADS wins (torchrun sets it); else the usable cores shared among the ranks of
-    this machine (LOCAL_WORLD_SIZE, set by torchrun), so that ranks do not oversubscribe them.
+    OMP_NUM_THREADS wins (torchrun sets it); else the usable physical cores (SMT siblings count
+    once: two decoder threads on one core share its units; docs/images.md) shared among the
+    ranks of this machine (LOCAL_WORLD_SIZE, set by torchrun), so that ranks do not
+    oversubscribe them.
     """
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env), f"OMP_NUM_THREADS={env}"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else list(range(os.cpu_count() or 1)))
+    cores = physical_cores(cpus)
     local = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
     ranks = int(local) if local.isdigit() and int(local) > 0 else 1
-    return max(1, (cores or 1) // ranks), f"{cores} cores / {ranks} local rank(s)"
+    smt = f" ({len(cpus)} logical)" if cores != len(cpus) else ""
+    return (max(1, cores // ranks),
+            f"{cores} physical cores{smt} / {ranks} local rank(s)")
+
+
+def physical_cores(cpus: list[int]) -> int:
+    """How many physical cores the logical CPUs `cpus` are on (their count where Linux does not
+    say: no /sys topology).
+
+    Args:
+        cpus: logical CPU numbers (e.g. this process's affinity).
+    """
+    cores = set()
+    for cpu in cpus:
+        topology = os.path.join(_SYS_CPU, f"cpu{cpu}", "topology")
+        try:
+            with open(os.path.join(topology, "core_id")) as f:
+                core = f.read().strip()
+            with open(os.path.join(topology, "physical_package_id")) as f:
+                package = f.read().strip()
+        except OSError:
+            return len(cpus)
+        cores.add((package, core))
+    return max(1, len(cores))

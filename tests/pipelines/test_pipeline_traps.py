@@ -133,6 +133,24 @@ def test_thread_count_follows_torchrun(dataset_path, monkeypatch):
     assert default_threads()[0] == 1
 
 
+def test_default_threads_count_physical_cores_not_smt_siblings(monkeypatch, tmp_path):
+    import chute.pipelines._distributed as distributed
+
+    # 4 logical CPUs: two cores with two SMT siblings each
+    for cpu, core in enumerate([0, 1, 0, 1]):
+        topology = tmp_path / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "core_id").write_text(f"{core}\n")
+        (topology / "physical_package_id").write_text("0\n")
+    monkeypatch.setattr(distributed, "_SYS_CPU", str(tmp_path))
+    monkeypatch.setattr(distributed.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert distributed.default_threads() == (2, "2 physical cores (4 logical) / 1 local rank(s)")
+    assert distributed.physical_cores([0, 2]) == 1  # siblings
+    assert distributed.physical_cores([0, 7]) == 2  # cpu7 has no topology: counted as is
+
+
 def test_a_second_thread_cannot_iterate_a_running_pipeline(dataset_path):
     with make(dataset_path, augment="eval") as pipe:
         it = iter(pipe)

@@ -2,7 +2,7 @@
 chute.fallbacks.
 
 Options (`backend_options`): "threads" (decoder threads, default: OMP_NUM_THREADS, else the
-cores divided among this machine's ranks; see `default_threads`),
+physical cores divided among this machine's ranks; see `default_threads`),
 "dct_scaling" (let libjpeg-turbo downscale in the DCT domain when the crop allows; default: on
 in train, off in eval, where outputs must match the exact transform; docs/design.md, "Resize
 definition")
