@@ -55,8 +55,12 @@ def ensure_dataset(path: Path, workdir: Path) -> Path:
 
 
 def utilisation(sampler: GpuSampler) -> str:
-    """The sampled mean GPU utilisation, or "n/a" where nothing could be sampled."""
-    return "n/a" if sampler.mean is None else f"{sampler.mean:.0f}%"
+    """The sampled mean SM utilisation and, where the driver reports it, the JPEG engines'
+    ("n/a" where nothing could be sampled): SM use alone says nothing of a hardware decode."""
+    if sampler.mean is None:
+        return "n/a"
+    jpeg = sampler.engine_mean("jpeg")
+    return f"{sampler.mean:.0f}%" + ("" if jpeg is None else f", JPEG engines {jpeg:.0f}%")
 
 
 def time_batches(batches, count: int, warmup: int, sync) -> tuple[float, int]:

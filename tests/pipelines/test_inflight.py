@@ -216,7 +216,8 @@ def test_decode_workers_deliver_in_submission_order_and_stop(dataset):
         seen.append(job)
         return job * 10 + state
 
-    workers = DecodeWorkers([0, 1, 2], work, name="test-workers")
+    made = iter(range(3))
+    workers = DecodeWorkers(3, lambda: next(made), work, name="test-workers")
     tickets = [workers.submit(j) for j in range(9)]
     assert [t.result() for t in tickets] == [j * 10 + j % 3 for j in range(9)]
     assert [t.worker for t in tickets] == [j % 3 for j in range(9)]

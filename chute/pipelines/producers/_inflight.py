@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -58,15 +58,20 @@ class DecodeWorkers:
     """K threads; worker k calls `work(states[k], job)` for the jobs given to it, in order.
 
     Args:
-        states: one state per worker (what it owns: a decoder, a stream, buffers).
+        count: K, the number of workers.
+        make_state: makes one worker's state (what it owns: a decoder, a stream, buffers);
+            called K times, and K times again in a forked child, which has none of the
+            parent's threads and may hold a state the parent was using when it forked.
         work: what a worker does with a job; its exception goes to the job's Ticket.
         name: thread name prefix.
     """
 
-    def __init__(self, states: Sequence[Any], work: Callable[[Any, Any], Any], name: str):
-        if not states:
-            raise ValueError("DecodeWorkers needs at least one worker state")
-        self.states = list(states)
+    def __init__(self, count: int, make_state: Callable[[], Any],
+                 work: Callable[[Any, Any], Any], name: str):
+        if count < 1:
+            raise ValueError("DecodeWorkers needs at least one worker")
+        self._count = count
+        self._make_state = make_state
         self._work = work
         self._name = name
         self._next = 0
@@ -75,6 +80,7 @@ class DecodeWorkers:
 
     def _start(self) -> None:
         self._pid = os.getpid()
+        self.states = [self._make_state() for _ in range(self._count)]
         self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self.states]
         self.threads = [threading.Thread(target=self._loop, args=(k,), name=f"{self._name}-{k}",
                                          daemon=True) for k in range(len(self.states))]

@@ -15,6 +15,8 @@ bombs").
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,12 +25,19 @@ from chute.pipelines._distributed import default_threads
 from chute.pipelines._options import parse_flag
 from chute.pipelines._stages import StageTimes
 from chute.pipelines._warmup import mark_compiled, note_first_compile
-from chute.pipelines.producers._contract import ImageSpec, SequentialEpoch, check_options
+from chute.pipelines.producers._contract import ImageSpec, check_options
+from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch
 from chute.pipelines.producers.image._producer import ImageProducerBase
 
 __all__ = ["CpuBackend", "create", "candidates"]
 
 _OPTIONS = {"threads", "dct_scaling", "roi_decode", "max_pixels"}
+
+
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
 
 
 class CpuBackend(ImageProducerBase):
@@ -61,26 +70,56 @@ class CpuBackend(ImageProducerBase):
         self.roi_decode = parse_flag(spec.options.get("roi_decode"), "roi_decode")
         self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
         self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
-        self._scratch = np.empty(0, dtype=np.uint8)  # grows to the largest batch of bytes
+        self._sync = _Gather()  # the scratch of decode() outside an epoch (substitutes)
+        self.workers: DecodeWorkers | None = None  # made by the first open_epoch
 
-    def open_epoch(self, plan, first_iteration: int) -> SequentialEpoch:
-        return SequentialEpoch(self, first_iteration)  # decoding is stateless between batches
+    def open_epoch(self, plan, first_iteration: int) -> InFlightEpoch:
+        # the next batch's bytes are gathered while this one decodes (docs/pipeline.md,
+        # "Batches in flight"): two gather workers, each with its own scratch
+        if self.workers is None:
+            self.workers = DecodeWorkers(2, _Gather, self._gather_batch,
+                                         name=f"chute-gather-{self.field}")
+        return InFlightEpoch(self, plan, first_iteration, self.workers, len(self.workers))
 
-    def fill(self, request, out: dict) -> np.ndarray:
+    def _gather_batch(self, state: _Gather, request) -> tuple:
+        state.free.wait()  # the batch that used this scratch has been decoded
+        state.free.clear()
+        try:
+            return state, self._gather(state, request.ids)
+        except BaseException:
+            state.free.set()
+            raise
+
+    def _gather(self, state: _Gather, ids) -> tuple[np.ndarray, np.ndarray]:
+        with self.stages.measure(f"{self.field}/prepare"):  # the encoded bytes, gathered
+            data, offsets = self.spec.dataset.gather(ids, self.field, out=state.scratch)
+        if not np.shares_memory(data, state.scratch):
+            state.scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
+        return data, offsets
+
+    def complete(self, gathered: tuple, request, out: dict) -> np.ndarray:
+        state, data = gathered
+        try:
+            return self.fill(request, out, data)
+        finally:
+            state.free.set()
+
+    def discard(self, gathered: tuple) -> None:
+        gathered[0].free.set()
+
+    def fill(self, request, out: dict, gathered: tuple | None = None) -> np.ndarray:
         if self.spec.views:  # one decode per sample, every view resampled from it
             return self.decode(request.ids, request.params[f"{self.field}.view_boxes"],
                                request.params[f"{self.field}.view_flips"],
-                               [out[key] for key in self.view_shapes(1)])
+                               [out[key] for key in self.view_shapes(1)], gathered)
         return self.decode(request.ids, request.params["boxes"], request.params["flips"],
-                           out[self.field])
+                           out[self.field], gathered)
 
-    def decode(self, ids, boxes, flips, out) -> np.ndarray:
+    def decode(self, ids, boxes, flips, out, gathered: tuple | None = None) -> np.ndarray:
         """Decode samples `ids` with crops `boxes`/`flips` into `out`; status per sample.
-        Views: boxes [B, V, 4], flips [B, V] and `out` a list of V batches."""
-        with self.stages.measure(f"{self.field}/prepare"):  # the encoded bytes, gathered
-            data, offsets = self.spec.dataset.gather(ids, self.field, out=self._scratch)
-        if not np.shares_memory(data, self._scratch):
-            self._scratch = _grown(data.nbytes)  # too small: the reader allocated; grow for next
+        Views: boxes [B, V, 4], flips [B, V] and `out` a list of V batches. `gathered`: their
+        encoded bytes (data, offsets) when already gathered."""
+        data, offsets = self._gather(self._sync, ids) if gathered is None else gathered
         variant = f"{self.spec.numpy_dtype}-{self.spec.layout}"
         if isinstance(out, list):  # the views kernel compiles per number of views
             variant = f"{len(out)}views-{variant}"
@@ -112,8 +151,20 @@ class CpuBackend(ImageProducerBase):
         )
 
     def close(self) -> None:
-        self._scratch = np.empty(0, dtype=np.uint8)
+        if self.workers is not None:
+            self.workers.close()
+            self.workers = None
+        self._sync = _Gather()
         self._release_scratch()  # the decoder's pixel scratch, sized by the largest image
+
+
+@dataclass
+class _Gather:
+    """A gather worker's scratch for a batch's encoded bytes (grows to the largest batch);
+    `free` once the batch gathered into it has been decoded."""
+
+    scratch: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint8))
+    free: threading.Event = field(default_factory=_set_event)
 
 
 def _grown(nbytes: int) -> np.ndarray:

@@ -38,6 +38,7 @@ height/width columns: those never reach the decoder.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from functools import cache
@@ -143,9 +144,9 @@ class NvImgCodecBackend(ImageProducerBase):
             mean255, std255 = scaled_mean_std(spec.mean, spec.std)
             self._norm = (mean255, std255)
         # substitutes (fill) decode on the Pipeline's thread with a worker state of their own
-        self._sync = self._new_worker()
-        self.workers = DecodeWorkers([self._new_worker() for _ in range(self.config.decoders)],
-                                     self.decode_batch, name=f"chute-nvimgcodec-{self.field}")
+        self._sync, self._sync_pid = self._new_worker(), os.getpid()
+        self.workers = DecodeWorkers(self.config.decoders, self._new_worker, self.decode_batch,
+                                     name=f"chute-nvimgcodec-{self.field}")
 
     def _new_worker(self) -> _Worker:
         decoder = make_decoder(self._codec, self.config, self.device_id, self.spec.batch_size,
@@ -176,6 +177,8 @@ class NvImgCodecBackend(ImageProducerBase):
         return InFlightEpoch(self, plan, first_iteration, self.workers, len(self.workers))
 
     def fill(self, request, out: dict) -> np.ndarray:
+        if self._sync_pid != os.getpid():  # a forked child: the parent may have been using it
+            self._sync, self._sync_pid = self._new_worker(), os.getpid()
         return self.complete(self.decode_batch(self._sync, request), request, out)
 
     # ---- on a decode worker ------------------------------------------------------------------
