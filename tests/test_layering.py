@@ -307,3 +307,25 @@ def test_collector_sees_imports_in_functions_relative_and_lazy(tmp_path):
                    ("chute.errors", "a.py:7")]
     package = collect_imports("chute", "", "chute/__init__.py", modules, is_package=True)
     assert [i.target for i in package] == ["chute.pkg.b"]
+
+
+# The Pipeline's core modules that already name no modality (issue 39 moves the rest: _warmup,
+# _compat and the facade __init__ still import image/audio/stored option types)
+_MODALITY_FREE_CORE = ("chute.pipelines._request", "chute.pipelines._run",
+                       "chute.pipelines._staging", "chute.pipelines._prefetch",
+                       "chute.pipelines._stages", "chute.pipelines._substitute",
+                       "chute.pipelines._pipeline", "chute.pipelines._fields",
+                       "chute.pipelines.sampling", "chute.pipelines.producers._inflight",
+                       "chute.pipelines.producers._contract")
+_MODALITY_FOLDERS = tuple(f"chute.pipelines.producers.{name}" for name in
+                          ("image", "video", "audio", "stored"))
+
+
+def test_the_core_imports_no_modality_folder(imports):
+    """The plan's requests, the run, staging, prefetch, stage timers, substitution and the
+    shared producer machinery import no producer folder: what a modality needs (its crops,
+    its parameter sources) lives in its folder (docs/design.md, "Plans and producers")."""
+    bad = [str(i) for i in imports
+           if i.source.startswith(_MODALITY_FREE_CORE)
+           and i.target.startswith(_MODALITY_FOLDERS)]
+    assert not bad, "core modules importing a modality's folder:\n" + "\n".join(bad)

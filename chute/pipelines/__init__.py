@@ -6,7 +6,7 @@ from chute.pipelines._fields import default_fields
 from chute.pipelines._mix import MixedDataset, MixRef, MixSampler, mix
 from chute.pipelines._options import image_size_of
 from chute.pipelines._pipeline import Pipeline, PipelineStats
-from chute.pipelines._request import BatchRequest, CropParams, ParamSource
+from chute.pipelines._request import BatchRequest, ParamSource
 from chute.pipelines._torch_data import PipelineDataset
 from chute.pipelines._warmup import warm_cpu_decoder
 from chute.pipelines.producers._candidates import dali_import_error
@@ -21,7 +21,7 @@ from chute.pipelines.producers._contract import (
 from chute.pipelines.producers._registry import FAMILIES, PRODUCERS, create_producer, family_of
 from chute.pipelines.producers.audio._options import AudioOptions, FbankOptions
 from chute.pipelines.producers.image._auto import tune_dataset
-from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
+from chute.pipelines.producers.image._crops import CropConfig, CropParams, crop_boxes
 from chute.pipelines.producers.image._options import ImageOptions
 from chute.pipelines.producers.image._views import View, view_seed
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup

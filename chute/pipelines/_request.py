@@ -1,5 +1,6 @@
 """BatchRequest: what a plan asks the producers for one batch (docs/design.md, "Plans and
-producers"), and the per-sample parameter sources a plan evaluates."""
+producers"), and the protocol of the per-sample parameter sources a plan evaluates (each
+producer brings its own: the image producers' crops are `producers/image/_crops.CropParams`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
-
-__all__ = ["BatchRequest", "ParamSource", "CropParams"]
+__all__ = ["BatchRequest", "ParamSource"]
 
 
 @dataclass(frozen=True)
@@ -41,17 +40,3 @@ class ParamSource(Protocol):
     columns it needs (a plan does no I/O) and compares equal by its configuration."""
 
     def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]: ...
-
-
-@dataclass(frozen=True)
-class CropParams:
-    """Crop boxes and flips of image samples ("boxes", "flips"), from their full sizes."""
-
-    config: CropConfig
-    heights: np.ndarray = field(compare=False, repr=False)
-    widths: np.ndarray = field(compare=False, repr=False)
-
-    def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]:
-        boxes, flips = crop_boxes(seed, epoch, ids, self.heights[ids], self.widths[ids],
-                                  self.config)
-        return {"boxes": boxes, "flips": flips}

@@ -9,14 +9,14 @@ rest of the batch, the rank, the thread or the order of calls.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from chute.pipelines.sampling._keyed_random import derive_key, uniform, uniform_streams
 
-__all__ = ["CropConfig", "crop_boxes", "resized_size", "EVAL_CROPS"]
+__all__ = ["CropConfig", "CropParams", "crop_boxes", "resized_size", "EVAL_CROPS"]
 
 # How eval crops are made (CropConfig.eval_crop); the first is the default.
 EVAL_CROPS = ("torchvision", "crop-resize")
@@ -229,3 +229,17 @@ def _torchvision_boxes(heights, widths, config: CropConfig) -> np.ndarray:
     box_h = np.minimum(out_h * sy, heights - top)
     box_w = np.minimum(out_w * sx, widths - left)
     return np.stack([top, left, box_h, box_w], axis=1).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class CropParams:
+    """Crop boxes and flips of image samples ("boxes", "flips"), from their full sizes."""
+
+    config: CropConfig
+    heights: np.ndarray = field(compare=False, repr=False)
+    widths: np.ndarray = field(compare=False, repr=False)
+
+    def __call__(self, seed: int, epoch: int, ids: np.ndarray) -> dict[str, np.ndarray]:
+        boxes, flips = crop_boxes(seed, epoch, ids, self.heights[ids], self.widths[ids],
+                                  self.config)
+        return {"boxes": boxes, "flips": flips}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from chute._output_types import image_batch_shape
-from chute.pipelines._request import CropParams
 from chute.pipelines.producers._contract import ImageSpec, Output
+from chute.pipelines.producers.image._crops import CropParams
 from chute.pipelines.producers.image._views import ViewParams, view_key
 
 __all__ = ["ImageProducerBase"]
