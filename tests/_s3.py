@@ -1,6 +1,7 @@
 """A real S3-compatible server on loopback for the object storage tests: moto's standalone
 HTTP server (its threaded WSGI server, on 127.0.0.1), reached by chute's real client over
-HTTP; and a small TCP proxy in front of it that can refuse, cut or delay connections.
+HTTP; and a small TCP proxy in front of it that can refuse, cut, delay, throttle or freeze
+connections.
 Stopping and starting the server keeps its objects (moto keeps them in this process)."""
 
 from __future__ import annotations
@@ -69,13 +70,18 @@ class FaultProxy:
     """A TCP proxy on loopback in front of `target_port`.
 
     `down` refuses new connections and cuts open ones; `delay` (seconds) holds every chunk
-    forwarded; `cut_after` bytes from the server close the connection mid-response once.
+    forwarded; `cut_after` bytes from the server close the connection mid-response once;
+    `frozen` accepts connections but forwards nothing either way (a server that stops
+    answering: SIGSTOP, a dead link); `rate` (bytes per second) throttles the server's bytes,
+    a slow but steady link.
     """
 
     target_port: int
     down: bool = False
     delay: float = 0.0
     cut_after: int | None = None
+    frozen: bool = False
+    rate: float | None = None
     connections: int = 0
     _open: list = field(default_factory=list)
 
@@ -111,6 +117,9 @@ class FaultProxy:
                 client.close()
                 continue
             self.connections += 1
+            if self.frozen:  # accepted, never answered
+                self._open.append(client)
+                continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
@@ -126,11 +135,15 @@ class FaultProxy:
         sent = 0
         try:
             while True:
-                data = src.recv(65536)
+                data = src.recv(65536 if self.rate is None or not from_server else 4096)
                 if not data:
                     break
+                while self.frozen and not self._stopped:  # held, as by a stopped server
+                    time.sleep(0.05)
                 if self.delay:
                     time.sleep(self.delay)
+                if self.rate is not None and from_server:
+                    time.sleep(len(data) / self.rate)
                 if from_server and self.cut_after is not None and \
                         sent + len(data) > self.cut_after:
                     limit, self.cut_after = self.cut_after, None  # once

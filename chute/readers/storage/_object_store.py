@@ -9,33 +9,44 @@ Configuration comes from the standard AWS variables (`AWS_ACCESS_KEY_ID`, `AWS_E
 
 Failures: a permanent one (404, 403, bad credentials) is a StorageError at once, naming the URL
 and what to check; anything else (connection refused or reset, timeouts, throttling, 5xx) is
-retried with backoff until `CHUTE_S3_RETRY_SECONDS` (default 300) have passed, so an endpoint
-that goes away for a while and comes back costs time, not the epoch."""
+retried with backoff until `CHUTE_S3_RETRY_SECONDS` (default 300) have passed without progress,
+so an endpoint that goes away for a while and comes back costs time, not the epoch. Every wait
+ends by that deadline (a server that accepts and never answers too); a transfer that receives
+nothing for `_IDLE` seconds is resumed where it stopped, so a slow but steady one finishes."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import configparser
+import contextlib
 import errno
 import os
 import random
 import secrets
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import xxhash
 
 from chute.errors import ChuteError
 
-__all__ = ["StorageError", "ConflictError", "Remote", "is_remote", "REMOTE_SCHEMES",
-           "retry_seconds"]
+__all__ = ["StorageError", "ConflictError", "UnreachableError", "Remote", "is_remote",
+           "is_offline", "REMOTE_SCHEMES", "retry_seconds"]
 
 REMOTE_SCHEMES = ("s3",)
-_CHUNK = 8 << 20
+_T = TypeVar("_T")
+_IDLE = 30.0  # seconds without a byte before a request is cut and retried (resumed)
+_UPLOAD_IDLE = 120.0  # ... for a multipart upload, whose parts are read ahead of sending
+_REPORT = 10.0  # while a request fails or waits, a line on stderr this often
+_STREAM_CHUNK = 256 << 10  # small enough that a slow link still delivers one within _IDLE
+_PART = 5 << 20  # multipart upload part size
 _MAX_BACKOFF = 5.0
 _IMDS = "169.254.169.254"  # the instance metadata service, where credentials come last from
 _LOCAL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EMFILE)
@@ -48,6 +59,28 @@ class StorageError(ChuteError, OSError):
 
 class ConflictError(StorageError):
     """A conditional write found the object created or changed by someone else."""
+
+
+class UnreachableError(StorageError):
+    """The endpoint did not answer (refused, reset, silent, 5xx) until the retry deadline."""
+
+
+class _Transfer:
+    """Where a download stands across its attempts: bytes received, and the ETag of the
+    object they came from (a resumed request asks for that one only)."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.e_tag: str | None = None
+        self.size: int | None = None
+
+    def restart(self) -> None:
+        self.offset, self.e_tag, self.size = 0, None, None
+
+
+def is_offline() -> bool:
+    """`CHUTE_OFFLINE` is set to a true value: never ask the object storage server."""
+    return os.environ.get("CHUTE_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def is_remote(path_or_url) -> bool:
@@ -117,27 +150,91 @@ def _short(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+class _Clock:
+    """The deadline of one request and its retries: `CHUTE_S3_RETRY_SECONDS` after it began or
+    after its last progress (a byte received or read for upload), so a slow but steady transfer
+    goes on while a stalled or failing one ends by the deadline; while it fails or waits, a
+    line on stderr about every 10 s says so (docs/storage.md, "Failures")."""
+
+    def __init__(self, where: str, what: str, seconds: float | None = None):
+        self.where, self.what = where, what
+        self.seconds = retry_seconds() if seconds is None else seconds
+        self.progress()
+
+    def progress(self) -> None:
+        self.since = time.monotonic()
+        self.deadline = self.since + self.seconds
+        self.next_report = self.since + _REPORT
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def report(self, reason: str) -> None:
+        now = time.monotonic()
+        if now >= self.next_report:
+            self.next_report = now + _REPORT
+            print(f"chute: {self.where}: {self.what} failing for {now - self.since:.0f} s "
+                  f"({reason}); retrying until {self.seconds:.0f} s without progress "
+                  "(CHUTE_S3_RETRY_SECONDS)", file=sys.stderr, flush=True)
+
+    async def wait(self, aw: Awaitable[_T], idle: float = _IDLE) -> _T:
+        """The result of `aw`, or TimeoutError once `idle` seconds pass without progress or at
+        the deadline, whichever comes first (the request is cancelled: its connection closed)."""
+        task = asyncio.ensure_future(aw)
+        began = time.monotonic()
+        try:
+            while not task.done():
+                now = time.monotonic()
+                end = min(max(began, self.since) + idle, self.deadline)
+                if now >= end:
+                    raise TimeoutError(f"no answer for {now - max(began, self.since):.0f} s")
+                await asyncio.wait({task}, timeout=max(min(end, self.next_report) - now, 0.01))
+                if not task.done():
+                    self.report(f"no answer for {time.monotonic() - max(began, self.since):.0f}"
+                                " s")
+            return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+
+def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run `coro` to its end from synchronous code (on a helper thread when this thread runs an
+    event loop already)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 class Remote:
     """A folder in object storage: `s3://bucket/prefix`; names are relative to it.
 
     Args:
         url: `s3://bucket` or `s3://bucket/some/prefix` (a trailing slash is ignored).
+        offline: never ask the server (`CHUTE_OFFLINE=1` does the same): every request fails
+            at once with a StorageError saying so.
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, offline: bool = False):
         parsed = urlparse(str(url))
         if parsed.scheme not in REMOTE_SCHEMES or not parsed.netloc:
             raise ChuteError(f"{url}: not an object storage URL; write s3://BUCKET/PREFIX")
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self.url = f"s3://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
+        self.offline = offline or is_offline()
         self._store = None
 
     def __repr__(self) -> str:
         return f"Remote({self.url!r})"
 
     def __reduce__(self):
-        return (Remote, (self.url,))
+        return (_remote, (self.url, self.offline))
 
     def where(self, name: str = "") -> str:
         """The URL of `name` inside this folder."""
@@ -152,33 +249,47 @@ class Remote:
                 raise ChuteError(f"{self.url}: reading object storage needs obstore: "
                                  "pip install 'chute[s3]'") from None
             config = _store_config()
-            # obstore's own retries handle one request; ours (`_call`) bound the total time
-            per_request = max(min(retry_seconds(), 30.0), 1.0)
+            # every retry and every wait is ours (`_call`, `_Clock.wait`): they end by the
+            # deadline and say so while they last; the client's own request timeout would
+            # cover a whole body (a slow but steady download), so it is only a far backstop
             self._store = S3Store(
                 self.bucket, prefix=self.prefix or None, config=config,
                 client_options={"allow_http": config.get("endpoint", "").startswith("http:"),
                                 "connect_timeout": timedelta(seconds=5),
-                                "timeout": timedelta(seconds=120)},
-                retry_config={"max_retries": 3, "retry_timeout": timedelta(seconds=per_request),
+                                "timeout": timedelta(days=1)},
+                retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=1),
                               "backoff": {"init_backoff": timedelta(milliseconds=100),
                                           "max_backoff": timedelta(seconds=2), "base": 2}})
         return self._store
 
     # -- one request, retried --------------------------------------------------------------
-    def _call(self, what: str, name: str, fn):
-        """`fn()` retried on transient failures until the deadline; permanent ones raise a
-        StorageError naming the object."""
+    def _call(self, what: str, name: str, attempt: Callable[[_Clock], Awaitable[_T]], *,
+              seconds: float | None = None) -> _T:
+        """`attempt(clock)` retried on transient failures until the clock's deadline (its
+        waits end there too); permanent failures raise a StorageError naming the object.
+        `seconds`: another deadline than CHUTE_S3_RETRY_SECONDS."""
+        if self.offline:
+            raise StorageError(f"{self.where(name)}: {what} not attempted: offline "
+                               "(CHUTE_OFFLINE=1 or offline=True); the file is not in the node "
+                               "cache: unset CHUTE_OFFLINE to fetch it")
+        return _run(self._retried(what, name, attempt, _Clock(self.where(name), what,
+                                                              seconds)))
+
+    async def _retried(self, what: str, name: str, attempt, clock: _Clock):
         import obstore.exceptions as obx
 
-        deadline = time.monotonic() + retry_seconds()
         delay = 0.1
         while True:
+            began = time.monotonic()
             try:
-                return fn()
+                return await attempt(clock)
             except (obx.AlreadyExistsError, obx.PreconditionError) as exc:
                 raise ConflictError(f"{self.where(name)}: {what} refused: the object was "
                                     f"created or changed meanwhile ({_short(exc)})") from None
-            except (FileNotFoundError, obx.NotFoundError):
+            except (FileNotFoundError, obx.NotFoundError) as exc:
+                if "NoSuchBucket" in str(exc):
+                    raise StorageError(f"{self.where(name)}: the bucket {self.bucket!r} does not "
+                                       "exist; create it or check the URL") from None
                 raise StorageError(f"{self.where(name)}: not found in object storage; check the "
                                    "URL (bucket and prefix) and that the dataset was written "
                                    "there completely") from None
@@ -199,22 +310,67 @@ class Remote:
                         f"{self.where(name)}: no AWS credentials found; set AWS_ACCESS_KEY_ID "
                         "and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), plus AWS_ENDPOINT_URL for "
                         "an S3-compatible store") from None
-                if time.monotonic() + delay > deadline:
-                    raise StorageError(
-                        f"{self.where(name)}: {what} failed for {retry_seconds():.0f} s "
+                if "NoSuchBucket" in str(exc):
+                    raise StorageError(f"{self.where(name)}: the bucket {self.bucket!r} does not "
+                                       "exist; create it or check the URL") from None
+                if clock.since > began:
+                    delay = 0.1  # it made progress: a new outage starts small again
+                if clock.left() <= 0:
+                    raise UnreachableError(
+                        f"{self.where(name)}: {what} failed for {clock.seconds:.0f} s "
                         f"({_short(exc)}); check that the endpoint "
                         f"({_store_config().get('endpoint', 'AWS S3')}) is reachable, or raise "
                         "CHUTE_S3_RETRY_SECONDS") from None
-                time.sleep(delay * (0.5 + random.random() / 2))
+                clock.report(_short(exc))
+                await asyncio.sleep(min(delay * (0.5 + random.random() / 2), clock.left()))
                 delay = min(delay * 2, _MAX_BACKOFF)
 
-    # -- reads -----------------------------------------------------------------------------
-    def get_bytes(self, name: str) -> bytes:
-        """The whole object `name`."""
+    async def _stream(self, clock: _Clock, name: str, state: _Transfer, sink) -> None:
+        """Stream object `name` into `sink(chunk)` from `state.offset` on, resuming where an
+        earlier attempt stopped (only from the same object: its ETag must still match)."""
         import obstore
+        import obstore.exceptions as obx
 
-        return self._call("download", name,
-                          lambda: bytes(obstore.get(self.store, name).bytes()))
+        if state.size is not None and state.offset >= state.size:
+            return  # every byte arrived before the connection broke
+        options: Any = {}
+        if state.offset:
+            options = {"range": {"offset": state.offset}, "if_match": state.e_tag}
+        try:
+            result = await clock.wait(obstore.get_async(self.store, name, options=options))
+        except obx.PreconditionError:
+            state.restart()  # changed since the first bytes: all again, from the start
+            sink(None)
+            raise ConnectionError("the object changed during the download") from None
+        if not state.offset:
+            state.e_tag, state.size = result.meta.get("e_tag"), result.meta.get("size")
+        stream = result.stream(min_chunk_size=_STREAM_CHUNK)
+        while True:
+            try:
+                chunk = await clock.wait(stream.__anext__())
+            except StopAsyncIteration:
+                return
+            sink(chunk)
+            state.offset += len(chunk)
+            clock.progress()
+
+    # -- reads -----------------------------------------------------------------------------
+    def get_bytes(self, name: str, *, seconds: float | None = None) -> bytes:
+        """The whole object `name`; `seconds`: another retry deadline than
+        CHUTE_S3_RETRY_SECONDS (a short one where a cached copy can stand in)."""
+        state = _Transfer()
+        parts: list[bytes] = []
+
+        def sink(chunk) -> None:
+            if chunk is None:
+                parts.clear()
+            else:
+                parts.append(bytes(chunk))
+
+        async def attempt(clock: _Clock) -> bytes:
+            await self._stream(clock, name, state, sink)
+            return b"".join(parts)
+        return self._call("download", name, attempt, seconds=seconds)
 
     def download(self, name: str, dest: Path, size: int | None = None,
                  checksum: str | None = None, *, temp: Path | None = None,
@@ -222,31 +378,17 @@ class Remote:
         """Object `name` into `dest`: written to `temp` (a new temporary name beside `dest`
         when None; an existing file is overwritten in place, keeping its reserved size until
         the end), checked against `size` and the xxh3_64 `checksum` when given, then renamed.
-        A download that does not match is fetched again up to `attempts` times, then a
+        A transfer that stalls (no byte for a while) or breaks is resumed where it stopped;
+        one that does not match is fetched again up to `attempts` times, then a
         StorageError."""
-        import obstore
-
         dest = Path(dest)
         if temp is None:
             temp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{secrets.token_hex(3)}")
         part = temp
         problem = ""
         for _ in range(attempts):
-            def fetch() -> tuple[int, str]:
-                hasher = xxhash.xxh3_64()
-                count = 0
-                with open(part, "r+b" if part.exists() else "wb") as f:
-                    for chunk in obstore.get(self.store, name).stream(min_chunk_size=_CHUNK):
-                        f.write(chunk)
-                        hasher.update(chunk)
-                        count += len(chunk)
-                    f.truncate()
-                    f.flush()
-                    os.fsync(f.fileno())
-                return count, hasher.hexdigest()
-
             try:
-                got, digest = self._call("download", name, fetch)
+                got, digest = self._download_once(name, part)
             except BaseException:
                 part.unlink(missing_ok=True)
                 raise
@@ -261,26 +403,61 @@ class Remote:
         raise StorageError(f"{self.where(name)}: {problem} ({attempts} downloads); the object "
                            "was changed or damaged in storage: re-convert the dataset there")
 
+    def _download_once(self, name: str, part: Path) -> tuple[int, str]:
+        """Object `name` into the file `part`, resumed where a stalled or broken attempt
+        stopped; (bytes, xxh3_64 hex digest)."""
+        state = _Transfer()
+        hasher = xxhash.xxh3_64()
+        with open(part, "r+b" if part.exists() else "wb") as f:
+            def sink(chunk) -> None:
+                nonlocal hasher
+                if chunk is None:  # starting again from the first byte
+                    hasher = xxhash.xxh3_64()
+                    f.seek(0)
+                    return
+                if f.tell() != state.offset:
+                    f.seek(state.offset)  # a resumed transfer
+                f.write(chunk)
+                hasher.update(chunk)
+
+            self._call("download", name, lambda clock: self._stream(clock, name, state, sink))
+            f.truncate(state.offset)
+            f.flush()
+            os.fsync(f.fileno())
+        return state.offset, hasher.hexdigest()
+
     def checksum(self, name: str) -> tuple[int, str]:
         """(size, xxh3_64 hex digest) of object `name`, streamed (nothing is stored)."""
-        import obstore
+        state = _Transfer()
+        hasher = xxhash.xxh3_64()
 
-        def digest() -> tuple[int, str]:
-            hasher = xxhash.xxh3_64()
-            count = 0
-            for chunk in obstore.get(self.store, name).stream(min_chunk_size=_CHUNK):
+        def sink(chunk) -> None:
+            nonlocal hasher
+            if chunk is None:
+                hasher = xxhash.xxh3_64()
+            else:
                 hasher.update(chunk)
-                count += len(chunk)
-            return count, hasher.hexdigest()
 
-        return self._call("download", name, digest)
+        async def attempt(clock: _Clock) -> tuple[int, str]:
+            await self._stream(clock, name, state, sink)
+            return state.offset, hasher.hexdigest()
+        return self._call("download", name, attempt)
 
     def list(self) -> Iterator[tuple[str, int]]:  # noqa: A003
         """(name, size) of every object under the prefix."""
         import obstore
 
-        pages = self._call("listing", "", lambda: [list(p) for p in obstore.list(self.store)])
-        for page in pages:
+        async def attempt(clock: _Clock) -> builtins.list:
+            pages = []
+            stream = obstore.list(self.store)
+            while True:
+                try:
+                    pages.append(await clock.wait(stream.__anext__()))
+                except StopAsyncIteration:
+                    return pages
+                clock.progress()
+
+        for page in self._call("listing", "", attempt):
             for meta in page:
                 yield str(meta["path"]), int(meta["size"])
 
@@ -289,10 +466,21 @@ class Remote:
         """Upload the local file `path` as object `name` (multipart for large files)."""
         import obstore
 
-        def put() -> None:
-            with open(path, "rb") as f:
-                obstore.put(self.store, name, f)
-        self._call("upload", name, put)
+        async def attempt(clock: _Clock) -> None:
+            if os.path.getsize(path) <= _PART:
+                data = Path(path).read_bytes()
+                await clock.wait(obstore.put_async(self.store, name, data))
+                return
+
+            def chunks() -> Iterator[bytes]:
+                with open(path, "rb") as f:
+                    while chunk := f.read(_PART):
+                        clock.progress()  # read to be sent: the upload moves on
+                        yield chunk
+            # parts in flight are bounded so that reading the file keeps measuring progress
+            await clock.wait(obstore.put_async(self.store, name, chunks(), chunk_size=_PART,
+                                               max_concurrency=4), _UPLOAD_IDLE)
+        self._call("upload", name, attempt)
 
     def put_bytes(self, name: str, data: bytes, *, create: bool = False,
                   if_match: str | None = None) -> str | None:
@@ -309,9 +497,10 @@ class Remote:
 
         mode: Any = "create" if create else \
             {"e_tag": if_match} if if_match is not None else "overwrite"
-        result = self._call("upload", name, lambda: obstore.put(self.store, name, data,
-                                                                mode=mode))
-        return result.get("e_tag")
+
+        async def attempt(clock: _Clock):
+            return await clock.wait(obstore.put_async(self.store, name, data, mode=mode))
+        return self._call("upload", name, attempt).get("e_tag")
 
     def head(self, name: str) -> dict | None:
         """The metadata of object `name` (`e_tag`, `last_modified`, `size`); None when it
@@ -319,12 +508,12 @@ class Remote:
         import obstore
         import obstore.exceptions as obx
 
-        def head() -> dict | None:
+        async def attempt(clock: _Clock) -> dict | None:
             try:
-                return dict(obstore.head(self.store, name))
+                return dict(await clock.wait(obstore.head_async(self.store, name)))
             except (FileNotFoundError, obx.NotFoundError):
                 return None
-        return self._call("metadata request", name, head)
+        return self._call("metadata request", name, attempt)
 
     def delete(self, names: builtins.list[str]) -> None:
         """Delete the objects `names` (absent ones are not an error)."""
@@ -332,4 +521,11 @@ class Remote:
 
         for start in range(0, len(names), 1000):
             batch = names[start:start + 1000]
-            self._call("delete", batch[0], lambda b=batch: obstore.delete(self.store, b))
+
+            async def attempt(clock: _Clock, b=batch) -> None:
+                await clock.wait(obstore.delete_async(self.store, b))
+            self._call("delete", batch[0], attempt)
+
+
+def _remote(url: str, offline: bool) -> Remote:
+    return Remote(url, offline=offline)

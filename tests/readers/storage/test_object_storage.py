@@ -174,7 +174,7 @@ def test_a_missing_dataset_and_bad_credentials_are_one_clear_error(s3, tmp_path,
     with pytest.raises(StorageError, match=r"s3://.*/nothing/chute.json: not found.*check the "
                                            r"URL"):
         open_dataset(f"{bucket}/nothing", cache_dir=tmp_path / "c")
-    with pytest.raises(StorageError, match="not found"):
+    with pytest.raises(StorageError, match="bucket 'no-such-bucket-here' does not exist; create"):
         open_dataset("s3://no-such-bucket-here/ds", cache_dir=tmp_path / "c")
     monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "1")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens
