@@ -83,6 +83,7 @@ class FaultProxy:
     frozen: bool = False
     rate: float | None = None
     connections: int = 0
+    forwarded: int = 0  # bytes sent on from the server
     _open: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -151,6 +152,8 @@ class FaultProxy:
                     raise OSError("cut")
                 dst.sendall(data)
                 sent += len(data)
+                if from_server:
+                    self.forwarded += len(data)
         except OSError:
             pass
         finally:

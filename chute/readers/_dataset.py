@@ -31,7 +31,8 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
                  cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: str | int | None = None, sample_array: str | None = None,
                  missing_chunks: str | dict[str, str] = "error",
-                 chunk_cache: str | int = "256MiB") -> Dataset | ZarrDataset:
+                 chunk_cache: str | int = "256MiB",
+                 offline: bool = False) -> Dataset | ZarrDataset:
     """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
 
     Args:
@@ -52,6 +53,8 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
             {array: "error" | "fill"} (docs/latents.md, "Missing chunks").
         chunk_cache: for a zarr group: bytes of decoded chunks kept per process ("256MiB";
             0: none), so batches sharing a chunk decode it once.
+        offline: for `s3://`: never ask the server (also `CHUTE_OFFLINE=1`): open the newest
+            version whose files are all in the node cache (docs/storage.md).
 
     Returns:
         The open Dataset, a ZarrDataset for a zarr group (memory-mapped; cheap to pickle).
@@ -61,10 +64,11 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
     from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
     if is_remote(path):
-        return Dataset.remote(str(path), cache_dir=cache_dir, cache_limit=cache_limit)
-    if cache_dir is not None or cache_limit is not None:
-        raise ValueError(f"{path}: cache_dir and cache_limit are for datasets in object "
-                         "storage (s3://...); a local dataset is read in place")
+        return Dataset.remote(str(path), cache_dir=cache_dir, cache_limit=cache_limit,
+                              offline=offline)
+    if cache_dir is not None or cache_limit is not None or offline:
+        raise ValueError(f"{path}: cache_dir, cache_limit and offline are for datasets in "
+                         "object storage (s3://...); a local dataset is read in place")
     local = local_path(path)
     if is_zarr_group(Path(local)):
         return ZarrDataset(local, sample_array=sample_array, missing_chunks=missing_chunks,
@@ -140,13 +144,14 @@ class Dataset:
 
     @classmethod
     def remote(cls, url: str, *, cache_dir=None, cache_limit=None,
-               fingerprint: str | None = None) -> Dataset:
+               fingerprint: str | None = None, offline: bool = False) -> Dataset:
         """A chute dataset in object storage (see `open_dataset`); `fingerprint`: the version
-        expected (reopening it needs no server when its manifest is cached)."""
+        expected (reopening it needs no server when its manifest is cached); `offline`: never
+        ask the server."""
         from chute.readers._remote import open_remote
 
         source = open_remote(url, cache_dir=cache_dir, cache_limit=cache_limit,
-                             fingerprint=fingerprint)
+                             fingerprint=fingerprint, offline=offline)
         return cls(source.folder, remote=source)
 
     @property
@@ -217,7 +222,8 @@ class Dataset:
     def __reduce__(self):
         if self._remote is not None:
             return (_reopen_remote, (self._remote.url, self._remote.fingerprint,
-                                     self._remote.cache_dir, self._remote.cache_limit))
+                                     self._remote.cache_dir, self._remote.cache_limit,
+                                     self._remote.offline))
         return (_reopen, (self._source, self._bytes_field))
 
     def __len__(self) -> int:
@@ -368,9 +374,10 @@ def _reopen(source: str, bytes_field: str) -> Dataset:
     return Dataset(source, bytes_field=bytes_field)
 
 
-def _reopen_remote(url: str, fingerprint: str, cache_dir: str, cache_limit) -> Dataset:
+def _reopen_remote(url: str, fingerprint: str, cache_dir: str, cache_limit,
+                   offline: bool = False) -> Dataset:
     return Dataset.remote(url, cache_dir=cache_dir, cache_limit=cache_limit,
-                          fingerprint=fingerprint)
+                          fingerprint=fingerprint, offline=offline)
 
 
 def _read_ahead() -> int:

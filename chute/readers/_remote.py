@@ -5,17 +5,23 @@ files of each shard when first read (`storage/_shard_files.py`).
 The cache folder of a dataset is named by its URL and its manifest's fingerprint, so another
 version of the dataset never reads this one's files. A process that reopens a dataset it
 knows the fingerprint of (a DDP rank, a DALI worker, an unpickled Dataset) uses the cached
-manifest without asking the server: an epoch goes on while the endpoint is away."""
+manifest without asking the server: an epoch goes on while the endpoint is away. A new process
+whose endpoint does not answer within a few seconds opens the newest version whose files are
+all in the cache, saying so in one line; offline (`CHUTE_OFFLINE=1`, `offline=True`), it never
+asks the server."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shutil
+import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 from chute.errors import FormatError
 from chute.readers._sizes import parse_size
@@ -29,12 +35,13 @@ from chute.readers.storage._node_cache import (
     default_cache_dir,
     default_cache_limit,
 )
-from chute.readers.storage._object_store import Remote
+from chute.readers.storage._object_store import Remote, StorageError, UnreachableError
 from chute.readers.storage._shard_files import RemoteFile, ShardFiles
 
 __all__ = ["RemoteSource", "open_remote", "remote_of", "verify_remote"]
 
 _PARALLEL = 16  # small files fetched at once when a dataset is opened
+_TRY_SECONDS = 4.0  # how long the server is tried before a fully cached version stands in
 
 
 @dataclass
@@ -46,6 +53,7 @@ class RemoteSource:
         cache_dir, cache_limit: the cache settings (what another process reopens it with).
         files: its payload files (fetched on first use). shard_paths: each shard's payload
         files, in shard order. pin: keeps the version's files from eviction while it is open.
+        offline: opened with offline=True (a reopen never asks the server either).
     """
 
     url: str
@@ -56,33 +64,92 @@ class RemoteSource:
     files: ShardFiles
     shard_paths: list[list[Path]]
     pin: VersionPin | None = None
+    offline: bool = False
 
 
-def remote_of(url: str, cache_dir, cache_limit) -> tuple[Remote, NodeCache]:
+def remote_of(url: str, cache_dir, cache_limit, *,
+              offline: bool = False) -> tuple[Remote, NodeCache]:
     """The client and the node cache for `url` with these settings (defaults from the
-    environment: CHUTE_DATA_CACHE, CHUTE_DATA_CACHE_LIMIT)."""
+    environment: CHUTE_DATA_CACHE, CHUTE_DATA_CACHE_LIMIT, CHUTE_OFFLINE)."""
     limit = default_cache_limit() if cache_limit is None else parse_size(cache_limit)
     if limit is not None and limit <= 0:
         raise FormatError(f"{url}: cache_limit must be a positive size (e.g. '50GB'), got "
                           f"{cache_limit!r}")
-    return Remote(url), NodeCache(cache_dir or default_cache_dir(), limit)
+    return Remote(url, offline=offline), NodeCache(cache_dir or default_cache_dir(), limit)
+
+
+def _complete(folder: Path) -> dict | None:
+    """The manifest of the cached version `folder` when every file it lists is there as a
+    regular file of its size, else None."""
+    try:
+        manifest = load_manifest(folder)
+        listed, _ = _files(manifest)
+        for name, (entry, _lazy) in listed.items():
+            stat = os.lstat(folder / name)
+            if not S_ISREG(stat.st_mode) or stat.st_size != entry["size"]:
+                return None
+    except (OSError, FormatError, KeyError, TypeError, ValueError):
+        return None
+    return manifest
+
+
+def _cached(remote: Remote, cache: NodeCache) -> tuple[dict, Path, VersionPin] | None:
+    """The newest version of `remote`'s dataset (its manifest last placed or opened) whose
+    files are all in the cache, pinned; None when there is none."""
+    parent = cache.version_folder(remote.url, "-").parent
+    try:
+        folders = [f for f in parent.iterdir() if (f / MANIFEST).is_file()]
+    except OSError:
+        return None
+    folders.sort(key=lambda f: (f / MANIFEST).stat().st_mtime, reverse=True)
+    for folder in folders:
+        pin = VersionPin(folder)  # first: eviction waits for it while the files are checked
+        manifest = _complete(folder)
+        if manifest is not None and manifest_fingerprint(manifest) == folder.name:
+            return manifest, folder, pin
+        pin.release()
+    return None
 
 
 def _manifest(remote: Remote, cache: NodeCache,
               fingerprint: str | None) -> tuple[dict, Path, VersionPin]:
     """The manifest, the version folder, and a pin on it held while this process has the
     version open (its files are not evicted meanwhile): from the cache when `fingerprint` is
-    known and cached, else downloaded (and checked) now."""
+    known and cached, else downloaded (and checked) now; when the server does not answer (or
+    offline), the newest version the cache holds completely."""
     if fingerprint is not None:
         folder = cache.version_folder(remote.url, fingerprint)
         pin = VersionPin(folder)
         if (folder / MANIFEST).is_file():
             return load_manifest(folder), folder, pin
         pin.release()
+    cached = _cached(remote, cache) if fingerprint is None else None
+    if remote.offline:
+        if cached is None:
+            raise StorageError(f"{remote.url}: offline (CHUTE_OFFLINE=1 or offline=True) and no "
+                               f"complete version of it is in the node cache {cache.root}; "
+                               "open it once online with this cache_dir, or unset "
+                               "CHUTE_OFFLINE")
+        return cached
     incoming = cache.root / f".incoming-{os.getpid()}-{secrets.token_hex(4)}"
     incoming.mkdir(parents=True)
     try:
-        data = remote.get_bytes(MANIFEST)
+        try:
+            # with a complete copy at hand, an endpoint that does not answer costs seconds
+            data = remote.get_bytes(MANIFEST, seconds=_TRY_SECONDS if cached else None)
+        except UnreachableError as exc:
+            if cached is None:
+                raise
+            manifest, folder, pin = cached
+            when = time.strftime("%Y-%m-%d %H:%M UTC",
+                                 time.gmtime((folder / MANIFEST).stat().st_mtime))
+            reason = str(exc).split("(", 1)[-1].split(")", 1)[0]
+            print(f"chute: warning: {remote.url}: the endpoint did not answer ({reason}); "
+                  f"reading version {folder.name} from the node cache (last opened {when}); "
+                  "set CHUTE_OFFLINE=1 to skip asking", file=sys.stderr, flush=True)
+            return cached
+        if cached is not None:
+            cached[2].release()
         (incoming / MANIFEST).write_bytes(data)
         try:
             manifest = load_manifest(incoming)
@@ -138,7 +205,7 @@ def _check_room(remote: Remote, cache: NodeCache, listed: dict) -> int:
 
 
 def open_remote(url: str, *, cache_dir=None, cache_limit=None,
-                fingerprint: str | None = None) -> RemoteSource:
+                fingerprint: str | None = None, offline: bool = False) -> RemoteSource:
     """Fetch what opening the dataset at `url` needs into the node cache.
 
     Args:
@@ -147,8 +214,10 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
         cache_limit: bytes the cache may hold ("50GB"; default CHUTE_DATA_CACHE_LIMIT, else
             none).
         fingerprint: the version expected (a reopen): its cached manifest is used as is.
+        offline: never ask the server (also `CHUTE_OFFLINE=1`): the newest version whose
+            files are all in the cache is opened.
     """
-    remote, cache = remote_of(url, cache_dir, cache_limit)
+    remote, cache = remote_of(url, cache_dir, cache_limit, offline=offline)
     manifest, folder, pin = _manifest(remote, cache, fingerprint)
     found = manifest_fingerprint(manifest)
     if fingerprint is not None and found != fingerprint:
@@ -181,7 +250,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
 
     files = ShardFiles(remote, cache, payload, keep, map_file)
     return RemoteSource(remote.url, folder, found, str(cache.root), cache.limit, files,
-                        [[folder / n for n in names] for names in per_shard], pin)
+                        [[folder / n for n in names] for names in per_shard], pin, offline)
 
 
 def verify_remote(url: str, *, progress: bool = False) -> list[str]:

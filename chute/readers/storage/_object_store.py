@@ -177,9 +177,11 @@ class _Clock:
                   f"({reason}); retrying until {self.seconds:.0f} s without progress "
                   "(CHUTE_S3_RETRY_SECONDS)", file=sys.stderr, flush=True)
 
-    async def wait(self, aw: Awaitable[_T], idle: float = _IDLE) -> _T:
-        """The result of `aw`, or TimeoutError once `idle` seconds pass without progress or at
-        the deadline, whichever comes first (the request is cancelled: its connection closed)."""
+    async def wait(self, aw: Awaitable[_T], idle: float | None = None) -> _T:
+        """The result of `aw`, or TimeoutError once `idle` seconds (default `_IDLE`) pass
+        without progress or at the deadline, whichever comes first (the request is cancelled:
+        its connection closed)."""
+        idle = _IDLE if idle is None else idle
         task = asyncio.ensure_future(aw)
         began = time.monotonic()
         try:
