@@ -119,7 +119,10 @@ gpu_bundle() {
   # CUDA 13.0 driver) (their manylinux wheels, unpacked; nvImageCodec's Python bindings for 3.12 and for the Python
   # building the bundle, which the dry run uses; its nvJPEG and libjpeg-turbo extensions
   # only), tqdm (pure Python), libjpeg-turbo's TurboJPEG library (Debian's libturbojpeg0,
-  # `dpkg -x`) and a few real JPEGs. Under 64 MiB, so that it travels with the repository.
+  # `dpkg -x`), a few real JPEGs, and the cpu backend's ROI decoder built here (native/, from
+  # chute's cache) with the libjpeg it links (Debian's libjpeg62-turbo, `dpkg -x`), which
+  # benchmarks/gpu_ceiling.py puts in place there (the lent machines have no libjpeg headers).
+  # Under 64 MiB, so that it travels with the repository.
   local dest=${1:-.gpu-bundle} py=${PYTHON:-$VENV/bin/python}
   [ -x "$py" ] || py=python3
   command -v apt-get >/dev/null && command -v dpkg >/dev/null || {
@@ -135,15 +138,25 @@ gpu_bundle() {
     --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/wheels" \
     "nvidia-nvimgcodec-cu13==0.9.0.20" "nvidia-nvjpeg==13.3.2.43" "tqdm>=4.60"
-  (cd "$tmp" && apt-get download -q libturbojpeg0 >/dev/null 2>&1) || {
-    echo "[chute] error: apt-get download libturbojpeg0 failed; run apt-get update and try again" >&2
+  (cd "$tmp" && apt-get download -q libturbojpeg0 libjpeg62-turbo >/dev/null 2>&1) || {
+    echo "[chute] error: apt-get download libturbojpeg0 libjpeg62-turbo failed; run apt-get update and try again" >&2
     exit 1
   }
+  # the ROI decoder, built here if it is not yet (needs gcc and libjpeg's headers: ./dev.sh setup)
+  local roi
+  roi=$("$py" -c "from chute.fallbacks import roi_decoder_status as s; print(s().library or '')" \
+        2>/dev/null || true)
   rm -rf "$dest"
-  mkdir -p "$dest/site" "$dest/turbojpeg" "$dest/jpegs"
+  mkdir -p "$dest/site" "$dest/turbojpeg" "$dest/jpegs" "$dest/native" "$dest/libjpeg"
   local wheel
   for wheel in "$tmp"/wheels/*.whl; do "$py" -m zipfile -e "$wheel" "$dest/site"; done
   dpkg -x "$tmp"/libturbojpeg0_*.deb "$dest/turbojpeg"
+  dpkg -x "$tmp"/libjpeg62-turbo_*.deb "$dest/libjpeg"
+  if [ -n "$roi" ] && [ -f "$roi" ]; then
+    cp "$roi" "$dest/native/"
+  else
+    echo "[chute] warning: chute's ROI decoder could not be built here; the GPU machine's cpu backend will decode whole frames" >&2
+  fi
   # what chute does not use: other Pythons' bindings, other codecs' extensions, headers, tools
   local keep
   keep=$("$py" -c "import sys; print(f'cpython-{sys.version_info[0]}{sys.version_info[1]}-')")
@@ -152,7 +165,7 @@ gpu_bundle() {
   find "$dest/site/nvidia/nvimgcodec/extensions" -name '*.so*' \
     ! -name 'libnvjpeg_ext.*' ! -name 'libjpeg_turbo_ext.*' -delete
   rm -rf "$dest/site/nvidia/nvimgcodec/include" "$dest/site/nvidia/nvimgcodec/tools" \
-    "$dest/site/nvidia/cu13/include" "$dest/turbojpeg/usr/share"
+    "$dest/site/nvidia/cu13/include" "$dest/turbojpeg/usr/share" "$dest/libjpeg/usr/share"
   local images=(../shared/data/imagenet-sample/images/*.JPEG)  # real JPEGs, where present
   if [ -f "${images[0]}" ]; then cp -t "$dest/jpegs" "${images[@]:0:48}"; fi
   local bytes
@@ -163,6 +176,7 @@ gpu_bundle() {
   fi
   echo "[chute] $dest: $((bytes / 1024 / 1024)) MiB ($(find "$dest/jpegs" -type f | wc -l) JPEGs)."
   echo "        On the GPU machine: CHUTE_GPU_BUNDLE=$dest benchmarks/gpu_first_run.sh"
+  echo "        and CHUTE_GPU_BUNDLE=$dest python3 benchmarks/gpu_ceiling.py (issue 36)"
 }
 
 setup() {

@@ -47,15 +47,15 @@ def build_library(source: Path, libs: tuple[str, ...], what: str, otherwise: str
     Raises:
         BackendUnavailableError: no compiler, the build failed, or the cache is not writable.
     """
+    key = hashlib.sha256(source.read_bytes() + repr((_CFLAGS, libs)).encode()).hexdigest()
+    target = cache_dir() / "native" / f"{source.stem}-{key[:16]}.so"
+    if target.is_file():  # built here before, or prebuilt and carried (./dev.sh gpu-bundle)
+        return target
     compiler = _compiler()
     if compiler is None:
         raise BackendUnavailableError(
             f"{what} needs a C compiler to be built once (none of $CC, cc, gcc, clang is on "
             f"PATH); install one (Debian/Ubuntu: `apt-get install gcc`), or {otherwise}")
-    key = hashlib.sha256(source.read_bytes() + repr((_CFLAGS, libs)).encode()).hexdigest()
-    target = cache_dir() / "native" / f"{source.stem}-{key[:16]}.so"
-    if target.is_file():
-        return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp",
