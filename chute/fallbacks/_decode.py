@@ -35,7 +35,6 @@ from chute.fallbacks._kernels import (
     P_STATUS,
     P_WIDTH,
     PLAN_COLUMNS,
-    decode_resample_batch,
     decode_views_batch,
     plan_batch,
 )
@@ -229,58 +228,12 @@ def decode_batch(
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     boxes = np.ascontiguousarray(boxes, dtype=np.float64)
     flips = np.ascontiguousarray(flips, dtype=np.bool_)
-    kind = _check_arguments(data, offsets, boxes, flips, out, layout)
-    sizes = _check_sizes(sizes, len(boxes))
-    max_pixels = max_image_pixels(max_pixels)
-    mean255, std255 = scaled_mean_std(mean, std)
-    nchw = layout == "NCHW"
-    out_h, out_w = image_size_of(out.shape, layout)
-    target = out.view(np.uint16) if kind == KIND_FLOAT16 else out
-    n = len(boxes)
-    plan = np.zeros((n, PLAN_COLUMNS), dtype=np.int64)
-    header = np.zeros((n, 4), dtype=np.int32)
-    flags = _turbojpeg.TJFLAG_FASTDCT if fast_dct else 0
-    roi_flags = _roi_library.ROI_FLAG_FASTDCT if fast_dct else 0
-
-    previous = numba.get_num_threads()
-    with _lock:
-        try:
-            if threads is not None:
-                most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
-                numba.set_num_threads(max(1, min(int(threads), most)))
-            res = _acquire(0, 0)
-            roi_handles = _roi_handles(res, roi_decode)
-            plan_batch(data, offsets, boxes, sizes, max_pixels, out_h, out_w,
-                       DCT_HEADROOM if dct_scaling else 0.0, res.handles,
-                       header, plan)
-            fast = plan[:, 0] == OK
-            pixels = plan[fast, 2] * plan[fast, 3]
-            bpp = np.where(plan[fast, 4] == _turbojpeg.TJPF_CMYK, 4, 3)
-            need = int((pixels * bpp).max()) if fast.any() else 0
-            widest = int(plan[fast, 3].max()) * 3 if fast.any() else 0
-            res = _acquire(need, widest)
-            # Dynamic scheduling, one sample at a time: decode times vary by image size.
-            with numba.parallel_chunksize(1):
-                decode_resample_batch(data, offsets, boxes, flips, plan, res.handles,
-                                      roi_handles, res.geometry, res.scratch, res.rows, flags,
-                                      roi_flags, target, kind, nchw, mean255, std255)
-        finally:
-            numba.set_num_threads(previous)
-
-    status = plan[:, 0].copy()
-    for i in np.flatnonzero((status == NEEDS_PIL) | (status == JPEG_WARNING)):
-        payload = data[offsets[i]:offsets[i + 1]]
-        if status[i] == NEEDS_PIL:
-            expected = tuple(sizes[i]) if len(sizes) else None
-            status[i], pixels_rgb = decode_with_pil(payload, expected, max_pixels)
-        else:  # JPEG_WARNING: plan_batch already checked its header's size
-            status[i], pixels_rgb = decode_warned_jpeg(payload)
-        if pixels_rgb is not None:
-            status[i] = resample_decoded(pixels_rgb, boxes[i], flips[i], target, int(i), kind,
-                                         nchw, mean255, std255)
-        if status[i] != OK:
-            out[i] = 0
-    return status.astype(np.uint8)
+    _check_arguments(data, offsets, boxes, flips, out, layout)  # its messages name [B, 4]
+    # One implementation: a batch is one view of each image (docs/design.md, "Resize
+    # definition"); decode_views' DCT scale and box checks for one view are this function's.
+    return decode_views(data, offsets, boxes[:, None, :], flips[:, None], [out], mean=mean,
+                        std=std, layout=layout, dct_scaling=dct_scaling, roi_decode=roi_decode,
+                        threads=threads, fast_dct=fast_dct, sizes=sizes, max_pixels=max_pixels)
 
 
 def decode_views(

@@ -41,7 +41,7 @@ from chute.fallbacks._turbojpeg import (
     tj_init_decompress,
 )
 
-__all__ = ["plan_batch", "decode_resample_batch", "decode_views_batch", "PLAN_COLUMNS"]
+__all__ = ["plan_batch", "decode_views_batch", "PLAN_COLUMNS"]
 
 # Columns of the int64 plan array [B, PLAN_COLUMNS].
 P_STATUS, P_SCALE, P_HEIGHT, P_WIDTH, P_FORMAT = range(5)
@@ -137,67 +137,6 @@ def _ends_with_eoi(data, start, stop):
 
 # The shared box geometry's span (docs/design.md, "Resize definition"), jitted here.
 _span = njit(inline="always", nogil=True)(decode_span)
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def decode_resample_batch(data, offsets, boxes, flips, plan, handles, roi_handles, geometry,
-                          scratch, rows, flags, roi_flags, out, kind, nchw, mean255, std255):
-    """Decode every planned JPEG into its thread's scratch and resample it into out[i].
-
-    roi_handles: one ROI decoder per thread, or empty to decode full frames. geometry: int32
-    [threads, GEOMETRY_FIELDS] scratch for the ROI decoder's report.
-    Slots of failed or not-yet-decoded samples are zero-filled.
-    """
-    base = data.ctypes.data
-    out_h = out.shape[2] if nchw else out.shape[1]
-    out_w = out.shape[3] if nchw else out.shape[2]
-    use_roi = roi_handles.shape[0] > 0
-    for i in prange(boxes.shape[0]):
-        if plan[i, P_STATUS] != OK:
-            out[i] = 0
-            continue
-        t = get_thread_id()
-        src = scratch[t]
-        start = offsets[i]
-        size = offsets[i + 1] - start
-        height = plan[i, P_HEIGHT]
-        width = plan[i, P_WIDTH]
-        s = np.float64(plan[i, P_SCALE])
-        top, left = boxes[i, 0] / s, boxes[i, 1] / s
-        box_h, box_w = boxes[i, 2] / s, boxes[i, 3] / s
-        if use_roi and _ends_with_eoi(data, start, start + size):
-            y0, y1 = _span(top, box_h, out_h, height)
-            x0, x1 = _span(left, box_w, out_w, width)
-            g = geometry[t]
-            code = roi_decode(roi_handles[t], base + start, size, plan[i, P_SCALE], y0, y1, x0,
-                              x1, src.ctypes.data, src.shape[0], roi_flags, g.ctypes.data)
-            if code == ROI_OK:
-                region_w = np.int64(g[1])
-                region_h = np.int64(y1 - y0)
-                if g[2] == 4:
-                    _cmyk_to_rgb_inplace(src, region_h * region_w)
-                resample_into(src, region_h, region_w, top - y0, left - g[0], box_h, box_w,
-                              flips[i], out, i, kind, nchw, mean255, std255, rows[t])
-                continue
-            if code == ROI_WARNING:
-                plan[i, P_STATUS] = JPEG_WARNING
-                out[i] = 0
-                continue
-            # Rejected: the full-frame decode below classifies the failure.
-        pixel_format = plan[i, P_FORMAT]
-        status = tj_decompress2(handles[t], base + start, size,
-                                src.ctypes.data, width, 0, height, pixel_format, flags)
-        if status != 0:
-            # Warnings (TJERR_WARNING = 0) include truncation but also harmless extraneous
-            # bytes after the last scan: the slow path decides; fatal errors fail here.
-            plan[i, P_STATUS] = JPEG_WARNING if tj_get_error_code(handles[t]) == 0 else CORRUPT
-            _renew_handle(handles, t)
-            out[i] = 0
-            continue
-        if pixel_format == TJPF_CMYK:
-            _cmyk_to_rgb_inplace(src, height * width)
-        resample_into(src, height, width, top, left, box_h, box_w, flips[i], out, i, kind, nchw,
-                      mean255, std255, rows[t])
 
 
 @njit(parallel=True, nogil=True, cache=True)
