@@ -543,7 +543,7 @@ def step_decode_ceilings(run: Run, sets: dict[str, Images], sizes: Sizes) -> Non
             decoders = DecodeThreads(run, sets[name], backends, batch, threads, windows,
                                      sizes.crop)
             result = timed(run, decoders.next_batch, warmup=threads, count=None,
-                           seconds=min(sizes.seconds, share * 0.6), sync=sync)
+                           seconds=min(0.8 * sizes.seconds, share * 0.5), sync=sync)
             failed = decoders.failed
         except Exception as exc:
             run.add(label, f"FAILED: {type(exc).__name__}: {_first_line(exc)}")
@@ -840,6 +840,9 @@ def step_end_to_end(run: Run, sets: dict[str, Images], sizes: Sizes, cores: int)
                 detail=f"{result['batches']} batches after 2 warm-up")
     except ImportError:
         run.add(label, "not installed")
+    except Exception as exc:
+        traceback.print_exc()
+        run.add(label, f"FAILED: {type(exc).__name__}: {_first_line(exc)}")
     return {"k": k}
 
 
