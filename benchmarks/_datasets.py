@@ -14,7 +14,7 @@ from PIL import Image
 from chute import View
 from chute.readers import ShardWriter
 
-__all__ = ["DINO_VIEWS", "jpeg_files", "write_jpeg_dataset"]
+__all__ = ["DINO_VIEWS", "jpeg_files", "write_jpeg_dataset", "machine_line"]
 
 FIELDS = {"image": "bytes", "label": "int64", "height": "int32", "width": "int32"}
 
@@ -57,3 +57,19 @@ def write_jpeg_dataset(files: list[Path], dest: Path, *, rgb_only: bool = False)
             writer.write({"image": file.read_bytes(), "label": i, "height": height,
                           "width": width})
     return dest
+
+
+def machine_line() -> str:
+    """What every benchmark table states about the CPU side: the cores this process may use
+    (physical and logical) and whether chute's ROI JPEG decoder was built here (without it the
+    cpu backend decodes whole frames)."""
+    import os
+
+    from chute.fallbacks import roi_decoder_status
+    from chute.pipelines import physical_cores
+
+    cpus = sorted(os.sched_getaffinity(0))
+    roi = roi_decoder_status()
+    return (f"{physical_cores(cpus)} physical cores ({len(cpus)} logical); cpu ROI decoder "
+            + ("built" if roi.available else f"unavailable: {roi.reason}"))
+

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from _datasets import machine_line
 from numba import get_thread_id, njit, prange
 from PIL import Image
 
@@ -320,6 +321,7 @@ def main(argv=None) -> int:
     n, b, reps, threads = len(images), args.batch, args.reps, args.threads
     print(f"{n} images from {args.images}, batch {b}, {threads} threads, {reps} reps, "
           f"Numba layer after first run shown below", flush=True)
+    print(machine_line(), flush=True)
     runners, failed = [], []
 
     def add(name, make, count=n):

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _datasets import DINO_VIEWS, jpeg_files, write_jpeg_dataset
+from _datasets import DINO_VIEWS, jpeg_files, machine_line, write_jpeg_dataset
 
 from chute.autotune import GpuSampler
 
@@ -283,6 +283,7 @@ def main(argv=None) -> int:
         print(f"{len(dataset)} images, batch {args.batch_size}, {args.batches} timed batches "
               f"after {args.warmup} warm-up, float16 NCHW, "
               f"{'CPU mode' if args.cpu_mode else 'CUDA device 0'}")
+        print(machine_line())
         # --views: one measurement of DINO_VIEWS (no single output size)
         for size in [None] if args.views else args.sizes:
             results = []

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _datasets import jpeg_files, write_jpeg_dataset
+from _datasets import jpeg_files, machine_line, write_jpeg_dataset
 
 from chute.fallbacks import decode_batch
 from chute.pipelines import ImageOptions, Pipeline
@@ -72,6 +72,7 @@ def main() -> None:
     bare_rate, pipe_rate = bare_n / bare_t, pipe_n / pipe_t
     print(f"images {len(ds)}, batch {args.batch_size}, RRC 224 float16 NCHW, "
           f"threads {args.threads}, epochs {args.epochs}")
+    print(machine_line())
     print(f"bare decode_batch   {bare_rate:8.1f} img/s")
     print(f"Pipeline (cpu)      {pipe_rate:8.1f} img/s")
     print(f"ratio               {pipe_rate / bare_rate:8.3f}  (target >= 0.95)")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _datasets import DINO_VIEWS, jpeg_files, write_jpeg_dataset
+from _datasets import DINO_VIEWS, jpeg_files, machine_line, write_jpeg_dataset
 from PIL import Image
 
 from chute import CropConfig, ImageOptions, Pipeline
@@ -182,6 +182,7 @@ def main() -> None:
     ours = statistics.median(rates[next(iter(rates))])
     print(f"{len(files)} JPEGs from {args.images}, batch {args.batch}, {args.threads} threads, "
           f"{args.reps} reps; DINO views 2 x 224 + 6 x 96, float32 NCHW")
+    print(machine_line())
     print(f"{'configuration':<78} {'images/s':>9} {'min-max':>15} {'(a) / this':>10}")
     for name, values in rates.items():
         median = statistics.median(values)

@@ -2,6 +2,7 @@
 field producers (image decoders, video clips, audio, array gathers, columns, metadata), with
 per-field typed options and one batching contract."""
 
+from chute.pipelines._distributed import default_threads, physical_cores
 from chute.pipelines._fields import default_fields
 from chute.pipelines._mix import MixedDataset, MixRef, MixSampler, mix
 from chute.pipelines._options import image_size_of
@@ -37,6 +38,8 @@ from chute.pipelines.sampling._plan import BatchPlan
 from chute.pipelines.sampling._windows import ShardWindows
 
 __all__ = [
+    "default_threads",
+    "physical_cores",
     "ArrayOptions",
     "AudioOptions",
     "FbankOptions",
