@@ -73,3 +73,29 @@ def test_stage_times_add_from_several_threads():
     assert table["stages"]["decode"]["count"] == 800
     assert table["counts"] == {"decoded:gpu": 1600}
     assert times.lines()[0].split() == ["stage", "wall", "s", "cpu", "s", "count"]
+
+
+def test_video_and_audio_producers_time_their_parts(tmp_path):
+    pytest.importorskip("av")
+    pytest.importorskip("soundfile")
+    from chute import AudioOptions, VideoOptions
+    from tests.pipelines.test_contract import _audio_dataset
+    from tests.pipelines.test_producer_video import write_videos
+
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    videos = open_dataset(write_videos(folder, frames=[6, 7, 8, 9]))
+    with Pipeline(videos, 2, fields={"video": VideoOptions(num_frames=4)},
+                  device="cpu") as pipe:
+        batches = sum(1 for _ in pipe)
+        stages = pipe.stats.stages.as_dict()["stages"]
+    for part in ("video", "video/prepare", "video/decode", "video/collect"):
+        assert stages[part]["count"] >= batches, part
+    assert stages["video/decode"]["count"] >= 4  # one per clip, on the decoding threads
+    audio = _audio_dataset(tmp_path / "audio")
+    with Pipeline(audio, 4, fields={"audio": AudioOptions(features="fbank")},
+                  device="cpu") as pipe:
+        batches = sum(1 for _ in pipe)
+        stages = pipe.stats.stages.as_dict()["stages"]
+    for part in ("audio", "audio/decode+resample", "audio/fbank"):
+        assert stages[part]["count"] == batches, part

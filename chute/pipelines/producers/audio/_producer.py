@@ -25,6 +25,7 @@ from chute._fork import ProcessPool
 from chute._lazy import require
 from chute._sndfile_read import read_frames
 from chute.fallbacks import decode_segment, segment_decoder_status
+from chute.pipelines._stages import StageTimes
 from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,
@@ -93,6 +94,7 @@ class AudioProducer(StoredFieldProducer):
     name = "audio"
 
     def __init__(self, spec: ProducerSpec):
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
         check_options(self.name, spec.options, OPTIONS)
         self.sf = require("soundfile", "audio")
         self.field = spec.field
@@ -206,16 +208,18 @@ class AudioProducer(StoredFieldProducer):
                  int(params["stop_frame"][row]), int(lengths[row]), audio,
                  (float(rates[row]), float(out_rates[row]), np.float32(gains[row])))
                 for row in range(len(recordings))]
-        results = self.pool.map(self._decode_row, jobs) if self.pool else map(self._decode_row,
-                                                                               jobs)
-        status = np.fromiter(results, np.uint8, count=len(jobs))
+        with self.stages.measure(f"{self.field}/decode+resample"):  # the rows, in parallel
+            results = (self.pool.map(self._decode_row, jobs) if self.pool
+                       else map(self._decode_row, jobs))
+            status = np.fromiter(results, np.uint8, count=len(jobs))
         if self.fbank is not None:
             import torch
 
-            out[f"{self.field}_fbank"][...] = fbank(torch.from_numpy(audio), lengths,
-                                                    self.fbank,
-                                                    params.get("fbank_dither")).numpy()
-            out[f"{self.field}_fbank_lengths"][...] = fbank_frames(lengths, self.fbank)
+            with self.stages.measure(f"{self.field}/fbank"):
+                out[f"{self.field}_fbank"][...] = fbank(torch.from_numpy(audio), lengths,
+                                                        self.fbank,
+                                                        params.get("fbank_dither")).numpy()
+                out[f"{self.field}_fbank_lengths"][...] = fbank_frames(lengths, self.fbank)
         return status
 
     def _segments(self, params: dict, recordings: np.ndarray) -> list[dict]:

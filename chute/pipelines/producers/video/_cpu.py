@@ -32,6 +32,7 @@ import numpy as np
 
 from chute._fork import ProcessPool
 from chute.errors import DecodeError, FormatError
+from chute.pipelines._stages import StageTimes
 from chute.pipelines.producers._contract import (
     EpochReader,
     Output,
@@ -79,6 +80,7 @@ class VideoProducer(StoredFieldProducer):
     name = "video"
 
     def __init__(self, spec: ProducerSpec):
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
         check_options(self.name, spec.options, _OPTIONS)
         options = spec.options
         self.field = spec.field
@@ -235,6 +237,10 @@ class VideoProducer(StoredFieldProducer):
 
     def submit(self, request) -> list[Future]:
         """Queue the clips of `request` on the decoding threads (one future per sample)."""
+        with self.stages.measure(f"{self.field}/prepare"):
+            return self._submit(request)
+
+    def _submit(self, request) -> list[Future]:
         ids = request.ids
         t, h, w = self._clip_shape(request)
         views = self.dataset.views(ids, self.field)
@@ -253,6 +259,10 @@ class VideoProducer(StoredFieldProducer):
 
     def collect(self, request, jobs: list[Future], out: dict) -> np.ndarray:
         """Wait for the clips `submit(request)` queued and write them into `out`."""
+        with self.stages.measure(f"{self.field}/collect"):  # waiting for them, then copying
+            return self._collect(request, jobs, out)
+
+    def _collect(self, request, jobs: list[Future], out: dict) -> np.ndarray:
         target = out[self.field]
         self.write_conditioning(request, out)
         status = np.zeros(len(jobs), np.uint8)
@@ -276,8 +286,10 @@ class VideoProducer(StoredFieldProducer):
         # height/width columns, so a column that disagrees with the stream fails the sample
         # instead of resizing it to a wrong shape (docs/design.md, "Robustness testing").
         try:
-            rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]),
-                                None if self.native else size, crop, keyframes=keyframes)
+            # on the decoding threads: clips overlap, their times add up past the wall time
+            with self.stages.measure(f"{self.field}/decode"):
+                rgb = decode_frames(data, pts[:frames], indices, int(self._rotation[i]),
+                                    None if self.native else size, crop, keyframes=keyframes)
         except DecodeError:
             return None
         if rgb.shape[1:3] != tuple(size):
