@@ -152,3 +152,37 @@ def test_a_server_restart_mid_epoch_changes_nothing(s3, folder, tmp_path, monkey
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_stops_answering_mid_epoch_fails_by_the_deadline(s3, folder, tmp_path,
+                                                                         monkeypatch, capsys):
+    # issue 38 item 1: connections accepted, nothing sent back; the epoch used to stall 241 s
+    # with CHUTE_S3_RETRY_SECONDS=15 (a fixed 120 s request timeout); 3 s here, to be quick
+    from chute.readers import StorageError
+    from chute.readers.storage import _object_store
+    from tests._s3 import FaultProxy
+
+    server, bucket = s3
+    convert(folder, f"{bucket}/ds")
+    proxy = FaultProxy(server.port)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    monkeypatch.setenv("CHUTE_READ_AHEAD", "1")
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "3")
+    monkeypatch.setattr(_object_store, "_REPORT", 1.0)  # a line every 10 s in a real run
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 7, "augment": "eval",
+          "prefetch": 1}
+    try:
+        ds = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c")  # indices, no payload
+        proxy.frozen = True
+        t0 = time.monotonic()
+        with pytest.raises(StorageError) as info:
+            with Pipeline(ds, 8, fields={**IMAGE, "label": None}, **kw) as pipe:
+                list(pipe)
+    finally:
+        proxy.close()
+    took = time.monotonic() - t0
+    assert took < 8, took  # the deadline and a little, far from 120 s
+    assert "\n" not in str(info.value) and "failed for 3 s" in str(info.value)
+    err = capsys.readouterr().err
+    assert "failing for" in err and "CHUTE_S3_RETRY_SECONDS" in err

@@ -79,6 +79,7 @@ def test_a_new_process_opens_a_fully_cached_dataset_with_the_endpoint_down(cache
     assert "did not answer" in warnings[0]
 
 
+@pytest.mark.slow
 def test_a_frozen_endpoint_costs_seconds_when_the_cache_holds_the_dataset(cached, capsys):
     proxy, url, local, cache = cached
     proxy.frozen = True  # connections accepted, never answered

@@ -25,6 +25,7 @@ import os
 import random
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,7 @@ _T = TypeVar("_T")
 _IDLE = 30.0  # seconds without a byte before a request is cut and retried (resumed)
 _UPLOAD_IDLE = 120.0  # ... for a multipart upload, whose parts are read ahead of sending
 _REPORT = 10.0  # while a request fails or waits, a line on stderr this often
+_GRACE = 0.5  # the shortest try of a request that begins after its endpoint's deadline passed
 _STREAM_CHUNK = 256 << 10  # small enough that a slow link still delivers one within _IDLE
 _PART = 5 << 20  # multipart upload part size
 _MAX_BACKOFF = 5.0
@@ -150,30 +152,72 @@ def _short(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+class _Outage:
+    """Since when the requests of this process to one endpoint fail or wait unanswered (None:
+    it answers), shared by all of them: every request of one outage ends by one deadline, and
+    one line every `_REPORT` seconds speaks for all of them."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.last = 0.0  # when a request last failed
+        self.next_report = 0.0
+
+
+_OUTAGES: dict[str, _Outage] = {}
+_OUTAGES_LOCK = threading.Lock()
+
+
+def _outage(endpoint: str) -> _Outage:
+    with _OUTAGES_LOCK:
+        return _OUTAGES.setdefault(endpoint, _Outage())
+
+
 class _Clock:
     """The deadline of one request and its retries: `CHUTE_S3_RETRY_SECONDS` after it began or
     after its last progress (a byte received or read for upload), so a slow but steady transfer
-    goes on while a stalled or failing one ends by the deadline; while it fails or waits, a
-    line on stderr about every 10 s says so (docs/storage.md, "Failures")."""
+    goes on while a stalled or failing one ends by the deadline, and no later than that after
+    the endpoint's outage began (a request queued behind others that failed does not wait
+    again); while it fails or waits, a line on stderr about every 10 s says so
+    (docs/storage.md, "Failures")."""
 
-    def __init__(self, where: str, what: str, seconds: float | None = None):
+    def __init__(self, where: str, what: str, seconds: float | None = None,
+                 outage: _Outage | None = None):
         self.where, self.what = where, what
         self.seconds = retry_seconds() if seconds is None else seconds
-        self.progress()
+        self.outage = _Outage() if outage is None else outage
+        self.began = self.since = time.monotonic()
+        self.deadline = self.since + self.seconds
+        self.next_report = self.since + _REPORT
 
     def progress(self) -> None:
         self.since = time.monotonic()
         self.deadline = self.since + self.seconds
         self.next_report = self.since + _REPORT
+        self.outage.since = None  # the endpoint answers
+
+    def failing(self, since: float) -> None:
+        """A request has failed or waited unanswered since `since`."""
+        outage = self.outage
+        outage.last = time.monotonic()
+        if outage.since is None or since < outage.since:
+            outage.since = max(since, self.since)
 
     def left(self) -> float:
-        return self.deadline - time.monotonic()
+        deadline, outage = self.deadline, self.outage
+        if outage.since is not None:
+            # one outage, one deadline; past it, a request gets one short try when no other
+            # request has failed lately (the endpoint may be back)
+            deadline = min(deadline, outage.since + self.seconds)
+            if self.began - outage.last > _GRACE:
+                deadline = max(deadline, self.began + _GRACE)
+        return deadline - time.monotonic()
 
     def report(self, reason: str) -> None:
         now = time.monotonic()
-        if now >= self.next_report:
-            self.next_report = now + _REPORT
-            print(f"chute: {self.where}: {self.what} failing for {now - self.since:.0f} s "
+        if now >= max(self.next_report, self.outage.next_report):
+            self.next_report = self.outage.next_report = now + _REPORT
+            since = min(self.since, self.outage.since or self.since)
+            print(f"chute: {self.where}: {self.what} failing for {now - since:.0f} s "
                   f"({reason}); retrying until {self.seconds:.0f} s without progress "
                   "(CHUTE_S3_RETRY_SECONDS)", file=sys.stderr, flush=True)
 
@@ -187,13 +231,14 @@ class _Clock:
         try:
             while not task.done():
                 now = time.monotonic()
-                end = min(max(began, self.since) + idle, self.deadline)
+                quiet = max(began, self.since)
+                end = min(quiet + idle, now + self.left())
                 if now >= end:
-                    raise TimeoutError(f"no answer for {now - max(began, self.since):.0f} s")
+                    self.failing(quiet)
+                    raise TimeoutError(f"no answer for {now - quiet:.0f} s")
                 await asyncio.wait({task}, timeout=max(min(end, self.next_report) - now, 0.01))
                 if not task.done():
-                    self.report(f"no answer for {time.monotonic() - max(began, self.since):.0f}"
-                                " s")
+                    self.report(f"no answer for {time.monotonic() - quiet:.0f} s")
             return task.result()
         finally:
             if not task.done():
@@ -274,8 +319,9 @@ class Remote:
             raise StorageError(f"{self.where(name)}: {what} not attempted: offline "
                                "(CHUTE_OFFLINE=1 or offline=True); the file is not in the node "
                                "cache: unset CHUTE_OFFLINE to fetch it")
-        return _run(self._retried(what, name, attempt, _Clock(self.where(name), what,
-                                                              seconds)))
+        clock = _Clock(self.where(name), what, seconds,
+                       _outage(_store_config().get("endpoint", "s3")))
+        return _run(self._retried(what, name, attempt, clock))
 
     async def _retried(self, what: str, name: str, attempt, clock: _Clock):
         import obstore.exceptions as obx
@@ -284,7 +330,9 @@ class Remote:
         while True:
             began = time.monotonic()
             try:
-                return await attempt(clock)
+                result = await attempt(clock)
+                clock.outage.since = None  # the endpoint answers
+                return result
             except (obx.AlreadyExistsError, obx.PreconditionError) as exc:
                 raise ConflictError(f"{self.where(name)}: {what} refused: the object was "
                                     f"created or changed meanwhile ({_short(exc)})") from None
@@ -317,6 +365,7 @@ class Remote:
                                        "exist; create it or check the URL") from None
                 if clock.since > began:
                     delay = 0.1  # it made progress: a new outage starts small again
+                clock.failing(max(began, clock.since))
                 if clock.left() <= 0:
                     raise UnreachableError(
                         f"{self.where(name)}: {what} failed for {clock.seconds:.0f} s "

@@ -73,6 +73,7 @@ def test_a_connection_cut_mid_body_resumes_where_it_stopped(proxied, tmp_path):
     assert proxy.forwarded - before < len(BLOB) + (256 << 10)
 
 
+@pytest.mark.slow
 def test_a_stall_mid_body_is_cut_and_resumed(proxied, tmp_path, monkeypatch):
     proxy, remote, _ = proxied
     monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "20")
@@ -89,6 +90,7 @@ def test_a_stall_mid_body_is_cut_and_resumed(proxied, tmp_path, monkeypatch):
     assert proxy.forwarded - before < len(BLOB) + (1 << 20)
 
 
+@pytest.mark.slow
 def test_a_slow_but_steady_download_longer_than_the_deadline_finishes(proxied, tmp_path,
                                                                       monkeypatch):
     proxy, remote, _ = proxied
