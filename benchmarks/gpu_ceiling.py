@@ -103,6 +103,7 @@ class Run:
         self.env: dict = {}
         self.deadline = float("inf")
         self.step = "-"
+        self.planned = self.added = 0  # rows the step plans, rows it has added
         self.started = time.monotonic()
         self.lock = threading.Lock()
 
@@ -112,6 +113,7 @@ class Run:
                **values}
         with self.lock:
             self.rows.append(row)
+            self.added += 1
             self.write()
         print(f"[{self.step}] {name}: {status} {_cell(row['img_s'], '.0f')} img/s "
               f"{row['detail']}", file=sys.stderr, flush=True)
@@ -123,6 +125,16 @@ class Run:
     def cap(self, seconds: float) -> float:
         """`seconds`, or what the step has left if that is less."""
         return max(0.0, min(seconds, self.left()))
+
+    def plan(self, rows: int) -> None:
+        """The step will add about `rows` rows: `share` divides its time among them."""
+        self.planned, self.added = rows, 0
+
+    def share(self, seconds: float) -> float:
+        """Timed seconds for the next row: `seconds`, or less so that the rows still to come
+        get their share of the step's time (60% of it: set-up and warm-up take the rest)."""
+        rows = max(1, self.planned - self.added)
+        return max(0.05, min(seconds, 0.6 * self.left() / rows))
 
     @contextlib.contextmanager
     def stage(self, letter: str, title: str, budgets: dict):
@@ -204,6 +216,14 @@ def synchronizer(run: Run) -> Callable[[], None]:
     return torch.cuda.synchronize
 
 
+def missing(*modules: str) -> str | None:
+    """bench_gpu.py's: None when every module imports, else "not installed (...)" or "cannot
+    load ...": a row's status."""
+    from bench_gpu import missing as first_missing
+
+    return first_missing(*modules)
+
+
 # ---- A. environment --------------------------------------------------------------------------
 
 def bundle_setup(bundle: Path) -> list[str]:
@@ -275,8 +295,8 @@ def step_environment(run: Run, notes: list[str]) -> None:
                   "dry run (no GPU)" if run.dry else NEEDS_GPU)
         return
     name = torch.cuda.get_device_name(0)
-    engines = next((n for key, n in (("H100", 7), ("H200", 7), ("H20", 7), ("A100", 1),
-                                     ("A30", 1), ("B200", 7)) if key in name), None)
+    engines = next((n for key, n in (("H100", 7), ("H200", 7), ("A100", 1)) if key in name),
+                   None)
     run.env["gpu"] = name
     run.add("GPU", "ok", detail=f"{name}, torch CUDA {torch.version.cuda}, hardware JPEG "
             f"engines: {engines if engines else 'unknown for this GPU'} (by its name)")
@@ -390,7 +410,8 @@ def step_datasets(run: Run, sizes: Sizes, sources: list[Path], origin: str,
     start = time.perf_counter()
     tasks = [(i, sources[i % len(sources)], 36, sizes) for i in range(sizes.images)]
     procs = max(1, min(16, len(os.sched_getaffinity(0))))
-    with multiprocessing.get_context("fork").Pool(procs) as pool:
+    # spawned (CUDA is initialised here): a worker imports only this module's numpy and PIL
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
         made = pool.map(_make_image, tasks, chunksize=8)
     made_s = time.perf_counter() - start
     sets = {}
@@ -522,7 +543,8 @@ def step_decode_ceilings(run: Run, sets: dict[str, Images], sizes: Sizes) -> Non
     except Exception as exc:
         absent = f"not installed: {_first_line(exc)[:80]}"
     sync = synchronizer(run)
-    for index, (name, backends, windows, batch, threads) in enumerate(grid):
+    run.plan(len(grid) + 2)  # + torchvision's rows
+    for name, backends, windows, batch, threads in grid:
         label = (f"nvimgcodec {'+'.join(backends)} {'RRC windows' if windows else 'whole'} "
                  f"b{batch} x{threads} thread{'s' if threads > 1 else ''}"
                  + (" (all 4:2:0)" if name == "420" else ""))
@@ -534,8 +556,7 @@ def step_decode_ceilings(run: Run, sets: dict[str, Images], sizes: Sizes) -> Non
         if not run.gpu and (len(backends) != 1 or backends != ("hw",) or threads > 2):
             run.add(label, "dry run: same CPU decoder as the first rows")
             continue
-        share = run.left() / max(1, len(grid) + 2 - index)  # + torchvision's rows
-        if share < 0.2:
+        if run.left() < 0.3:
             run.add(label, "cut: step budget spent")
             continue
         decoders = None
@@ -543,7 +564,7 @@ def step_decode_ceilings(run: Run, sets: dict[str, Images], sizes: Sizes) -> Non
             decoders = DecodeThreads(run, sets[name], backends, batch, threads, windows,
                                      sizes.crop)
             result = timed(run, decoders.next_batch, warmup=threads, count=None,
-                           seconds=min(0.8 * sizes.seconds, share * 0.5), sync=sync)
+                           seconds=run.share(0.8 * sizes.seconds), sync=sync)
             failed = decoders.failed
         except Exception as exc:
             run.add(label, f"FAILED: {type(exc).__name__}: {_first_line(exc)}")
@@ -561,12 +582,13 @@ def step_decode_ceilings(run: Run, sets: dict[str, Images], sizes: Sizes) -> Non
 def torchvision_decode_rows(run: Run, images: Images, sizes: Sizes, sync) -> None:
     for batch in sizes.batches:
         label = f"torchvision decode_jpeg(list, device={'cuda' if run.gpu else 'cpu'}) b{batch}"
-        try:
-            import torch
-            from torchvision.io import ImageReadMode, decode_jpeg
-        except ImportError:
-            run.add(label, "not installed")
+        absent = torchvision_missing()
+        if absent:
+            run.add(label, absent)
             continue
+        import torch
+        from torchvision.io import ImageReadMode, decode_jpeg
+
         tensors = [torch.from_numpy(e) for e in images.encoded]
         counter = iter(range(1 << 30))
 
@@ -581,7 +603,7 @@ def torchvision_decode_rows(run: Run, images: Images, sizes: Sizes, sync) -> Non
             continue
         try:
             result = timed(run, next_batch, warmup=1, count=None,
-                           seconds=run.cap(sizes.seconds), sync=sync)
+                           seconds=run.share(sizes.seconds), sync=sync)
         except Exception as exc:
             run.add(label, f"FAILED: {type(exc).__name__}: {_first_line(exc)}")
             continue
@@ -766,7 +788,7 @@ def chute_row(run: Run, label: str, images: Images, backend: str, options: dict,
         pipe.stats.stages.reset()
         result = timed(run, lambda: len(next(batches)["index"]), warmup=0,
                        count=sizes.timed if count == -1 else count,
-                       seconds=run.cap(seconds), sync=synchronizer(run))
+                       seconds=run.share(seconds), sync=synchronizer(run))
         stages = pipe.stats.stages.as_dict()
     except Exception as exc:
         traceback.print_exc()
@@ -779,6 +801,11 @@ def chute_row(run: Run, label: str, images: Images, backend: str, options: dict,
                    stages=stages, **extra,
                    detail=f"{result['batches']} batches after {warm} warm-up ({warm_s:.1f} s)"
                    + (f"; {counts}" if counts else ""))
+
+
+def torchvision_missing() -> str | None:
+    """None where torchvision's decoder and transforms.v2 load, else the row's status."""
+    return missing("torchvision.io", "torchvision.transforms.v2")
 
 
 def torchvision_feed(run: Run, images: Images, batch: int, size: int, channels_last: bool):
@@ -807,42 +834,48 @@ def torchvision_feed(run: Run, images: Images, batch: int, size: int, channels_l
 
 
 def step_end_to_end(run: Run, sets: dict[str, Images], sizes: Sizes, cores: int) -> dict:
-    """E; returns the best K at the larger batch (G's nvimgcodec feed)."""
+    """E, the rows the goals need first; returns the best K at the larger batch (the K of the
+    views rows and of G's nvimgcodec feed)."""
     mixed, small, large = sets["mixed"], sizes.batches[0], sizes.batches[1]
     twin = "" if run.gpu else " (CPU twin)"
-    best = (None, 0.0)
-    for batch in (small, large):
-        for k in (1, 2, 4):
-            row = chute_row(run, f"chute nvimgcodec{twin} RRC {sizes.crop} b{batch} K={k}",
-                            mixed, "nvimgcodec", {"decoders": k}, batch, sizes,
-                            seconds=10 * sizes.seconds if batch == large else 4 * sizes.seconds,
-                            role="nvimgcodec", k=k)
-            if row and row["img_s"] and batch == large and row["img_s"] > best[1]:
-                best = (k, row["img_s"])
-    k = best[0] or 2
-    chute_row(run, f"chute nvimgcodec{twin} RRC {sizes.crop} b{large} K={k} (all 4:2:0)",
-              sets["420"], "nvimgcodec", {"decoders": k}, large, sizes,
-              seconds=6 * sizes.seconds, role="nvimgcodec 420", k=k)
-    chute_row(run, f"chute nvimgcodec{twin} views b{large} K={k}", mixed, "nvimgcodec",
-              {"decoders": k}, large, sizes, views=True, seconds=6 * sizes.seconds,
-              role="nvimgcodec views", k=k)
+    run.plan(11)
+
+    def nvimgcodec(batch: int, k: int, seconds: float):
+        return chute_row(run, f"chute nvimgcodec{twin} RRC {sizes.crop} b{batch} K={k}", mixed,
+                         "nvimgcodec", {"decoders": k}, batch, sizes, seconds=seconds,
+                         role="nvimgcodec", k=k)
+
+    rates = {k: (nvimgcodec(large, k, 10 * sizes.seconds) or {}).get("img_s") or 0.0
+             for k in (1, 2, 4)}
+    k = max(rates, key=lambda n: rates[n]) if any(rates.values()) else 2
     chute_row(run, f"chute cpu, {cores} threads, RRC {sizes.crop} b{large}", mixed, "cpu",
               {"threads": cores}, large, sizes, seconds=6 * sizes.seconds, role="cpu")
-    chute_row(run, f"chute cpu, {cores} threads, views b{large}", mixed, "cpu",
-              {"threads": cores}, large, sizes, views=True, seconds=6 * sizes.seconds,
-              role="cpu views")
     label = f"torchvision decode_jpeg + v2 RRC {sizes.crop} b{large}"
     try:
+        absent = torchvision_missing()
+        if absent:
+            raise ImportError(absent)
         feed = torchvision_feed(run, mixed, large, sizes.crop, False)
         result = timed(run, lambda: len(next(feed)[0]), warmup=2, count=sizes.timed,
-                       seconds=run.cap(8 * sizes.seconds), sync=synchronizer(run))
+                       seconds=run.share(6 * sizes.seconds), sync=synchronizer(run))
         run.add(label, **result, role="torchvision",
                 detail=f"{result['batches']} batches after 2 warm-up")
-    except ImportError:
-        run.add(label, "not installed")
+    except ImportError as exc:
+        run.add(label, str(exc))
     except Exception as exc:
         traceback.print_exc()
         run.add(label, f"FAILED: {type(exc).__name__}: {_first_line(exc)}")
+    chute_row(run, f"chute nvimgcodec{twin} views b{large} K={k}", mixed, "nvimgcodec",
+              {"decoders": k}, large, sizes, views=True, seconds=6 * sizes.seconds,
+              role="nvimgcodec views", k=k)
+    chute_row(run, f"chute cpu, {cores} threads, views b{large}", mixed, "cpu",
+              {"threads": cores}, large, sizes, views=True, seconds=6 * sizes.seconds,
+              role="cpu views")
+    for n in (1, 2, 4):
+        nvimgcodec(small, n, 4 * sizes.seconds)
+    chute_row(run, f"chute nvimgcodec{twin} RRC {sizes.crop} b{large} K={k} (all 4:2:0)",
+              sets["420"], "nvimgcodec", {"decoders": k}, large, sizes,
+              seconds=6 * sizes.seconds, role="nvimgcodec 420", k=k)
     return {"k": k}
 
 
@@ -850,6 +883,7 @@ def step_cpu_scaling(run: Run, sets: dict[str, Images], sizes: Sizes, logical: i
                      physical: int) -> None:
     counts = sorted({n for n in (1, 2, 4, 8, 16) if n <= logical} | {physical, logical})
     batch = sizes.batches[0]
+    run.plan(2 * len(counts))
     for threads in counts:
         for roi in (True, False):
             chute_row(run, f"chute cpu {threads} thread{'s' if threads > 1 else ''}, ROI "
@@ -904,6 +938,7 @@ def step_training(run: Run, sets: dict[str, Images], sizes: Sizes, k: int, cores
              ("torchvision decode_jpeg + v2", lambda: torchvision_feed(
                  run, sets["mixed"], batch, size, True), "torchvision")]
     warm = 2 if run.dry else 8
+    run.plan(len(feeds))
     for name, make, role in feeds:
         label = f"{what} fed by {name}"
         if run.left() < 1.0:
@@ -911,12 +946,14 @@ def step_training(run: Run, sets: dict[str, Images], sizes: Sizes, k: int, cores
             continue
         feed = None
         try:
+            if role == "torchvision" and torchvision_missing():
+                raise ImportError(torchvision_missing())
             feed = make()
             result = timed(run, lambda feed=feed: train(*next(feed)), warmup=warm,
-                           count=sizes.train_steps, seconds=run.cap(3 * sizes.seconds + 4),
+                           count=sizes.train_steps, seconds=run.share(3 * sizes.seconds + 4),
                            sync=synchronizer(run))
-        except ImportError:
-            run.add(label, "not installed")
+        except ImportError as exc:
+            run.add(label, str(exc))
             continue
         except Exception as exc:
             traceback.print_exc()
@@ -938,11 +975,10 @@ def training_model(run: Run, sizes: Sizes):
     model = None
     name = "ResNet-50" if run.gpu else "ResNet-18"
     arch = name.lower().replace("-", "")
-    with contextlib.suppress(ImportError):
+    if not missing("torchvision.models"):
         model = getattr(importlib.import_module("torchvision.models"), arch)()
-    if model is None:
-        with contextlib.suppress(ImportError):
-            model = importlib.import_module("timm").create_model(arch)
+    elif not missing("timm"):
+        model = importlib.import_module("timm").create_model(arch)
     if model is None:  # neither torchvision nor timm: a small CNN (the dry run only)
         if run.gpu:
             raise ImportError("neither torchvision nor timm is installed")
