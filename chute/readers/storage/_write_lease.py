@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -91,7 +92,12 @@ class WriteLease:
             if meta is None:
                 continue  # its holder released it just now
             age = time.time() - meta["last_modified"].timestamp()
-            if age <= seconds:
+            dead = self._dead_holder()
+            if dead is not None:
+                print(f"chute: {self.remote.url}: taking over the lease "
+                      f"{self.remote.where(LEASE)} of {dead}, which is no longer running",
+                      file=sys.stderr, flush=True)
+            elif age <= seconds:
                 raise ChuteError(
                     f"{self.remote.url}: another writer ({self._holder()}) is writing this "
                     f"dataset (its lease {self.remote.where(LEASE)} was renewed {age:.0f} s "
@@ -105,6 +111,24 @@ class WriteLease:
                 continue
         raise ChuteError(f"{self.remote.url}: other writers keep taking the lease "
                          f"{self.remote.where(LEASE)}; write one dataset per URL at a time")
+
+    def _dead_holder(self) -> str | None:
+        """The lease's holder ("pid N on HOST since ...") when it is a process of this host
+        that no longer runs (as the local lock knows a dead holder), else None."""
+        try:
+            held = json.loads(self.remote.get_bytes(LEASE))
+            host, pid = str(held["host"]), int(held["pid"])
+        except (StorageError, ValueError, KeyError, TypeError):
+            return None
+        if host != socket.gethostname() or pid <= 0:
+            return None
+        try:
+            os.kill(pid, 0)  # signal 0: only asks whether it exists
+            return None
+        except ProcessLookupError:
+            return f"pid {pid} on {host} since {held.get('since', '?')}"
+        except OSError:
+            return None  # alive (another user's), or cannot be told
 
     def _holder(self) -> str:
         try:
