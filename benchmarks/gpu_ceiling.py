@@ -473,7 +473,7 @@ class DecodeThreads:
         device_id = 0 if run.gpu else None
         self.local = threading.local()
 
-        def start():
+        def start():  # in a thread, at its first batch (an error fails that batch's row)
             self.local.decoder = make_decoder(codec, config, device_id, batch, hint)
             self.local.pool = None
             self.local.stream = None
@@ -482,7 +482,8 @@ class DecodeThreads:
 
                 self.local.stream = torch.cuda.Stream()
 
-        self.pool = ThreadPoolExecutor(threads, initializer=start)
+        self.start = start
+        self.pool = ThreadPoolExecutor(threads)
         self.threads = threads
         self.order = np.random.default_rng(0).permutation(len(images.encoded))
         self.issued = 0
@@ -494,6 +495,8 @@ class DecodeThreads:
         start = (number * self.batch) % max(1, n - self.batch + 1)
         ids = self.order[start:start + self.batch]
         codec, local = self.codec, self.local
+        if not hasattr(local, "decoder"):
+            self.start()
         streams = [codec.CodeStream(self.images.encoded[i]) for i in ids]
         if self.windows:
             for k, (top, left, h, w) in enumerate(rrc_windows(self.images, ids, number,
@@ -535,13 +538,7 @@ def step_decode_ceilings(run: Run, sets: dict[str, Images], sizes: Sizes) -> Non
     # the all-4:2:0 set: the mixed decoders, both batch sizes, 2 threads
     grid += [("420", backend_sets[-1], windows, batch, 2) for windows in (False, True)
              for batch in sizes.batches]
-    try:
-        from chute.pipelines.producers.image._nvimgcodec import import_nvimgcodec
-
-        import_nvimgcodec()
-        absent = None
-    except Exception as exc:
-        absent = f"not installed: {_first_line(exc)[:80]}"
+    absent = nvimgcodec_missing()
     sync = synchronizer(run)
     run.plan(len(grid) + 2)  # + torchvision's rows
     for name, backends, windows, batch, threads in grid:
@@ -616,6 +613,10 @@ def torchvision_decode_rows(run: Run, images: Images, sizes: Sizes, sync) -> Non
 def step_hazard(run: Run, sources: list[Path]) -> None:
     hows = {False: "stream order only (the hazard)", True: "host wait before reuse (chute's)"}
     names = [f"{b}: {hows[wait]}" for b in ("hw", "cuda", "hybrid") for wait in (False, True)]
+    absent = nvimgcodec_missing()
+    if absent:
+        skip_rows(run, names, absent)
+        return
     if not run.gpu:
         twin_reuse_row(run, sources)
         skip_rows(run, names)
@@ -682,8 +683,11 @@ def hazard_trial(pairs, backend: str, host_wait: bool, torch):
         return decoder.decode([codec.CodeStream(x) for x in batch], images=images,
                               params=params, cuda_stream=decode_stream.cuda_stream)
 
-    def tensors(images):
-        return [torch.as_tensor(img, device="cuda") for img in images]
+    def tensors(images):  # views of the decoded images (no copy)
+        try:
+            return [torch.as_tensor(img, device="cuda") for img in images]
+        except (TypeError, RuntimeError):
+            return [torch.from_dlpack(img) for img in images]
 
     ref_b = decode(batch_b)
     if any(img is None for img in ref_b):
@@ -776,6 +780,9 @@ def chute_row(run: Run, label: str, images: Images, backend: str, options: dict,
     if run.left() < 1.0:
         run.add(label, "cut: step budget spent")
         return None
+    absent = nvimgcodec_missing() if backend == "nvimgcodec" else None
+    if absent:
+        return run.add(label, absent)
     pipe = None
     try:
         pipe, batches, per_epoch = chute_feed(run, images, backend, options, batch,
@@ -801,6 +808,11 @@ def chute_row(run: Run, label: str, images: Images, backend: str, options: dict,
                    stages=stages, **extra,
                    detail=f"{result['batches']} batches after {warm} warm-up ({warm_s:.1f} s)"
                    + (f"; {counts}" if counts else ""))
+
+
+def nvimgcodec_missing() -> str | None:
+    """None where nvImageCodec loads, else the row's status."""
+    return missing("nvidia.nvimgcodec")
 
 
 def torchvision_missing() -> str | None:
@@ -946,8 +958,10 @@ def step_training(run: Run, sets: dict[str, Images], sizes: Sizes, k: int, cores
             continue
         feed = None
         try:
-            if role == "torchvision" and torchvision_missing():
-                raise ImportError(torchvision_missing())
+            absent = {"torchvision": torchvision_missing,
+                      "nvimgcodec": nvimgcodec_missing}.get(role, lambda: None)()
+            if absent:
+                raise ImportError(absent)
             feed = make()
             result = timed(run, lambda feed=feed: train(*next(feed)), warmup=warm,
                            count=sizes.train_steps, seconds=run.share(3 * sizes.seconds + 4),

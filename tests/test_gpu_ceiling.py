@@ -5,6 +5,7 @@ file with the issue's goals."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +17,8 @@ import pytest
 pytestmark = pytest.mark.slow  # starts a process (docs/testing.md)
 
 ROOT = Path(__file__).resolve().parents[1]
+NVIMGCODEC = importlib.util.find_spec("nvidia") is not None and \
+    importlib.util.find_spec("nvidia.nvimgcodec") is not None
 HEADER = "| step | row | status | img/s | CPU core-s / 1k img | SM % | JPEG % | detail |"
 
 
@@ -37,7 +40,9 @@ def test_the_dry_run_prints_every_step_and_the_goals(tmp_path):
     statuses = [row[2] for row in rows]
     assert not [s for s in statuses if s.startswith(("FAILED", "TIMED OUT", "cut"))], \
         proc.stdout
-    assert any(row[0] == "| D" and row[2] == "needs a GPU" for row in rows)
+    hazard = {row[2] for row in rows if row[0] == "| D"}
+    assert hazard >= ({"needs a GPU", "ok"} if NVIMGCODEC else {"not installed "
+                                                                 "(nvidia.nvimgcodec)"})
     assert (out / "gpu_ceiling.md").read_text().strip() == proc.stdout.strip()
 
     doc = json.loads((out / "gpu_ceiling.json").read_text())
@@ -47,7 +52,9 @@ def test_the_dry_run_prints_every_step_and_the_goals(tmp_path):
     assert all({"goal", "measured", "target", "status"} <= set(g) for g in doc["goals"])
     # the ratios the CPU twins can give are computed (torchvision's need torchvision)
     measured = {g["goal"].split(" vs ")[0]: g["measured"] for g in doc["goals"]}
-    assert measured["training fed by nvimgcodec"] is not None
+    assert all(v is None or isinstance(v, float) for v in measured.values())
+    if NVIMGCODEC:
+        assert measured["training fed by nvimgcodec"] is not None
     end_to_end = [r for r in doc["rows"] if r["step"] == "E" and r["status"] == "ok"
                   and r.get("backend")]
     assert end_to_end and all(r["stages"]["stages"] for r in end_to_end)
