@@ -12,6 +12,7 @@ asks the server."""
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import shutil
@@ -42,6 +43,7 @@ __all__ = ["RemoteSource", "open_remote", "remote_of", "verify_remote"]
 
 _PARALLEL = 16  # small files fetched at once when a dataset is opened
 _TRY_SECONDS = 4.0  # how long the server is tried before a fully cached version stands in
+_USAGE_ROOM = 4096  # the cache's running total (.usage) grows while downloads are in flight
 
 
 @dataclass
@@ -186,21 +188,35 @@ def _files(manifest: dict) -> tuple[dict[str, tuple[dict, bool]], list[list[str]
     return listed, per_shard
 
 
-def _check_room(remote: Remote, cache: NodeCache, listed: dict) -> int:
-    """The largest payload file's size, after checking that the limit holds the small files
-    plus it: a limit that cannot can never read the dataset, said at once, not after waiting
-    for room that never comes."""
+def _at_least(n: int) -> str:
+    """`n` bytes for people, rounded up (a size to ask for must not fall short of `n`)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{math.ceil(n * 100 / scale) / 100:.2f} {unit}"
+    return f"{n} B"
+
+
+def _check_room(remote: Remote, cache: NodeCache, listed: dict, per_shard: list[list[str]],
+                overhead: int) -> int:
+    """The largest payload file's size, after checking that the limit holds what reading
+    needs at least: the small files, one shard's payload files (a sample is read from all of
+    them at once) and the version's bookkeeping (`overhead`: its manifest and payload list,
+    plus the cache's running total). A limit that cannot can never read the dataset: said at
+    once, not after waiting for room that never comes, and asking for no more than that."""
     largest = max((entry["size"] for entry, lazy in listed.values() if lazy), default=0)
     small = sum(entry["size"] for entry, lazy in listed.values() if not lazy)
-    if cache.limit is not None and small + largest > cache.limit:
+    shard = max((sum(listed[name][0]["size"] for name in names) for names in per_shard),
+                default=0)
+    need = small + shard + overhead + _USAGE_ROOM
+    if cache.limit is not None and need > cache.limit:
         from chute.readers._sizes import format_size
         from chute.readers.storage._node_cache import CacheFullError
 
         raise CacheFullError(
             f"{remote.url}: cache_limit {format_size(cache.limit)} cannot hold this dataset's "
-            f"indices and columns ({format_size(small)}) plus one shard file "
-            f"({format_size(largest)}); raise it to at least "
-            f"{format_size(small + 2 * largest)} (two shards: one read, one fetched ahead)")
+            f"manifest, indices and columns ({format_size(small + overhead)}) plus one shard's "
+            f"payload files ({format_size(shard)}); raise it to at least {_at_least(need)} "
+            "(more lets shards be fetched ahead)")
     return largest
 
 
@@ -224,10 +240,11 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
         raise FormatError(f"{remote.url}: the dataset changed since it was opened (fingerprint "
                           f"{found}, expected {fingerprint}); restart the job on the new version")
     listed, per_shard = _files(manifest)
-    largest = _check_room(remote, cache, listed)
+    text = "".join(f"{name}\n" for names in per_shard for name in names)
+    largest = _check_room(remote, cache, listed, per_shard,
+                          (folder / MANIFEST).stat().st_size + len(text.encode()))
     for shard in manifest["shards"]:
         (folder / shard["name"]).mkdir(exist_ok=True)
-    text = "".join(f"{name}\n" for names in per_shard for name in names)
     cache.place(folder / PAYLOAD_LIST, text.encode())
     algo = manifest.get("checksum", CHECKSUM)
 

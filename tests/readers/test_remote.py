@@ -114,3 +114,24 @@ def test_a_missing_dataset_is_an_error_even_when_cached(cached):
     Remote(url).delete(["chute.json"])  # a 404 is an answer: the cache must not hide it
     with pytest.raises(StorageError, match="not found"):
         open_dataset(url, cache_dir=cache)
+
+
+def test_the_cache_limit_error_asks_for_what_reading_needs_not_more(s3, tmp_path, monkeypatch):
+    # issue 38 item 5: it asked for two shards (4.11 MiB) where 3 MB trained fine
+    from chute.readers import CacheFullError
+    from chute.readers._sizes import parse_size
+
+    server, bucket = s3
+    monkeypatch.setenv("CHUTE_CACHE_WAIT_SECONDS", "2")
+    rows = samples(40)
+    write(f"{bucket}/ds", rows, shard_size="40KB")
+    with pytest.raises(CacheFullError, match="raise it to at least") as info:
+        open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c0", cache_limit=20_000)
+    asked = parse_size(str(info.value).split("at least ")[1].split(" (")[0].replace(" ", ""))
+    ds = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c1", cache_limit=asked)
+    assert [bytes(ds[i]["image"]) for i in range(len(ds))] == [r["image"] for r in rows]
+    # and it is not much more than needed: 8 KiB less (a fifth of a shard) cannot read it
+    with pytest.raises(CacheFullError):
+        short = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c2", cache_limit=asked - 8192)
+        for i in range(len(short)):
+            short[i]

@@ -44,11 +44,15 @@ def local_path(path_or_url: str | os.PathLike[str], *, writing: bool = False) ->
             raise FormatError(f"{text}: is in object storage, not a local folder; this command "
                               "needs a local path (datasets in object storage are read with "
                               "open_dataset and written by chute convert / write_dataset)")
+        # chute reads and writes local folders (or file://) and object storage
+        known = ", ".join(f"{name}://" for name in (*SCHEMES, *REMOTE_SCHEMES))
         if writing:
             raise FormatError(f"{text}: cannot write to storage scheme {scheme!r} (chute writes "
-                              "datasets to local folders); write to a local folder and copy it")
+                              f"local folders, {known}); check the URL, or write to a local "
+                              "folder and copy it")
         raise FormatError(f"{text}: storage scheme {scheme!r} is not supported (chute reads "
-                          f"{sorted(SCHEMES)}); copy the dataset to a local folder")
+                          f"local folders, {known}); check the URL, or copy the dataset to a "
+                          "local folder")
     return SCHEMES[scheme](text)
 
 

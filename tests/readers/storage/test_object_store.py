@@ -104,3 +104,14 @@ def test_a_slow_but_steady_download_longer_than_the_deadline_finishes(proxied, t
     assert time.monotonic() - t0 > 3
     assert (tmp_path / "blob").read_bytes() == BLOB
     assert proxy.connections == 1  # never cut: it never stopped
+
+
+def test_a_write_into_a_missing_bucket_says_the_bucket_does_not_exist(s3):
+    from chute.readers import ShardWriter
+
+    with pytest.raises(StorageError) as info:
+        with ShardWriter("s3://no-such-bucket-38/ds", {"image": "bytes"}) as writer:
+            writer.write({"image": b"x"})
+    message = str(info.value)
+    assert "bucket 'no-such-bucket-38' does not exist; create it" in message
+    assert "not found" not in message and "\n" not in message
