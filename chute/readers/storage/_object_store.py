@@ -186,6 +186,8 @@ class _Clock:
         self.seconds = retry_seconds() if seconds is None else seconds
         self.outage = _Outage() if outage is None else outage
         self.began = self.since = time.monotonic()
+        if self.outage.since is not None and self.began - self.outage.last > _REPORT:
+            self.outage.since = None  # nothing failed lately: a new try, a whole deadline
         self.deadline = self.since + self.seconds
         self.next_report = self.since + _REPORT
 
@@ -235,7 +237,8 @@ class _Clock:
                 end = min(quiet + idle, now + self.left())
                 if now >= end:
                     self.failing(quiet)
-                    raise TimeoutError(f"no answer for {now - quiet:.0f} s")
+                    since = min(quiet, self.outage.since or quiet)  # the outage's, if earlier
+                    raise TimeoutError(f"no answer for {now - since:.0f} s")
                 await asyncio.wait({task}, timeout=max(min(end, self.next_report) - now, 0.01))
                 if not task.done():
                     self.report(f"no answer for {time.monotonic() - quiet:.0f} s")

@@ -201,7 +201,7 @@ def test_settings_come_from_the_aws_config_files(s3, tmp_path, monkeypatch):
 
 def test_local_datasets_refuse_cache_options(tmp_path):
     write(tmp_path / "local", samples(3))
-    with pytest.raises(ValueError, match="cache_dir and cache_limit are for datasets in object"):
+    with pytest.raises(ValueError, match="cache_dir, cache_limit and offline are for datasets in "):
         open_dataset(tmp_path / "local", cache_limit="1GB")
 
 
