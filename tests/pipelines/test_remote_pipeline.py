@@ -186,3 +186,48 @@ def test_an_endpoint_that_stops_answering_mid_epoch_fails_by_the_deadline(s3, fo
     assert "\n" not in str(info.value) and "failed for 3 s" in str(info.value)
     err = capsys.readouterr().err
     assert "failing for" in err and "CHUTE_S3_RETRY_SECONDS" in err
+
+
+@pytest.mark.slow
+def test_a_new_process_delivers_the_local_batches_from_the_cache_with_the_endpoint_down(
+        s3, folder, tmp_path, monkeypatch):
+    # issue 38 item 3: a new process used to wait 300 s for the manifest and fail
+    import os
+    import subprocess
+    import sys
+
+    from tests._s3 import FaultProxy
+
+    server, bucket = s3
+    convert(folder, f"{bucket}/ds")
+    convert(folder, tmp_path / "local")
+    proxy = FaultProxy(server.port)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "300")  # the default: nothing may wait for it
+    batches(open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c"), augment="eval")  # cached
+    proxy.set_down(True)
+    script = (
+        "import time\n"
+        "t0 = time.monotonic()\n"
+        "import torch\n"
+        "from chute.readers import open_dataset\n"
+        "from tests.pipelines.test_remote_pipeline import batches\n"
+        f"ds = open_dataset({bucket + '/ds'!r}, cache_dir={str(tmp_path / 'c')!r})\n"
+        "print(f'opened {time.monotonic() - t0:.2f}')\n"
+        f"torch.save(batches(ds, augment='eval'), {str(tmp_path / 'got.pt')!r})\n")
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120, cwd=root, env=os.environ.copy())
+    finally:
+        proxy.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.split("opened ")[1].split()[0]) < 10  # from the process's start
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "from the node cache" in warnings[0], done.stderr[-2000:]
+    got = torch.load(tmp_path / "got.pt")
+    want = batches(open_dataset(tmp_path / "local"), augment="eval")
+    assert len(got) == len(want) == 9
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+        assert torch.equal(a["label"], b["label"])
