@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import os
 import sys
 from typing import NoReturn
 
@@ -68,6 +69,25 @@ def _refuse_urls(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit:  # argparse's --help, --version and usage errors write first
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # a closed stdout fails here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        # the reader went away (`chute info X | head -1`): exit quietly, as Unix tools do,
+        # with stdout on /dev/null so that the interpreter's last flush does not fail again
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # no file descriptor (a test's captured stdout)
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe stopped
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -75,12 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         _refuse_urls(args)
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        finally:
+            _stop_ray()
     except ChuteError as exc:
         # one line, whatever the message holds: scripts grep it, and no traceback
         print(f"chute {args.command}: error: {' '.join(str(exc).splitlines())}",
               file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # main's: an OSError, but not the user's to fix
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
@@ -93,10 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # e.g. `chute info X | head`: the reader went away; exit quietly like other CLI tools.
-        sys.stderr.close()
-        return 141
+
+
+def _stop_ray() -> None:
+    """A Ray instance the command started stops before it ends, not in an exit hook that a
+    signal can interrupt (docs/ray.md)."""
+    if "ray" in sys.modules:
+        from chute.ray import shutdown
+
+        shutdown()
 
 
 if __name__ == "__main__":

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
+import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from chute.errors import ChuteError
 from chute.ray._runtime import cluster_cpus, connect, task_env
+from chute.ray._signals import HeldSignals
 from chute.readers import ConvertReport, PartTarget, PartWriter, StorageError
 
 __all__ = ["RayEngine"]
@@ -22,6 +26,7 @@ __all__ = ["RayEngine"]
 _KILL_FIRST_ATTEMPT = "CHUTE_TEST_RAY_KILL_FIRST_ATTEMPT"
 _CANCEL_WAIT_S = 60  # how long a failed convert waits for its cancelled tasks to stop
 _CHECK_EVERY_S = 5  # how often the driver checks its write can still commit
+_POLL_S = 0.2  # how often it looks for a SIGINT or SIGTERM held meanwhile
 
 
 @dataclass(frozen=True)
@@ -42,12 +47,37 @@ class RayEngine:
     retries: int = 3
 
     def start(self) -> None:
-        """Join the cluster (or start a local instance) before anything is written."""
-        connect(self.address)
+        """Join the cluster (or start a local instance) before anything is written; a SIGINT
+        or SIGTERM meanwhile waits for Ray to be up, then shuts it down (KeyboardInterrupt)."""
+        with HeldSignals() as held:
+            try:
+                ray = connect(self.address)
+            except SystemExit:  # ray.init's own SIGTERM handler, while it starts Ray
+                held.received = signal.SIGTERM
+                ray = sys.modules["ray"]
+            if held.received is not None:
+                ray.shutdown()
+        held.check()
 
     def run(self, job, writer, report: ConvertReport, progress) -> None:
-        """Write `job`'s units as parts adopted by `writer` (see `chute.readers.Engine`)."""
+        """Write `job`'s units as parts adopted by `writer` (see `chute.readers.Engine`). A
+        SIGINT or SIGTERM cancels the tasks, waits for them, shuts Ray down and raises
+        KeyboardInterrupt (the writer then drops what they wrote)."""
         ray = connect(self.address)
+        # a signal is held while Ray calls run, and acted on between them (docs/ray.md)
+        with HeldSignals() as held:
+            try:
+                done = self._run_tasks(ray, job, writer, progress, held)
+            except KeyboardInterrupt:
+                ray.shutdown()  # no Ray process outlives an interrupted convert
+                raise
+        for part in done:
+            writer.adopt(part["part"])
+            report.merge(ConvertReport(actions=Counter(part["actions"]),
+                                       skipped=list(part["skipped"])))
+
+    def _run_tasks(self, ray: Any, job, writer, progress, held: HeldSignals) -> list[dict]:
+        """The results of the tasks, in slice order."""
         units = len(job.units)
         cpus = cluster_cpus(ray)
         if cpus == 0:
@@ -67,8 +97,10 @@ class RayEngine:
         done: dict[int, dict] = {}
         failed: dict[int, str] = {}  # task -> its one-line error
         waiting = iter(slices)
+        checked = time.monotonic()
         try:
             while len(done) + len(failed) < len(slices):
+                held.check()
                 while not failed and len(pending) < 2 * cpus:  # the rest wait here
                     item = next(waiting, None)
                     if item is None:
@@ -77,8 +109,10 @@ class RayEngine:
                 first_failed = min(failed, default=len(slices))
                 if not any(i < first_failed for i in pending.values()):
                     break  # a failure, and every slice before it is done
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=_CHECK_EVERY_S)
-                writer.check()  # e.g. an s3 lease lost meanwhile: stop now, not at the end
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=_POLL_S)
+                if time.monotonic() - checked >= _CHECK_EVERY_S:
+                    writer.check()  # e.g. an s3 lease lost meanwhile: stop now, not at the end
+                    checked = time.monotonic()
                 if not ready:
                     continue
                 index = pending.pop(ready[0])
@@ -95,6 +129,7 @@ class RayEngine:
                     continue
                 done[index] = result
                 progress(result["units"])
+            held.check()
             if failed:  # the first in input order, as --engine local would stop at it
                 raise ChuteError(failed[min(failed)])
         finally:
@@ -102,10 +137,7 @@ class RayEngine:
                 for ref in pending:
                     ray.cancel(ref, force=True)
                 ray.wait(list(pending), num_returns=len(pending), timeout=_CANCEL_WAIT_S)
-        for i in range(len(slices)):
-            writer.adopt(done[i]["part"])
-            report.merge(ConvertReport(actions=Counter(done[i]["actions"]),
-                                       skipped=list(done[i]["skipped"])))
+        return [done[i] for i in range(len(slices))]
 
 
 def _write_slice(job: Any, target: PartTarget, task: int, start: int, stop: int,

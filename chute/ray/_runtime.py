@@ -6,17 +6,21 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import tempfile
 from typing import Any
 
 from chute._lazy import require
 from chute.errors import ChuteError
+from chute.ray._signals import HeldSignals
 
-__all__ = ["connect", "cluster_cpus", "task_env"]
+__all__ = ["connect", "cluster_cpus", "task_env", "shutdown"]
 
 # what tasks need to reach object storage the way the driver does (docs/storage.md)
 _FORWARDED = ("AWS_", "CHUTE_S3_", "CHUTE_DATA_CACHE")
 _CONNECT_TIMEOUT_S = 10  # to reach a cluster's address before ray.init is asked to
+_NO_CRASH_HANDLER = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+_initialised: list[bool] = []  # [True] once connect() called ray.init in this process
 
 
 def connect(address: str | None = None) -> Any:
@@ -27,7 +31,7 @@ def connect(address: str | None = None) -> Any:
         address: "auto" (the cluster `ray start` runs on this node), "ray://HOST:PORT" or
             "HOST:PORT"; None starts a local instance with this machine's CPUs.
     """
-    ray = require("ray", "ray")
+    ray = _import_ray()
     require("ray.data", "ray")
     if not ray.is_initialized():
         if address is not None:
@@ -35,6 +39,7 @@ def connect(address: str | None = None) -> Any:
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      logging_level="ERROR", configure_logging=True)
+            _initialised[:] = [True]
         except ConnectionError as exc:
             raise ChuteError(f"--ray-address {address}: no Ray cluster answers there ({exc}); "
                              "start one with `ray start --head`, or leave the address out to "
@@ -48,6 +53,21 @@ def connect(address: str | None = None) -> Any:
     # per-operator status lines and a note that Ray's own bars are off
     logging.getLogger("ray.data").setLevel(logging.ERROR)
     return ray
+
+
+def _import_ray() -> Any:
+    """The `ray` module, imported (on first use) without Ray's C++ crash handler in this
+    process: it took SIGTERM too, turning it into a stack dump and an abort that left Ray's
+    processes running, where chute stops the convert and Ray (docs/ray.md, "Failures"). Ray
+    reads the variable when it is imported; Ray's own processes, started later, keep it."""
+    added = "ray" not in sys.modules and _NO_CRASH_HANDLER not in os.environ
+    if added:
+        os.environ[_NO_CRASH_HANDLER] = "1"
+    try:
+        return require("ray", "ray")
+    finally:
+        if added:
+            os.environ.pop(_NO_CRASH_HANDLER, None)
 
 
 def _check_reachable(address: str) -> None:
@@ -82,6 +102,21 @@ def _current_cluster() -> str | None:
             return f.read().strip() or None
     except OSError:
         return None
+
+
+def shutdown() -> None:
+    """Shut down the Ray that chute started (a local instance) or joined in this process, if
+    any, with SIGINT and SIGTERM held until it is done (an interrupted shutdown left Ray's
+    agents running); then KeyboardInterrupt if one came. Ray initialised by the caller is left
+    alone. `chute convert --engine ray` calls it as it ends."""
+    ray = sys.modules.get("ray")
+    if not _initialised or ray is None:
+        return
+    _initialised.clear()
+    with HeldSignals() as held:
+        if ray.is_initialized():
+            ray.shutdown()
+    held.check()
 
 
 def cluster_cpus(ray: Any) -> int:

@@ -85,3 +85,70 @@ def test_an_address_where_no_cluster_runs_is_one_line_and_writes_nothing(tmp_pat
         done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "dst").exists()
+
+
+def _processes_with(marker: str) -> list[str]:
+    """The processes whose environment holds `marker` (the driver's, inherited by every Ray
+    process it started)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    with open(f"/proc/{pid}/cmdline", "rb") as c:
+                        command = c.read().replace(b"\0", b" ").decode(errors="replace")
+                    found.append(f"{pid} {command[:80]}")
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "moment"), [("SIGINT", "ray starting"),
+                                              ("SIGINT", "tasks running"),
+                                              ("SIGTERM", "tasks running")])
+def test_a_signal_to_the_driver_alone_stops_the_convert_and_ray_and_removes_what_it_wrote(
+        tmp_path, name, moment):
+    """docs/ray.md, "Failures": a SIGINT or SIGTERM to the driver of a Ray convert, while Ray
+    starts or while its tasks run, exits 130 in one line, leaves neither the lock nor the
+    staging folder, and no Ray process (before: a crash in Ray's C++ core, or Ray's agents
+    left running)."""
+    import signal
+    import time
+    import uuid
+
+    from tests._media import jpeg
+
+    src = tmp_path / "src"
+    for c in range(2):
+        (src / f"class{c}").mkdir(parents=True)
+        for i in range(300):
+            (src / f"class{c}" / f"{i:03d}.jpg").write_bytes(jpeg(48, 40, seed=i % 7))
+    marker = f"CHUTE_TEST_SIGNAL_{uuid.uuid4().hex}"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from chute.cli import main; "
+         "sys.exit(main(sys.argv[1:]))", "convert", "imagefolder", str(src),
+         str(tmp_path / "dst"), "--engine", "ray", "--task-size", "4", "--max-side", "16",
+         "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "RAY_ADDRESS": "", marker: "1"}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and driver.poll() is None:
+            if moment == "ray starting" and any("raylet" in p for p in _processes_with(marker)):
+                break  # Ray's processes are starting
+            if moment == "tasks running" and any(any(p.iterdir())
+                                                 for p in tmp_path.glob(".dst.tmp-*")):
+                break  # a task wrote a part
+            time.sleep(0.05)
+        driver.send_signal(getattr(signal, name))
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, err
+    assert err.strip() == "interrupted", err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no lock, staging or dst
+    deadline = time.monotonic() + 3  # shut down before the driver exits (orphans lived 10 s)
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(marker) == []
