@@ -398,6 +398,11 @@ class Remote:
             raise ConnectionError("the object changed during the download") from None
         if not state.offset:
             state.e_tag, state.size = result.meta.get("e_tag"), result.meta.get("size")
+        elif result.range[0] != state.offset:  # a server that ignored the range: all again
+            offset = state.offset
+            state.restart()
+            sink(None)
+            raise ConnectionError(f"the server did not resume the transfer at byte {offset}")
         stream = result.stream(min_chunk_size=_STREAM_CHUNK)
         while True:
             try:
