@@ -106,6 +106,10 @@ def _main(argv: list[str] | None) -> int:
         return 1
     except BrokenPipeError:
         raise  # main's: an OSError, but not the user's to fix
+    except IsADirectoryError as exc:  # e.g. `convert csv FOLDER`, `meta update DST FOLDER`
+        print(f"chute {args.command}: error: {exc.filename}: a folder where a file is "
+              "expected (a CSV, a JSONL listing); name the file itself", file=sys.stderr)
+        return 1
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise

@@ -50,3 +50,38 @@ def test_bench_batch_larger_than_the_dataset_is_one_line(dataset, capsys):
     error = _one_line_error(capsys)
     # the CLI's option, not the Pipeline's drop_last=False, which chute bench has no flag for
     assert "--batch-size 1000 is more than" in error and "drop_last" not in error
+
+
+@pytest.mark.parametrize("argv", [["convert", "video", "{folder}", "{out}"],
+                                  ["convert", "csv", "{folder}", "{out}"],
+                                  ["meta", "update", "{dataset}", "{folder}"]])
+def test_a_folder_where_a_listing_is_expected_is_one_line(tmp_path, capsys, argv):
+    """Issue 38 item 11: IsADirectoryError was a traceback."""
+    (tmp_path / "listing").mkdir()
+    with_meta = write_dataset(tmp_path / "meta.chute", n=3, meta=True)
+    values = {"folder": str(tmp_path / "listing"), "out": str(tmp_path / "out.chute"),
+              "dataset": str(with_meta)}
+    assert main([a.format(**values) for a in argv]) == 1
+    error = _one_line_error(capsys)
+    assert f"{tmp_path / 'listing'}: a folder where a file is expected" in error
+    assert not (tmp_path / "out.chute").exists()
+
+
+@pytest.mark.slow  # starts a process
+@pytest.mark.parametrize("argv", [["info", "{dataset}"], ["info", "{dataset}", "--json"],
+                                  ["--help"]])
+def test_a_closed_stdout_exits_quietly(dataset, argv):
+    """Issue 38 item 11, issue 37: `chute info X | head -1` gave BrokenPipeError and exit 1;
+    now nothing on stderr and the status a shell reports for a tool the pipe stopped."""
+    import subprocess
+    import sys
+
+    command = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from chute.cli import main; "
+         "sys.exit(main(sys.argv[1:]))", *[a.format(dataset=dataset) for a in argv]],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert command.stdout is not None and command.stderr is not None
+    command.stdout.close()  # the reader goes away before anything is written
+    err = command.stderr.read().decode()
+    # argparse itself drops a failed write of --help (exit 0)
+    assert command.wait(timeout=120) == (0 if argv == ["--help"] else 141) and err == ""
