@@ -13,7 +13,7 @@ from chute.readers._dataset import Dataset, open_dataset
 from chute.readers._errors import SampleIndexError
 from chute.readers._protocol import DatasetProtocol
 from chute.readers._sizes import format_size, parse_size
-from chute.readers.format._writer import PartTarget, PartWriter, ShardWriter
+from chute.readers.format._writer import PartTarget, PartWriter, ShardWriter, infer_fields
 from chute.readers.storage._storage import DatasetRef, local_path, open_url
 
 # public name -> module that defines it (loaded on first access)
@@ -42,6 +42,8 @@ _LAZY = {
     "AudioConvertReport": "chute.readers.convert._convert_audio",
     "convert_audio": "chute.readers.convert._convert_audio",
     "write_dataset": "chute.readers.convert._write_dataset",
+    "with_jpeg": "chute.readers.convert._write_dataset",
+    "image_declarations": "chute.readers.convert._write_dataset",
     "convert_video_csv": "chute.readers.convert._convert_video",
     "probe_video": "chute.readers.convert._video_probe",
     "VideoInfo": "chute.readers.convert._video_probe",
@@ -69,6 +71,7 @@ __all__ = [
     "ShardWriter",
     "PartTarget",
     "PartWriter",
+    "infer_fields",
     "SampleIndexError",
     "parse_size",
     "format_size",

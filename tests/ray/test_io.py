@@ -12,13 +12,15 @@ import pytest
 
 from chute.errors import ChuteError
 from chute.readers import ShardWriter, open_dataset, verify_dataset
+from chute.readers import write_dataset as write_in_process
+from tests._media import encode, jpeg, smooth_image
 
 pytestmark = pytest.mark.slow  # Ray starts worker processes
 
 
 def ray_rows(n: int) -> list[dict]:
     rng = np.random.default_rng(3)
-    return [{"image": rng.bytes(int(rng.integers(20, 300))), "label": i,
+    return [{"image": jpeg(8 + i % 5, 6 + i % 3, seed=i), "label": i,
              "latent": rng.standard_normal((2, 4)).astype(np.float16),
              "meta": {"key": f"k{i}", "n": i}} for i in range(n)]
 
@@ -44,6 +46,33 @@ def test_a_ray_dataset_written_reads_back_with_equal_rows_in_order(tmp_path, ray
     assert len(written) == 60 and len(written.manifest["shards"]) > 9
     assert verify_dataset(tmp_path / "w.chute") == []
     assert sorted(os.listdir(tmp_path)) == ["w.chute"]  # no staging folder left
+
+
+def test_images_get_the_height_and_width_columns_the_pipeline_needs(tmp_path, ray_local):
+    """docs/ray.md's example, issue 38 item 7: rows of JPEG (and PNG) bytes are written as
+    `chute.readers.write_dataset` writes them (an image field, height and width), so a
+    Pipeline streams them."""
+    import ray.data
+
+    from chute.pipelines import ImageOptions, Pipeline
+    from chute.ray import write_dataset
+
+    rows = [{"image": jpeg(10 + i, 7 + i % 3, seed=i) if i % 4 else
+             encode(smooth_image(9, 5 + i, seed=i), "PNG"), "label": i % 3,
+             "meta": {"key": f"k{i}"}} for i in range(12)]
+    written = write_dataset(ray.data.from_items(rows, override_num_blocks=3),
+                            tmp_path / "x.chute", shard_size=400)
+    expected = write_in_process(rows, tmp_path / "local.chute")
+    assert written.manifest["fields"] == expected.manifest["fields"]
+    for i in range(len(rows)):
+        assert {k: written[i][k] for k in ("height", "width")} == \
+            {k: expected[i][k] for k in ("height", "width")}
+        assert bytes(written[i]["image"]) == bytes(expected[i]["image"])
+    image = ImageOptions(size=8, backend="cpu", backend_options={"threads": 1})
+    with Pipeline(tmp_path / "x.chute", 4, fields={"image": image, "label": None},
+                  device="cpu") as pipe:
+        batch = next(iter(pipe))
+    assert tuple(batch["image"].shape) == (4, 3, 8, 8)
 
 
 class _Slow:

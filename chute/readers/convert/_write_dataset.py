@@ -13,7 +13,7 @@ from chute.readers.convert._transcode import TRANSCODE_QUALITY
 from chute.readers.format._writer import ShardWriter
 from chute.readers.kinds._kinds import infer_declaration
 
-__all__ = ["write_dataset", "with_jpeg"]
+__all__ = ["write_dataset", "with_jpeg", "image_declarations"]
 
 
 def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str = "image",
@@ -61,8 +61,7 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
     if fields is None:
         fields = {name: infer_declaration(value) for name, value in first.items()}
     if image_field in first:
-        fields = {**fields, image_field: {"kind": "bytes", "media": "image"},
-                  "height": "int32", "width": "int32"}
+        fields = image_declarations(fields, image_field)
     with ShardWriter(path, fields, shard_size=shard_size, class_names=class_names,
                      overwrite=overwrite) as writer:
         writer.write(first)
@@ -73,6 +72,13 @@ def write_dataset(samples: Iterable[dict], path: str | Path, *, image_field: str
     dataset = open_dataset(path)
     assert isinstance(dataset, Dataset)  # a chute folder, just written
     return dataset
+
+
+def image_declarations(fields: dict, image_field: str) -> dict:
+    """`fields` (declarations) with `image_field` declared as image bytes and the "height" and
+    "width" columns the Pipeline computes crops from, as `with_jpeg` fills them."""
+    return {**fields, image_field: {"kind": "bytes", "media": "image"},
+            "height": "int32", "width": "int32"}
 
 
 def with_jpeg(sample: dict, image_field: str, i: int, quality: int) -> dict:

@@ -377,13 +377,19 @@ class PartWriter(ShardWriter):
 
     Args:
         target: `ShardWriter.part_target()` of the writer that commits the dataset.
+        fields: field name -> declaration (as `ShardWriter` takes them), for a target that
+            declares none: a task that knows its samples better than inference does (every
+            part must come out with the same fields and specs).
     """
 
-    def __init__(self, target: PartTarget):
+    def __init__(self, target: PartTarget, fields: Mapping[str, str | dict] | None = None):
         self._attempt = secrets.token_hex(4)
         self._remote = RemoteDestination.part(target.location) if target.remote else None
         self.path = target.location
-        self._start(target.fields, target.shard_size)
+        declared = target.fields
+        if declared is None and fields is not None:
+            declared = _checked({n: declare(n, d) for n, d in fields.items()})
+        self._start(declared, target.shard_size)
         self.manifest_extra = {}
         self._tables = {}
         self._lock = None
