@@ -73,7 +73,7 @@ class FaultProxy:
     forwarded; `cut_after` bytes from the server close the connection mid-response once;
     `frozen` accepts connections but forwards nothing either way (a server that stops
     answering: SIGSTOP, a dead link); `rate` (bytes per second) throttles the server's bytes,
-    a slow but steady link.
+    a slow but steady link; `status` (e.g. 503) answers every request with it, unforwarded.
     """
 
     target_port: int
@@ -82,6 +82,7 @@ class FaultProxy:
     cut_after: int | None = None
     frozen: bool = False
     rate: float | None = None
+    status: int | None = None
     connections: int = 0
     forwarded: int = 0  # bytes sent on from the server
     _open: list = field(default_factory=list)
@@ -120,6 +121,10 @@ class FaultProxy:
             self.connections += 1
             if self.frozen:  # accepted, never answered
                 self._open.append(client)
+                continue
+            if self.status is not None:
+                threading.Thread(target=self._answer, args=(client, self.status),
+                                 daemon=True).start()
                 continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
@@ -162,6 +167,14 @@ class FaultProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 with contextlib.suppress(OSError):
                     sock.close()
+
+    @staticmethod
+    def _answer(client, status: int) -> None:
+        with contextlib.suppress(OSError), client:
+            client.settimeout(5)
+            client.recv(65536)  # the request's head (its body, if any, is not waited for)
+            client.sendall(f"HTTP/1.1 {status} Error\r\nContent-Length: 0\r\n"
+                           "Connection: close\r\n\r\n".encode())
 
     def close(self) -> None:
         self._stopped = True

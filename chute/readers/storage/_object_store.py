@@ -223,6 +223,17 @@ class _Clock:
                   f"({reason}); retrying until {self.seconds:.0f} s without progress "
                   "(CHUTE_S3_RETRY_SECONDS)", file=sys.stderr, flush=True)
 
+    async def sleep(self, seconds: float, reason: str) -> None:
+        """Back off for `seconds`, reporting `reason` when a line is due meanwhile."""
+        wake = time.monotonic() + seconds
+        while True:
+            self.report(reason)
+            now = time.monotonic()
+            if now >= wake:
+                return
+            due = max(self.next_report, self.outage.next_report)
+            await asyncio.sleep(max(min(wake, due) - now, 0.0))
+
     async def wait(self, aw: Awaitable[_T], idle: float | None = None) -> _T:
         """The result of `aw`, or TimeoutError once `idle` seconds (default `_IDLE`) pass
         without progress or at the deadline, whichever comes first (the request is cancelled:
@@ -369,15 +380,16 @@ class Remote:
                 if clock.since > began:
                     delay = 0.1  # it made progress: a new outage starts small again
                 clock.failing(max(began, clock.since))
-                if clock.left() <= 0:
+                if clock.left() > 0:
+                    await clock.sleep(min(delay * (0.5 + random.random() / 2), clock.left()),
+                                      _short(exc))
+                    delay = min(delay * 2, _MAX_BACKOFF)
+                if clock.left() <= 0:  # no try left: the last failure is the reason
                     raise UnreachableError(
                         f"{self.where(name)}: {what} failed for {clock.seconds:.0f} s "
                         f"({_short(exc)}); check that the endpoint "
                         f"({_store_config().get('endpoint', 'AWS S3')}) is reachable, or raise "
                         "CHUTE_S3_RETRY_SECONDS") from None
-                clock.report(_short(exc))
-                await asyncio.sleep(min(delay * (0.5 + random.random() / 2), clock.left()))
-                delay = min(delay * 2, _MAX_BACKOFF)
 
     async def _stream(self, clock: _Clock, name: str, state: _Transfer, sink) -> None:
         """Stream object `name` into `sink(chunk)` from `state.offset` on, resuming where an

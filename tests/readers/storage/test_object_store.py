@@ -115,3 +115,18 @@ def test_a_write_into_a_missing_bucket_says_the_bucket_does_not_exist(s3):
     message = str(info.value)
     assert "bucket 'no-such-bucket-38' does not exist; create it" in message
     assert "not found" not in message and "\n" not in message
+
+
+def test_a_server_answering_503_is_retried_saying_so(proxied, monkeypatch, capsys):
+    proxy, remote, _ = proxied
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "3")
+    monkeypatch.setattr(_object_store, "_REPORT", 1.0)
+    proxy.status = 503  # throttled or overloaded: every request answered 503
+    t0 = time.monotonic()
+    with pytest.raises(StorageError, match="failed for 3 s") as info:
+        remote.get_bytes("blob")
+    assert time.monotonic() - t0 < 8 and "\n" not in str(info.value)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "failing for" in line]
+    assert len(lines) >= 2 and "503" in lines[0] and remote.where("blob") in lines[0], lines
+    proxy.status = None
+    assert remote.get_bytes("blob") == BLOB  # and it answers again
