@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import importlib
 import os
@@ -89,7 +90,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    command = _command_parser(parser, args)
+    if unknown:  # told by the command's parser: `chute info --jsn` points to `chute info --help`
+        near = difflib.get_close_matches(unknown[0].split("=")[0], _options(command), n=1)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      + (f"; did you mean {near[0]}?" if near else ""))
+    problem = getattr(args, "check_usage", lambda _: None)(args)
+    if problem:  # a usage error found across options, e.g. --task-size without --engine ray
+        command.error(problem)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -122,6 +131,22 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` chose, e.g. `chute convert imagefolder`'s."""
+    while True:
+        chosen = [action.choices[getattr(args, action.dest)] for action in parser._actions
+                  if isinstance(action, argparse._SubParsersAction)
+                  and getattr(args, action.dest, None) in (action.choices or {})]
+        if not chosen:
+            return parser
+        parser = chosen[0]
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings]
 
 
 def _stop_ray() -> None:

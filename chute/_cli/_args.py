@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["positive", "image_size", "default_device", "EVAL_CROPS"]
+__all__ = ["positive", "jpeg_quality", "image_size", "default_device", "EVAL_CROPS"]
 
 # chute.pipelines.producers.image._crops.EVAL_CROPS, spelt out so that building the
 # parsers imports no torch (tests/cli/test_args.py checks they agree).
@@ -30,6 +30,21 @@ def positive(kind: type = int) -> Callable[[str], int | float]:
         return value
 
     return parse
+
+
+def jpeg_quality(text: str) -> int:
+    """An argparse `type` for a JPEG quality: a whole number from 1 to 100 (Pillow's scale).
+
+    Args:
+        text: the argument, e.g. "95".
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a JPEG quality from 1 to 100, got {text!r}")
+    return value
 
 
 def image_size(text: str) -> int | tuple[int, int]:

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from chute._cli import convert_audio
-from chute._cli._args import positive
+from chute._cli._args import jpeg_quality, positive
 from chute._cli._engine import add_engine_args, engine_of
 from chute._cli._output import add_json_flag, print_json
 from chute.errors import ChuteError
@@ -30,7 +30,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-side", type=positive(int), metavar="N",
                         help="downscale images whose longer side exceeds N and re-encode them "
                              "as JPEG (default: JPEG bytes are stored unchanged)")
-    parser.add_argument("--quality", type=int, default=TRANSCODE_QUALITY, metavar="Q",
+    parser.add_argument("--quality", type=jpeg_quality, default=TRANSCODE_QUALITY, metavar="Q",
                         help="JPEG quality for transcoded/downscaled images, stored without "
                              f"chroma subsampling (default {TRANSCODE_QUALITY})")
     parser.add_argument("--strict", action="store_true",

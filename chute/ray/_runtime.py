@@ -83,6 +83,9 @@ def _check_reachable(address: str) -> None:
                              "Ray instance")
     target = address.split("://", 1)[-1]
     host, _, port = target.rpartition(":")
+    if not port.isdigit():
+        raise ChuteError(f"--ray-address {given}: not an address of a Ray cluster; give auto, "
+                         "HOST:PORT or ray://HOST:PORT (e.g. 10.0.0.5:6379)")
     try:
         socket.create_connection((host or "127.0.0.1", int(port)),
                                  timeout=_CONNECT_TIMEOUT_S).close()

@@ -42,13 +42,15 @@ def test_convert_imagefolder_on_ray_equals_the_single_process_convert(tmp_path, 
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--task-size", "4"], "--task-size only apply with --engine ray"),
-    (["--ray-address", "auto"], "--ray-address only apply with --engine ray"),
+    (["--task-size", "4"], "--task-size applies only with --engine ray"),
+    (["--ray-address", "auto"], "--ray-address applies only with --engine ray"),
     (["--engine", "ray", "--workers", "2"], "--workers does not apply with --engine ray"),
 ])
 def test_ray_options_are_refused_where_they_would_be_ignored(tmp_path, capsys, flags, message):
     src = image_folder(tmp_path / "src")
-    assert main(["convert", "imagefolder", str(src), str(tmp_path / "dst"), *flags]) == 1
+    with pytest.raises(SystemExit) as exc:  # a usage error (tests/cli/test_args.py)
+        main(["convert", "imagefolder", str(src), str(tmp_path / "dst"), *flags])
+    assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "dst").exists()
