@@ -250,7 +250,8 @@ class _Clock:
                     self.failing(quiet)
                     since = min(quiet, self.outage.since or quiet)  # the outage's, if earlier
                     raise TimeoutError(f"no answer for {now - since:.0f} s")
-                await asyncio.wait({task}, timeout=max(min(end, self.next_report) - now, 0.01))
+                due = max(self.next_report, self.outage.next_report)
+                await asyncio.wait({task}, timeout=max(min(end, due) - now, 0.01))
                 if not task.done():
                     self.report(f"no answer for {time.monotonic() - quiet:.0f} s")
             return task.result()
