@@ -184,6 +184,9 @@ class Pipeline:
             self.seed = operator.index(seed)
         except TypeError:
             raise TypeError(f"Pipeline seed must be an integer, got {seed!r}") from None
+        if not isinstance(shuffle, (bool, np.bool_, ShardWindows)):  # bool("yes") is True
+            raise TypeError(f"Pipeline shuffle must be True, False or ShardWindows(...), got "
+                            f"{shuffle!r}")
         windows = shuffle if isinstance(shuffle, ShardWindows) else None
         self.shuffle = bool(shuffle)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)

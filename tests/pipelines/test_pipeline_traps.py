@@ -212,6 +212,15 @@ def test_a_seed_or_device_of_the_wrong_kind_is_one_line(dataset_path):
     assert make(dataset_path, seed=np.int64(7)).seed == 7  # any integer type still works
 
 
+@pytest.mark.parametrize("value", ["yes", "no", 1, None])
+def test_shuffle_of_the_wrong_kind_is_refused(dataset_path, value):
+    """Issue 38 item 12: shuffle="yes" (and "no", which bool() made True) were accepted."""
+    with pytest.raises(TypeError, match=r"shuffle must be True, False or ShardWindows\(\.\.\.\), "
+                                        f"got {value!r}"):
+        make(dataset_path, shuffle=value)
+    assert make(dataset_path, shuffle=np.bool_(False)).shuffle is False
+
+
 def test_an_allocation_that_fails_says_how_much_memory_it_wanted(dataset_path, monkeypatch):
     # the machine's size unknown: the ring passes the early check, then cannot be allocated
     monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: None)
