@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from chute import _device
-from chute.errors import BackendUnavailableError, DecodeError
+from chute.errors import BackendUnavailableError, DecodeError, FormatError
 from chute.fallbacks import decode_frames
 from chute.pipelines import (
     BatchRequest,
@@ -173,6 +173,12 @@ class VideoClipLoader:
             # video-dali on device "cpu": DALI's CPU-only mode; on "cuda:N": NVDEC, written into
             # CUDA memory. The video producer (PyAV) decodes on the CPU whatever the device.
             name = {"dali": "video-dali", "cpu": "video"}[self.backend]
+            if field not in self.dataset.fields:  # the producer would say what it lacks
+                raise FormatError(
+                    f"{getattr(self.dataset, 'path', dataset)}: no field {field!r} to load video "
+                    f"clips from (its fields: {', '.join(self.dataset.fields)}); give a dataset "
+                    "made by `chute convert video`, or the loader's field option naming its "
+                    "video field")
             spec = ProducerSpec(name, field, self.dataset, max_batch, device=self.device,
                                 options=options, augment="eval")
             self.producer = create_producer(spec)  # checks the options

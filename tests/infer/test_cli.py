@@ -149,3 +149,20 @@ def test_decode_finds_the_video_loader_by_what_its_fn_names(fn, loader):
 
     config = InferConfig([StageConfig("decode", fn, options={"size": 32})])
     assert (_first_loader(config) is config.stages[0]) is loader
+
+
+@pytest.mark.slow  # starts the inference server
+def test_infer_bench_on_an_image_dataset_says_it_has_no_video_field(tmp_path, capsys):
+    """Issue 38 item 14: it said "field 'video' ... holds video but the dataset lacks
+    num_frames"; now that there is no video field, and which fields there are."""
+    from tests.pipelines._pipeline_data import write_dataset
+
+    images = write_dataset(tmp_path / "images.chute", n=4, meta=False)
+    config = _write(tmp_path / "c.json", [
+        {"name": "decode", "fn": "chute.infer:VideoClipLoader",
+         "options": {"num_frames": 4, "size": 16}, "replicas": 1, "max_batch": 1}])
+    assert main(["infer-bench", config, str(images), "--requests", "2", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{images}: no field 'video' to load video clips from (its fields: image, " in err
+    assert "lacks" not in err
