@@ -34,6 +34,11 @@ __all__ = ["MetaUpdate", "update_metadata"]
 _CAPTION = ("video", "meta", "text", "text")
 
 
+# what follows a field's name in the files of its first generation (`meta.bin`, `meta.idx`;
+# an ndarray's `x.rows.npy`)
+_FIRST_GENERATION = ("bin", "idx", "npy", "rows")
+
+
 @dataclass(frozen=True)
 class MetaUpdate:
     updated: int
@@ -48,9 +53,15 @@ class MetaUpdate:
 def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
     updates = {}
     try:
-        lines = Path(jsonl).read_text(encoding="utf-8").splitlines()
+        data = Path(jsonl).read_bytes()
     except FileNotFoundError:
         raise ChuteError(f"{jsonl}: no such file") from None
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ChuteError(f"{jsonl}:{line}: not UTF-8 text (byte {data[exc.start]:#04x}); save "
+                         "the file as UTF-8") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -58,6 +69,9 @@ def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ChuteError(f"{jsonl}:{number}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ChuteError(f"{jsonl}:{number}: JSON nested too deeply to read (more than "
+                             "about a thousand levels); flatten the record") from None
         if not isinstance(record, dict) or not isinstance(record.get(key), str):
             raise ChuteError(f"{jsonl}:{number}: needs a JSON object with a string {key!r}")
         if record[key] in updates:
@@ -112,13 +126,14 @@ def update_metadata(path, jsonl, *, key: str = "key", field: str = "meta", merge
 
 
 def _generation_name(field: str, name: str) -> bool:
-    """True for a file of a generation of `field` (`meta.3.bin`), or the temporary file of
-    any write (`.meta.3.bin.tmp-PID`)."""
+    """True for a file of a generation of `field` (`meta.3.bin`, or the first one's
+    `meta.bin`, which an update killed right after its switch-over leaves), or the temporary
+    file of any write (`.meta.3.bin.tmp-PID`)."""
     if name.startswith(".") and ".tmp-" in name:
         return True
     rest = name[len(field) + 1:] if name.startswith(f"{field}.") else ""
     generation, _, _ext = rest.partition(".")
-    return generation.isdigit()
+    return generation.isdigit() or generation in _FIRST_GENERATION
 
 
 def _clean_leftovers(root: Path, fields: set[str]) -> None:
