@@ -59,8 +59,8 @@ def _read_updates(jsonl: Path, key: str) -> dict[str, dict]:
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ChuteError(f"{jsonl}:{line}: not UTF-8 text (byte {data[exc.start]:#04x}); save "
+        where = data.count(b"\n", 0, exc.start) + 1
+        raise ChuteError(f"{jsonl}:{where}: not UTF-8 text (byte {data[exc.start]:#04x}); save "
                          "the file as UTF-8") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
