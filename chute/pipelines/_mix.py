@@ -19,6 +19,8 @@ same choices both times.
 from __future__ import annotations
 
 import hashlib
+import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,7 @@ __all__ = ["mix", "MixedDataset", "MixRef", "MixSampler", "SOURCE_FIELD"]
 
 SOURCE_FIELD = "source"  # the per-sample source index every batch of a mix carries
 _LIST_KINDS = ("json", "bytes")  # kinds that may be optional: a missing value is None
+_MAX_EPOCH_SAMPLES = 2**53  # quotas are computed in float64, exact up to here
 
 
 def mix(sources: Mapping[str, Any], weights: Mapping[str, float] | None = None, *,
@@ -44,10 +47,11 @@ def mix(sources: Mapping[str, Any], weights: Mapping[str, float] | None = None, 
     Args:
         sources: name -> dataset (a folder, URL or open dataset); the batch's "source" holds
             each sample's index in this order.
-        weights: name -> share of each epoch's samples (normalised; default: each source's
-            size, i.e. every row once per epoch).
-        epoch_samples: samples per epoch, all sources together (default: the most an epoch
-            can take without repeating a row of any source: min(size / weight)).
+        weights: name -> share of each epoch's samples (positive finite numbers, only their
+            ratios count; default: each source's size, i.e. every row once per epoch).
+        epoch_samples: samples per epoch, all sources together, a whole number (default:
+            the most an epoch can take without repeating a row of any source:
+            min(size / weight)).
         replacement: draw rows with replacement (per source with a mapping); without it a
             source's rows come in keyed permutations, each row once before any again.
         optional: fields (json or bytes) that some sources lack; their samples hold None.
@@ -226,9 +230,12 @@ class MixedDataset:
         if not isinstance(weights, Mapping) or set(weights) != set(self.names):
             raise ValueError(f"chute.mix: weights must name every source {list(self.names)} "
                              f"once, got {weights!r:.200}")
-        values = np.array([float(weights[n]) for n in self.names])
-        if not np.all(np.isfinite(values)) or np.any(values <= 0):
-            raise ValueError(f"chute.mix: weights must be positive numbers, got {weights!r}")
+        values = np.array([_weight(weights[n]) for n in self.names])
+        bad = [n for n, v in zip(self.names, values, strict=True) if not v > 0]
+        if bad:
+            raise ValueError(f"chute.mix: weights must be positive finite numbers, got "
+                             f"{bad[0]}={weights[bad[0]]!r:.40}")
+        values = values / values.max()  # two weights of 1e308 summed overflowed to inf
         return values / values.sum()
 
     def _replacement(self, replacement) -> tuple[bool, ...]:
@@ -431,14 +438,26 @@ def _shape_of(reader) -> tuple | None:
     return None if shape is None else tuple(shape)
 
 
+def _weight(value: Any) -> float:
+    """A weight as a float; NaN for what is not a number or overflows one (10**400)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
 def _quotas(shares: np.ndarray, sizes: tuple[int, ...], epoch_samples) -> tuple[int, ...]:
     """Positions of every source in an epoch: largest remainders of share x epoch_samples."""
     if epoch_samples is None:
-        epoch_samples = int(min(np.floor(np.asarray(sizes) / shares + 1e-9)))
-    if isinstance(epoch_samples, bool) or int(epoch_samples) < 1:
-        raise ValueError(f"chute.mix: epoch_samples must be a positive integer, got "
-                         f"{epoch_samples!r}")
-    total = int(epoch_samples)
+        with np.errstate(divide="ignore", over="ignore"):  # a share of 0: no limit from it
+            epoch_samples = int(min(np.floor(np.asarray(sizes) / shares + 1e-9)))
+    try:  # an integer of any kind; 1.5 became 1, NaN raised int()'s own error
+        total = operator.index(epoch_samples)
+    except TypeError:
+        total = 0
+    if isinstance(epoch_samples, bool) or not 1 <= total <= _MAX_EPOCH_SAMPLES:
+        raise ValueError(f"chute.mix: epoch_samples must be a whole number from 1 to 2**53, "
+                         f"got {epoch_samples!r:.40}")
     exact = shares * total
     quotas = np.floor(exact).astype(np.int64)
     order = np.argsort(-(exact - quotas), kind="stable")

@@ -215,6 +215,31 @@ def test_mix_checks_its_arguments(paths, weights, match):
         chute.mix({"a": paths[0], "b": paths[1]}, weights=weights)
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    # issue 37: OverflowError, int()'s "cannot convert float NaN", or 1.5 taken as 1
+    ({"weights": {"a": 10**400, "b": 1}},
+     "weights must be positive finite numbers, got a=1000000000"),
+    ({"weights": {"a": "x", "b": 1}}, "weights must be positive finite numbers, got a='x'"),
+    ({"epoch_samples": float("nan")}, "epoch_samples must be a whole number from 1 to 2**53, "
+                                      "got nan"),
+    ({"epoch_samples": 1.5}, "epoch_samples must be a whole number from 1 to 2**53, got 1.5"),
+    ({"epoch_samples": 10**400}, "epoch_samples must be a whole number from 1 to 2**53"),
+])
+def test_mix_refuses_weights_and_epoch_samples_in_one_line(paths, kwargs, message):
+    with pytest.raises(ValueError) as exc:
+        chute.mix({"a": paths[0], "b": paths[1]}, **kwargs)
+    assert str(exc.value).startswith(f"chute.mix: {message}") and len(str(exc.value)) < 200
+
+
+def test_weights_as_large_as_floats_go_mix_by_their_ratio(paths):
+    """Two weights of 1e308 summed to inf (OverflowError); their ratio is what counts."""
+    huge = chute.mix({"a": paths[0], "b": paths[1]}, weights={"a": 1e308, "b": 1e308})
+    plain = chute.mix({"a": paths[0], "b": paths[1]}, weights={"a": 1, "b": 1})
+    assert huge.sampler.quotas == plain.sampler.quotas
+    assert chute.mix({"a": paths[0], "b": paths[1]}, weights={"a": 2, "b": 2},
+                     epoch_samples=np.int64(10)).sampler.quotas == (5, 5)  # any integer type
+
+
 def test_latents_mix(tmp_path):
     a = write_dataset(tmp_path / "la.chute", n=30, images=False, latent_shape=(4, 8, 8))
     b = write_dataset(tmp_path / "lb.chute", n=10, images=False, latent_shape=(4, 8, 8),
