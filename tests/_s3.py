@@ -1,12 +1,13 @@
 """A real S3-compatible server on loopback for the object storage tests: moto's standalone
 HTTP server (its threaded WSGI server, on 127.0.0.1), reached by chute's real client over
 HTTP; and a small TCP proxy in front of it that can refuse, cut, delay, throttle or freeze
-connections.
+connections, or lose the reply to a chosen request after the server acted on it.
 Stopping and starting the server keeps its objects (moto keeps them in this process)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -74,6 +75,8 @@ class FaultProxy:
     `frozen` accepts connections but forwards nothing either way (a server that stops
     answering: SIGSTOP, a dead link); `rate` (bytes per second) throttles the server's bytes,
     a slow but steady link; `status` (e.g. 503) answers every request with it, unforwarded.
+    `lose_reply` lets a chosen request reach the server and loses its reply (a reset, or a
+    500 in its place); `lost` counts the replies lost.
     """
 
     target_port: int
@@ -85,7 +88,9 @@ class FaultProxy:
     status: int | None = None
     connections: int = 0
     forwarded: int = 0  # bytes sent on from the server
+    lost: int = 0  # replies lost by `lose_reply`
     _open: list = field(default_factory=list)
+    _rule: list | None = None  # [method, pattern, requests left to let pass, how]
 
     def __post_init__(self) -> None:
         self._listener = socket.socket()
@@ -99,6 +104,24 @@ class FaultProxy:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def lose_reply(self, method: str, pattern: str, nth: int = 1, how: str = "drop") -> None:
+        """Forward the `nth` request from now with `method` and a path matching `pattern`
+        (re.search) to the server, then lose its reply: `how` "drop" closes the connection
+        as the reply begins (the server acted on it; the client sees a reset), "500" answers
+        500 Internal Server Error in its place. Once."""
+        assert how in ("drop", "500")
+        self._rule = [method, re.compile(pattern), nth, how]
+
+    def _doom(self, method: str, path: str) -> str | None:
+        rule = self._rule
+        if rule is None or method != rule[0] or not rule[1].search(path):
+            return None
+        rule[2] -= 1
+        if rule[2] > 0:
+            return None
+        self._rule = None
+        return rule[3]
 
     def set_down(self, down: bool) -> None:
         self.down = down
@@ -132,18 +155,28 @@ class FaultProxy:
                 client.close()
                 continue
             self._open += [client, upstream]
-            threading.Thread(target=self._pipe, args=(client, upstream, False),
+            conn = _Connection()
+            threading.Thread(target=self._pipe, args=(client, upstream, False, conn),
                              daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, True),
+            threading.Thread(target=self._pipe, args=(upstream, client, True, conn),
                              daemon=True).start()
 
-    def _pipe(self, src, dst, from_server: bool) -> None:
+    def _pipe(self, src, dst, from_server: bool, conn: _Connection) -> None:
         sent = 0
         try:
             while True:
                 data = src.recv(65536 if self.rate is None or not from_server else 4096)
                 if not data:
                     break
+                if not from_server:  # a request's head is seen before it is sent on
+                    for method, path in conn.feed(data):
+                        conn.doomed = conn.doomed or self._doom(method, path)
+                elif conn.doomed is not None:  # its reply begins: the server acted on it
+                    if conn.doomed == "500":
+                        dst.sendall(b"HTTP/1.1 500 Internal Server Error\r\n"
+                                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+                    self.lost += 1
+                    raise OSError("reply lost")
                 while self.frozen and not self._stopped:  # held, as by a stopped server
                     time.sleep(0.05)
                 if self.delay:
@@ -181,3 +214,39 @@ class FaultProxy:
         self.set_down(True)
         with contextlib.suppress(OSError):
             self._listener.close()
+
+
+class _Connection:
+    """The requests a client sends on one connection, read from its bytes (request heads,
+    bodies of a Content-Length; a chunked body ends the reading), and whether the reply to
+    the one in flight is to be lost. Clients of S3 wait for each reply before sending the
+    next request, so the next bytes from the server are that reply."""
+
+    def __init__(self) -> None:
+        self.doomed: str | None = None
+        self._head = b""
+        self._body = 0
+        self._blind = False
+
+    def feed(self, data: bytes) -> list[tuple[str, str]]:
+        """(method, path) of each request whose head ends in `data`."""
+        heads = []
+        while data and not self._blind:
+            if self._body:
+                skip = min(self._body, len(data))
+                self._body -= skip
+                data = data[skip:]
+                continue
+            self._head += data
+            end = self._head.find(b"\r\n\r\n")
+            if end < 0:
+                break
+            lines = self._head[:end].decode("latin-1").split("\r\n")
+            data, self._head = self._head[end + 4:], b""
+            headers = {k.strip().lower(): v.strip()
+                       for k, _, v in (line.partition(":") for line in lines[1:])}
+            self._blind = "chunked" in headers.get("transfer-encoding", "").lower()
+            self._body = int(headers.get("content-length") or 0)
+            method, path = (lines[0].split(" ") + ["", ""])[:2]
+            heads.append((method, path))
+        return heads

@@ -37,6 +37,7 @@ from chute.readers.storage._node_cache import (
     default_cache_limit,
 )
 from chute.readers.storage._object_store import Remote, StorageError, UnreachableError
+from chute.readers.storage._rewritten import download_listed
 from chute.readers.storage._shard_files import RemoteFile, ShardFiles
 
 __all__ = ["RemoteSource", "open_remote", "remote_of", "verify_remote"]
@@ -251,8 +252,9 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
     def small(name: str) -> None:
         entry, _ = listed[name]
         path = folder / name
-        cache.fetch(lambda temp: remote.download(name, path, entry["size"], entry.get(algo),
-                                                 temp=temp), path, entry["size"])
+        cache.fetch(lambda temp: download_listed(remote, name, path, entry["size"],
+                                                 entry.get(algo), temp=temp),
+                    path, entry["size"])
 
     eager = [name for name, (_, lazy) in listed.items() if not lazy]
     with ThreadPoolExecutor(_PARALLEL) as pool:

@@ -17,6 +17,7 @@ import numpy as np
 
 from chute.readers.storage._node_cache import NodeCache
 from chute.readers.storage._object_store import Remote
+from chute.readers.storage._rewritten import download_listed
 
 __all__ = ["RemoteFile", "ShardFiles", "LazyBins", "ReadAhead"]
 
@@ -64,7 +65,8 @@ class ShardFiles:
         entry = self.files[path]
 
         def download(temp: Path) -> None:
-            self.remote.download(entry.name, path, entry.size, entry.checksum, temp=temp)
+            download_listed(self.remote, entry.name, path, entry.size, entry.checksum,
+                            temp=temp)
 
         return self.cache.fetch(download, path, entry.size, wait=wait)
 

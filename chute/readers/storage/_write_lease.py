@@ -12,6 +12,10 @@ writes (If-None-Match, If-Match), and that is enough for a lease:
 - The manifest, which makes a write visible, is put only if it is still the one there when
   the write began (or only if there was none), so even a writer that ignored the lease cannot
   have its dataset replaced by one that started before it was published.
+- A refusal is believed only after reading the object back (`put_verified`): a conditional
+  write the server applied but whose reply was lost (a 500 after applying, a reset) is sent
+  again by the retries and refused by its own effect; finding this write's own bytes there
+  means it was applied, not that another writer won.
 
 `CHUTE_S3_CONDITIONAL_WRITES=0` turns all this off, for a store that refuses conditional
 writes: two writers to one URL at once then go undetected."""
@@ -29,7 +33,7 @@ from datetime import datetime, timezone
 from chute.errors import ChuteError
 from chute.readers.storage._object_store import ConflictError, Remote, StorageError
 
-__all__ = ["WriteLease", "LEASE", "lease_seconds"]
+__all__ = ["WriteLease", "LEASE", "lease_seconds", "put_verified"]
 
 LEASE = "chute.writing"
 
@@ -49,6 +53,43 @@ def _enabled() -> bool:
     return os.environ.get("CHUTE_S3_CONDITIONAL_WRITES", "1") != "0"
 
 
+def put_verified(remote: Remote, name: str, data: bytes, *, create: bool = False,
+                 if_match: str | None = None) -> str | None:
+    """`remote.put_bytes` with a condition, where a failure is believed only once the object
+    is known not to hold `data`: an attempt the server applied but whose reply was lost is
+    retried and then refused by its own effect (412), or fails for good after it was applied.
+    `data` must be unique to this write (the lease holds the write's token, the manifest its
+    shards' names). Returns the object's ETag.
+
+    Args:
+        remote: the folder.
+        name: the object.
+        data: its bytes.
+        create: only if no object `name` exists (If-None-Match).
+        if_match: only if the object still has this ETag (If-Match).
+    """
+    try:
+        return remote.put_bytes(name, data, create=create, if_match=if_match)
+    except StorageError:
+        etag = _holding(remote, name, data)
+        if etag is None:
+            raise
+        return etag
+
+
+def _holding(remote: Remote, name: str, data: bytes) -> str | None:
+    """The ETag of object `name` when it holds `data`, else (or when that cannot be told)
+    None. The ETag is read first: were the object replaced in between, its bytes are not
+    `data`, and a stale ETag only makes the next conditional write refused (and checked)."""
+    try:
+        meta = remote.head(name)
+        if meta is None or remote.get_bytes(name) != data:
+            return None
+    except StorageError:
+        return None
+    return str(meta["e_tag"])
+
+
 class WriteLease:
     """The lease of one write to `remote`, held from construction to `release`.
 
@@ -62,10 +103,12 @@ class WriteLease:
         self.remote = remote
         self.enabled = _enabled()
         self.lost: str | None = None  # why this write may not go on, once it may not
-        self._body = json.dumps({"token": token, "host": socket.gethostname(),
-                                 "pid": os.getpid(),
-                                 "since": datetime.now(timezone.utc).isoformat(
-                                     timespec="seconds")}).encode()
+        # each renewal writes other bytes (`renewals`), so that its ETag changes and a lost
+        # reply is recognised by its bytes whatever the store's ETags are
+        self._holder_info = {"token": token, "host": socket.gethostname(), "pid": os.getpid(),
+                             "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        self._renewals = 0
+        self._body = json.dumps({**self._holder_info, "renewals": 0}).encode()
         self._etag: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -84,7 +127,7 @@ class WriteLease:
         seconds = lease_seconds()
         for _ in range(3):
             try:
-                self._etag = self.remote.put_bytes(LEASE, self._body, create=True)
+                self._etag = put_verified(self.remote, LEASE, self._body, create=True)
                 return
             except ConflictError:
                 pass
@@ -104,8 +147,8 @@ class WriteLease:
                     "ago); wait for it to finish, or if it is gone delete that object or wait "
                     f"{seconds:.0f} s (CHUTE_S3_LEASE_SECONDS) for the lease to expire")
             try:  # its writer is gone: take it over, only if no one else did first
-                self._etag = self.remote.put_bytes(LEASE, self._body,
-                                                   if_match=str(meta["e_tag"]))
+                self._etag = put_verified(self.remote, LEASE, self._body,
+                                          if_match=str(meta["e_tag"]))
                 return
             except ConflictError:
                 continue
@@ -141,8 +184,11 @@ class WriteLease:
         with self._lock:
             if self.lost is not None:
                 return
+            self._renewals += 1
+            self._body = json.dumps({**self._holder_info, "renewals": self._renewals}).encode()
             try:
-                self._etag = self.remote.put_bytes(LEASE, self._body, if_match=self._etag)
+                self._etag = put_verified(self.remote, LEASE, self._body,
+                                          if_match=self._etag)
             except StorageError as exc:  # taken over (ConflictError), deleted, or unreachable
                 why = "another writer took it over" if isinstance(exc, ConflictError) else \
                     str(exc).split(": ", 1)[-1]
@@ -185,10 +231,8 @@ class WriteLease:
         self._renew()
         self.check()
         try:
-            if self._manifest is None:
-                self.remote.put_bytes(name, data, create=True)
-            else:
-                self.remote.put_bytes(name, data, if_match=self._manifest)
+            put_verified(self.remote, name, data, create=self._manifest is None,
+                         if_match=self._manifest)
         except ConflictError:
             self.release()  # still this write's lease: free it for the next writer
             self.lost = (f"{self.remote.url}: another writer published a dataset here while "
