@@ -76,7 +76,8 @@ class FaultProxy:
     answering: SIGSTOP, a dead link); `rate` (bytes per second) throttles the server's bytes,
     a slow but steady link; `status` (e.g. 503) answers every request with it, unforwarded.
     `lose_reply` lets a chosen request reach the server and loses its reply (a reset, or a
-    500 in its place); `lost` counts the replies lost.
+    500 in its place); `lost` counts the replies lost. `failing` (a compiled pattern) answers
+    500 to every request whose path matches, unforwarded.
     """
 
     target_port: int
@@ -90,7 +91,8 @@ class FaultProxy:
     forwarded: int = 0  # bytes sent on from the server
     lost: int = 0  # replies lost by `lose_reply`
     _open: list = field(default_factory=list)
-    _rule: list | None = None  # [method, pattern, requests left to let pass, how]
+    failing: re.Pattern | None = None
+    _rule: list | None = None  # [method, pattern, requests left to let pass, how, then_fail]
 
     def __post_init__(self) -> None:
         self._listener = socket.socket()
@@ -105,13 +107,15 @@ class FaultProxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def lose_reply(self, method: str, pattern: str, nth: int = 1, how: str = "drop") -> None:
+    def lose_reply(self, method: str, pattern: str, nth: int = 1, how: str = "drop",
+                   then_fail: bool = False) -> None:
         """Forward the `nth` request from now with `method` and a path matching `pattern`
         (re.search) to the server, then lose its reply: `how` "drop" closes the connection
         as the reply begins (the server acted on it; the client sees a reset), "500" answers
-        500 Internal Server Error in its place. Once."""
+        500 Internal Server Error in its place. Once; `then_fail`: every later request with
+        such a path is answered 500 (`failing`) until that is set to None."""
         assert how in ("drop", "500")
-        self._rule = [method, re.compile(pattern), nth, how]
+        self._rule = [method, re.compile(pattern), nth, how, then_fail]
 
     def _doom(self, method: str, path: str) -> str | None:
         rule = self._rule
@@ -121,6 +125,8 @@ class FaultProxy:
         if rule[2] > 0:
             return None
         self._rule = None
+        if rule[4]:
+            self.failing = rule[1]
         return rule[3]
 
     def set_down(self, down: bool) -> None:
@@ -170,11 +176,14 @@ class FaultProxy:
                     break
                 if not from_server:  # a request's head is seen before it is sent on
                     for method, path in conn.feed(data):
+                        failing = self.failing
+                        if failing is not None and failing.search(path):
+                            src.sendall(_ERROR)
+                            raise OSError("failed")
                         conn.doomed = conn.doomed or self._doom(method, path)
                 elif conn.doomed is not None:  # its reply begins: the server acted on it
                     if conn.doomed == "500":
-                        dst.sendall(b"HTTP/1.1 500 Internal Server Error\r\n"
-                                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+                        dst.sendall(_ERROR)
                     self.lost += 1
                     raise OSError("reply lost")
                 while self.frozen and not self._stopped:  # held, as by a stopped server
@@ -214,6 +223,9 @@ class FaultProxy:
         self.set_down(True)
         with contextlib.suppress(OSError):
             self._listener.close()
+
+
+_ERROR = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 class _Connection:

@@ -19,7 +19,7 @@ import textwrap
 import pytest
 
 from chute.errors import ChuteError
-from chute.readers.storage._object_store import Remote
+from chute.readers.storage._object_store import Remote, StorageError
 from tests._s3 import FaultProxy
 from tests.readers.storage.test_write_lease import assert_holds, rows, writer
 
@@ -99,6 +99,22 @@ def test_another_writers_manifest_is_still_a_conflict_after_a_lost_reply(
     assert names_at(url) == listed(url) | {"chute.json"}
 
 
+@pytest.mark.slow  # waits out two short retry deadlines
+def test_a_manifest_upload_of_unknown_outcome_deletes_nothing_it_lists(
+        proxied, tmp_path, monkeypatch):
+    """The manifest is applied, its reply lost, and nothing about it is answered until the
+    deadline: the write fails, the new dataset it may have published stays whole."""
+    proxy, bucket = proxied
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "2")
+    url = f"{bucket}/ds"
+    proxy.lose_reply("PUT", r"/ds/chute\.json$", then_fail=True)
+    with pytest.raises(StorageError, match=r"/ds/chute\.json: upload failed for 2 s"):
+        write(url, rows(4, 0), False)
+    proxy.failing = None  # the endpoint answers again
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "20")  # past the outage's deadline
+    assert_holds(url, rows(4, 0), tmp_path / "c")
+
+
 def test_an_overwrite_that_skips_nothing_removes_the_old_skipped_report(s3, tmp_path):
     server, bucket = s3
     url = f"{bucket}/ds"
@@ -144,13 +160,14 @@ def test_a_write_stopped_by_sigterm_removes_its_staging_folder_objects_and_lease
     temp = tmp_path / "tmp"
     temp.mkdir()
     script = textwrap.dedent(f"""
-        import sys, time
+        import itertools
         from tests.readers.storage.test_write_lease import rows, writer
+        data = rows(10, 0)
         with writer({url!r}) as w:
-            for row in rows(10, 0):
-                w.write(row)
-            print("written", flush=True)
-            time.sleep(60)
+            for k in itertools.count():  # uploading shards when the signal comes
+                w.write(data[k % 10])
+                if k == 10:
+                    print("written", flush=True)
     """)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
