@@ -11,6 +11,7 @@ from typing import NoReturn
 from chute.errors import FormatError
 from chute.readers.kinds._kinds import KINDS
 from chute.readers.storage._files import CHECKSUM
+from chute.readers.storage._node_cache import cache_name_problem
 from chute.readers.storage._paths import plain_name
 
 __all__ = ["check_manifest", "MAX_COUNT"]
@@ -58,6 +59,7 @@ def check_manifest(path: Path, m) -> None:
             bad(f"field {name!r} has unknown 'kind' {given!r} (known: {sorted(KINDS)})")
         if "file" in spec:
             plain_name(spec["file"], f"field {name!r} 'file'", path)
+            _cacheable(spec["file"], f"field {name!r} 'file'", bad)
         try:
             problem = kind.check(name, spec)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
@@ -65,6 +67,14 @@ def check_manifest(path: Path, m) -> None:
         if problem:
             bad(problem)
     _check_shards(path, m, bad)
+
+
+def _cacheable(name: str, what: str, bad) -> None:
+    """Shard folders and files are names in the node cache too, beside its own bookkeeping
+    (docs/storage.md, "The node cache")."""
+    problem = cache_name_problem(name)
+    if problem:
+        bad(f"{what} {name[:80]!r} {problem}")
 
 
 def _check_shards(path: Path, m: dict, bad) -> None:
@@ -81,6 +91,7 @@ def _check_shards(path: Path, m: dict, bad) -> None:
             if key not in shard:
                 bad(f"{where} has no {key!r}")
         name = plain_name(shard["name"], f"{where} 'name'", path)
+        _cacheable(name, f"{where} 'name'", bad)
         if name in seen:
             bad(f"shard {name!r} is listed twice in 'shards' (its samples would be read twice)")
         seen.add(name)
@@ -91,6 +102,7 @@ def _check_shards(path: Path, m: dict, bad) -> None:
             bad(f"{where} 'files' must be an object (file name -> entry)")
         for fname, entry in shard["files"].items():
             plain_name(fname, f"{where} file", path)
+            _cacheable(fname, f"{where} file", bad)
             if not isinstance(entry, dict) or not _count(entry.get("size")):
                 bad(f"{where} 'files' entry {fname!r} needs a byte 'size' (has {entry!r})")
             if not isinstance(entry.get(CHECKSUM, ""), str):

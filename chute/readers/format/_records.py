@@ -5,8 +5,6 @@ format")."""
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,12 +12,10 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers.format._mmidx import MAX_LENGTH, check_extents, encode_index, read_index
-from chute.readers.storage._files import HashingWriter, atomic_write_bytes
+from chute.readers.storage._files import HashingWriter, atomic_write_bytes, map_path
 from chute.readers.storage._shard_files import LazyBins, ShardFiles
 
 __all__ = ["RecordWriter", "Records", "load_records", "map_file", "write_index", "as_bytes"]
-
-_EMPTY = np.empty(0, np.uint8)
 
 
 def as_bytes(value) -> memoryview:
@@ -68,10 +64,7 @@ class RecordWriter:
 
 def map_file(path: Path) -> np.ndarray:
     """Read-only uint8 view of a whole file (zero-copy)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return _EMPTY
-        return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+    return map_path(path)  # holds no descriptor: a dataset of many shards stays under ulimit -n
 
 
 class Records:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import mmap
 import os
 import stat
+import weakref
+from functools import cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import xxhash
 
 from chute.errors import DiskFullError
 
 __all__ = ["CHECKSUM", "HashingWriter", "atomic_write_bytes", "file_checksum", "fsync_dir",
-           "is_disk_full", "no_space", "read_regular_file", "write_skipped"]
+           "is_disk_full", "no_space", "read_regular_file", "write_skipped", "map_fd",
+           "map_path"]
 
 # Name of the checksum algorithm, stored in the manifest next to every file's digest.
 CHECKSUM = "xxh3_64"
@@ -150,3 +157,66 @@ def write_skipped(path: Path | str, rows: list[tuple[str, str]]) -> None:
         Remote(folder).put_bytes(name, data)
         return
     Path(path).write_bytes(data)
+
+
+# -- mappings that hold no descriptor (docs/storage.md, "The node cache") --------------------
+# Python's mmap keeps a duplicate of the file's descriptor for the mapping's life (until 3.13's
+# trackfd=False): one descriptor per mapped shard, and a dataset of 1,000 shards fails under
+# `ulimit -n 1024`. A mapping needs no descriptor, so the libc call is made directly.
+_EMPTY = np.zeros(0, np.uint8)
+_EMPTY.flags.writeable = False
+
+
+@cache
+def _libc():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        mmap_ = libc.mmap
+        munmap = libc.munmap
+    except (OSError, AttributeError):
+        return None
+    mmap_.restype = ctypes.c_void_p
+    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int64]
+    munmap.restype = ctypes.c_int
+    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return mmap_, munmap
+
+
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def map_fd(fd: int, size: int) -> np.ndarray:
+    """A read-only uint8 array of the first `size` bytes of the file open as `fd`, mapped
+    shared; the mapping holds no descriptor (the caller may close `fd` at once) and is
+    unmapped when the array and every view of it are gone. OSError as mmap(2) raises it."""
+    if size == 0:
+        return _EMPTY
+    calls = _libc()
+    if calls is None:  # no libc to call: Python's mmap (which keeps a descriptor)
+        return np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8)
+    mmap_, munmap = calls
+    address = mmap_(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if address is None or address == _MAP_FAILED:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+    base: Any = ctypes.c_ubyte * size
+
+    class Mapped(base):  # a class of its own: ctypes arrays take no weakref
+        pass
+
+    buffer = Mapped.from_address(address)
+    weakref.finalize(buffer, munmap, address, size)
+    array = np.frombuffer(buffer, np.uint8)
+    array.flags.writeable = False
+    return array
+
+
+def map_path(path: Path) -> np.ndarray:
+    """The whole file `path`, mapped read-only (`map_fd`), its descriptor closed at once."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return map_fd(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)

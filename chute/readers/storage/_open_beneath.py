@@ -12,10 +12,12 @@ import ctypes
 import errno
 import os
 import platform
+import stat
 import sys
 from functools import cache
 
-__all__ = ["available", "open_beneath", "opener", "RESOLVE_BENEATH"]
+__all__ = ["available", "open_beneath", "opener", "RESOLVE_BENEATH", "open_dir_nofollow",
+           "open_file_nofollow", "walk_nofollow"]
 
 RESOLVE_BENEATH = 0x08  # linux/openat2.h
 # openat2's number in the unified system call table (since Linux 5.6); other architectures
@@ -99,3 +101,67 @@ def available() -> bool:
         return False  # ENOSYS (old kernel) or EPERM (a sandbox filtering the call)
     finally:
         os.close(folder)
+
+
+# -- folders walked without following links (the node cache, docs/storage.md) --------------
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_dir_nofollow(dir_fd: int, parts: list[str] | tuple[str, ...]) -> int:
+    """A descriptor of the folder `parts` (path components) under `dir_fd`, every component
+    opened without following a symlink: OSError (ELOOP, ENOTDIR, ENOENT) when one is a link,
+    not a folder or absent. The caller closes it.
+
+    Args:
+        dir_fd: a descriptor of the folder to start from.
+        parts: plain path components (no "/", "." or "..": checked by the caller).
+    """
+    fd = os.dup(dir_fd)
+    try:
+        for part in parts:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file_nofollow(dir_fd: int, parts: list[str] | tuple[str, ...],
+                       flags: int = os.O_RDONLY) -> int:
+    """A descriptor of the file `parts` under `dir_fd`, no component a symlink, opened
+    non-blocking (a FIFO does not wait for a writer: the caller fstat()s and refuses it)."""
+    folder = open_dir_nofollow(dir_fd, parts[:-1])
+    try:
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK |
+                       getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def walk_nofollow(dir_fd: int, prefix: tuple[str, ...] = ()):
+    """(components, name, lstat result, folder descriptor) of every entry that is not a
+    folder under `dir_fd`, descending only into real folders (never through a symlink); the
+    folder descriptor is valid until the next item. Entries that vanish meanwhile are
+    skipped."""
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        return
+    for name in names:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                sub = open_dir_nofollow(dir_fd, (name,))
+            except OSError:
+                continue
+            try:
+                yield from walk_nofollow(sub, (*prefix, name))
+            finally:
+                os.close(sub)
+        else:
+            yield (*prefix, name), name, st, dir_fd

@@ -6,6 +6,7 @@ order it needs them, on background threads."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections import OrderedDict
@@ -14,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
+from chute.errors import ChuteError
+from chute.readers.storage._files import map_fd
 from chute.readers.storage._node_cache import NodeCache
 from chute.readers.storage._object_store import Remote
 from chute.readers.storage._rewritten import download_listed
@@ -39,7 +43,8 @@ class ShardFiles:
         cache: the node cache.
         files: local path (inside the cache's version folder) -> RemoteFile.
         keep: files kept mapped (and pinned) at once; None: all.
-        map_file: path -> read-only uint8 array of the whole file.
+        map_file: kept for callers that pass it; cached files are mapped by `map` itself
+            (no symlink followed, checked before use).
     """
 
     def __init__(self, remote: Remote, cache: NodeCache, files: dict[Path, RemoteFile],
@@ -52,6 +57,8 @@ class ShardFiles:
         self._lock = threading.Lock()
         self._open: OrderedDict[Path, tuple[np.ndarray, int]] = OrderedDict()
         self._used: Callable[[Path], None] | None = None  # told of each mapped file (ReadAhead)
+        # (device, inode, mtime) of each file whose checksum this process checked
+        self._checked: dict[Path, tuple[int, int, int]] = {}
 
     def lazy(self, path: Path) -> bool:
         return path in self.files
@@ -85,8 +92,7 @@ class ShardFiles:
                 self.cache.unpin(old_pin)
         pin = self.cache.pin(path)
         try:
-            self.fetch(path)
-            array = self._map_file(path)
+            array = self._fetch_and_map(path)
         except BaseException:
             self.cache.unpin(pin)
             raise
@@ -103,6 +109,44 @@ class ShardFiles:
         if used is not None:
             used(path)
         return array
+
+    def _fetch_and_map(self, path: Path) -> np.ndarray:
+        """`path` fetched and mapped, call with its pin held. The cached file is opened
+        through no symlink and without blocking, and mapped only when it is a regular file
+        of the manifest's size that only its owner can write (`NodeCache.trusted`), with the
+        manifest's checksum the first time this process maps it; anything else is deleted
+        and downloaded again (docs/storage.md, "The node cache")."""
+        entry = self.files[path]
+        problem = ""
+        for _ in range(3):
+            self.fetch(path)
+            try:
+                fd = self.cache.open_mapped(path)
+            except OSError as exc:
+                problem = exc.strerror or str(exc)  # a symlink, a folder, gone meanwhile
+                self.cache.discard(path)
+                continue
+            try:
+                st = os.fstat(fd)
+                if not self.cache.trusted(st, entry.size):
+                    problem = "not a read-only regular file of the manifest's size"
+                    self.cache.discard(path)
+                    continue
+                array = map_fd(fd, entry.size)
+            finally:
+                os.close(fd)  # the mapping holds no descriptor
+            stamp = (st.st_dev, st.st_ino, st.st_mtime_ns)
+            if entry.checksum is None or self._checked.get(path) == stamp:
+                return array
+            if xxhash.xxh3_64_hexdigest(array.data) == entry.checksum:
+                self._checked[path] = stamp
+                return array
+            problem = "its checksum differs from the manifest's"
+            del array
+            self.cache.discard(path)
+        raise ChuteError(f"{path}: the cached copy of {self.remote.where(entry.name)} was "
+                         f"damaged 3 times ({problem}); check what else writes the cache folder "
+                         f"{self.cache.root}")
 
     def release(self) -> None:
         """Let go of every mapped file (views handed out stay valid)."""
