@@ -70,22 +70,29 @@ def put_verified(remote: Remote, name: str, data: bytes, *, create: bool = False
     """
     try:
         return remote.put_bytes(name, data, create=create, if_match=if_match)
-    except StorageError:
-        etag = _holding(remote, name, data)
+    except StorageError as exc:
+        try:
+            etag = _holding(remote, name, data)
+        except StorageError as unread:
+            if isinstance(exc, ConflictError):  # not a conflict until the bytes say so
+                raise StorageError(
+                    f"{remote.where(name)}: the upload was refused as changed meanwhile and "
+                    f"could not be read back ({str(unread).split(': ', 1)[-1]}), so whether an "
+                    "earlier attempt of this write was applied is unknown; check the endpoint, "
+                    "then what the URL holds (chute info)") from None
+            raise exc from None
         if etag is None:
             raise
         return etag
 
 
 def _holding(remote: Remote, name: str, data: bytes) -> str | None:
-    """The ETag of object `name` when it holds `data`, else (or when that cannot be told)
-    None. The ETag is read first: were the object replaced in between, its bytes are not
-    `data`, and a stale ETag only makes the next conditional write refused (and checked)."""
-    try:
-        meta = remote.head(name)
-        if meta is None or remote.get_bytes(name) != data:
-            return None
-    except StorageError:
+    """The ETag of object `name` when it holds `data`, else None; a StorageError when that
+    cannot be told. The ETag is read first: were the object replaced in between, its bytes
+    are not `data`, and a stale ETag only makes the next conditional write refused (and
+    checked)."""
+    meta = remote.head(name)
+    if meta is None or remote.get_bytes(name) != data:
         return None
     return str(meta["e_tag"])
 

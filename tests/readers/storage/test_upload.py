@@ -115,6 +115,33 @@ def test_a_manifest_upload_of_unknown_outcome_deletes_nothing_it_lists(
     assert_holds(url, rows(4, 0), tmp_path / "c")
 
 
+def test_a_refusal_that_cannot_be_read_back_is_not_taken_for_a_conflict(
+        proxied, tmp_path, monkeypatch):
+    """The manifest is applied, its reply lost, the retry refused (412), and the object cannot
+    be read back: the outcome is unknown, so the write fails saying so and deletes nothing the
+    manifest lists."""
+    proxy, bucket = proxied
+    url = f"{bucket}/ds"
+    w = writer(url)
+    for row in rows(4, 0):
+        w.write(row)
+    head = Remote.head
+
+    def unreadable(self, name):
+        if name == "chute.json":
+            raise StorageError(f"{self.where(name)}: metadata request failed for 20 s (test)")
+        return head(self, name)
+
+    proxy.lose_reply("PUT", r"/ds/chute\.json$")
+    with monkeypatch.context() as patch:
+        patch.setattr(Remote, "head", unreadable)
+        with pytest.raises(StorageError, match=r"chute\.json: the upload was refused as changed "
+                                               r"meanwhile and could not be read back .*unknown"):
+            w.close()
+    assert proxy.lost == 1
+    assert_holds(url, rows(4, 0), tmp_path / "c")
+
+
 def test_an_overwrite_that_skips_nothing_removes_the_old_skipped_report(s3, tmp_path):
     server, bucket = s3
     url = f"{bucket}/ds"
