@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chute.readers.storage._object_store import Remote, StorageError
+from chute.readers.storage._object_store import Remote, StorageError, UnreachableError
 from chute.readers.storage._upload import listed_objects
 
 __all__ = ["download_listed"]
@@ -31,6 +31,8 @@ def download_listed(remote: Remote, name: str, dest: Path, size: int, checksum: 
     """
     try:
         remote.download(name, dest, size, checksum, temp=temp)
+    except UnreachableError:
+        raise  # asking the endpoint again would only wait as long once more
     except StorageError:
         why = _replaced(remote, name)
         if why is None:
