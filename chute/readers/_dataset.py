@@ -123,9 +123,11 @@ class Dataset:
         self.path: Path = layout.root
         self.manifest: dict = layout.manifest
         self.fingerprint: str = layout.fingerprint
-        # what round 2 called this dataset (files only): resume states saved then still load
+        # what round 2 (files only) and round 3 (files and specs) called this dataset: resume
+        # states saved then still load
         self.earlier_fingerprints: tuple[str, ...] = (
-            manifest_fingerprint(layout.manifest, specs=False),)
+            manifest_fingerprint(layout.manifest, specs=False),
+            manifest_fingerprint(layout.manifest, whole=False))
         self.class_names: list[str] | None = layout.manifest.get("class_names")
         from chute.readers.zarr._zarr import constants_from_json
 

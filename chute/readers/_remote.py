@@ -25,14 +25,19 @@ from pathlib import Path
 from stat import S_ISREG
 
 from chute.errors import FormatError
-from chute.readers._sizes import parse_size
-from chute.readers.format._manifest import MANIFEST, load_manifest, manifest_fingerprint
+from chute.readers.format._manifest import (
+    MANIFEST,
+    MANIFEST_CHECKSUM,
+    load_manifest,
+    manifest_fingerprint,
+)
 from chute.readers.kinds._kinds import field_files
 from chute.readers.storage._files import CHECKSUM
 from chute.readers.storage._node_cache import (
     PAYLOAD_LIST,
     NodeCache,
     VersionPin,
+    cache_limit_bytes,
     default_cache_dir,
     default_cache_limit,
 )
@@ -74,7 +79,7 @@ def remote_of(url: str, cache_dir, cache_limit, *,
               offline: bool = False) -> tuple[Remote, NodeCache]:
     """The client and the node cache for `url` with these settings (defaults from the
     environment: CHUTE_DATA_CACHE, CHUTE_DATA_CACHE_LIMIT, CHUTE_OFFLINE)."""
-    limit = default_cache_limit() if cache_limit is None else parse_size(cache_limit)
+    limit = default_cache_limit() if cache_limit is None else cache_limit_bytes(cache_limit)
     if limit is not None and limit <= 0:
         raise FormatError(f"{url}: cache_limit must be a positive size (e.g. '50GB'), got "
                           f"{cache_limit!r}")
@@ -85,7 +90,9 @@ def _complete(folder: Path) -> dict | None:
     """The manifest of the cached version `folder` when every file it lists is there as a
     regular file of its size, else None."""
     try:
-        manifest = load_manifest(folder)
+        manifest = _own_checked(folder)
+        if manifest is None:
+            return None
         listed, _ = _files(manifest)
         for name, (entry, _lazy) in listed.items():
             stat = os.lstat(folder / name)
@@ -94,6 +101,19 @@ def _complete(folder: Path) -> dict | None:
     except (OSError, FormatError, KeyError, TypeError, ValueError):
         return None
     return manifest
+
+
+def _own_checked(folder: Path) -> dict | None:
+    """The manifest in `folder` when it parses and its own checksum (when it has one) matches
+    its content, else None: a manifest damaged in flight or in the cache is never used."""
+    from chute.readers.format._manifest import manifest_checksum
+
+    try:
+        manifest = load_manifest(folder)
+    except FormatError:
+        return None
+    own = manifest.get(MANIFEST_CHECKSUM)
+    return manifest if own is None or own == manifest_checksum(manifest) else None
 
 
 def _cached(remote: Remote, cache: NodeCache) -> tuple[dict, Path, VersionPin] | None:
@@ -123,8 +143,10 @@ def _manifest(remote: Remote, cache: NodeCache,
     if fingerprint is not None:
         folder = cache.version_folder(remote.url, fingerprint)
         pin = VersionPin(folder)
-        if (folder / MANIFEST).is_file():
-            return load_manifest(folder), folder, pin
+        cached_manifest = _own_checked(folder)
+        if cached_manifest is not None and manifest_fingerprint(cached_manifest) == fingerprint:
+            return cached_manifest, folder, pin
+        cache.discard(folder / MANIFEST)  # damaged in the cache: fetched again below
         pin.release()
     cached = _cached(remote, cache) if fingerprint is None else None
     if remote.offline:
@@ -153,12 +175,21 @@ def _manifest(remote: Remote, cache: NodeCache,
             return cached
         if cached is not None:
             cached[2].release()
-        (incoming / MANIFEST).write_bytes(data)
-        try:
-            manifest = load_manifest(incoming)
-        except FormatError as exc:
-            raise FormatError(f"{remote.where(MANIFEST)}: {str(exc).split(': ', 1)[-1]}") \
-                from None
+        for attempt in range(3):  # a manifest damaged in flight is fetched again
+            if attempt:
+                data = remote.get_bytes(MANIFEST)
+            (incoming / MANIFEST).write_bytes(data)
+            try:
+                manifest = load_manifest(incoming)
+                if _own_checked(incoming) is None:
+                    raise FormatError(f"{incoming}: its own checksum ({MANIFEST_CHECKSUM}) does "
+                                      "not match its content (3 downloads); check the network, "
+                                      "or re-convert the dataset there")
+                break
+            except FormatError as exc:
+                if attempt == 2:
+                    raise FormatError(f"{remote.where(MANIFEST)}: "
+                                      f"{str(exc).split(': ', 1)[-1]}") from None
         folder = cache.version_folder(remote.url, manifest_fingerprint(manifest))
         pin = VersionPin(folder)
         cache.place(folder / MANIFEST, data)

@@ -78,7 +78,7 @@ def write_manifest(root: Path, manifest: dict) -> None:
     fsync_dir(Path(root))
 
 
-def manifest_fingerprint(manifest: dict, *, specs: bool = True) -> str:
+def manifest_fingerprint(manifest: dict, *, specs: bool = True, whole: bool = True) -> str:
     """Stable hash of what the data is: sample counts, every file's checksum and every field's
     spec (its kind, dtype, shape, media; a table's checksum), so a manifest edited to read the
     same bytes as another dtype or shape, or a replaced table, is another dataset.
@@ -87,6 +87,10 @@ def manifest_fingerprint(manifest: dict, *, specs: bool = True) -> str:
         manifest: the parsed manifest.
         specs: False gives the round-2 fingerprint (files only), which resume states saved
             before round 3 hold.
+        whole: with `specs`, cover everything else the manifest says too (class names, file
+            sizes, any other key: its `manifest_checksum`), so a manifest damaged in flight
+            is never another version's (issue 37 item 5); False gives the fingerprint that
+            resume states saved before it hold.
     """
     algo = manifest.get("checksum", CHECKSUM)
     parts = [algo, str(manifest["num_samples"])]
@@ -96,4 +100,6 @@ def manifest_fingerprint(manifest: dict, *, specs: bool = True) -> str:
             parts.append(f"{fname}={shard['files'][fname].get(algo)}")
     if specs:
         parts.append(json.dumps(manifest.get("fields", {}), sort_keys=True, default=str))
+        if whole:
+            parts.append(manifest_checksum(manifest))
     return xxhash.xxh3_64_hexdigest("\n".join(parts).encode())

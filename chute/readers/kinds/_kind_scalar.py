@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from chute.errors import FormatError
+from chute.errors import ChuteError, FormatError
 from chute.readers.kinds._kind import Encoded, OpenArgs
-from chute.readers.storage._files import atomic_write_bytes
+from chute.readers.storage._files import TOO_MANY_FILES, atomic_write_bytes, map_npy
 
 __all__ = ["SCALAR", "load_column", "save_column"]
 
@@ -18,9 +18,15 @@ __all__ = ["SCALAR", "load_column", "save_column"]
 def load_column(path: Path, count: int, dtype) -> np.ndarray:
     """A memory-mapped 1-D .npy column of `count` values (checked against the manifest)."""
     try:
-        column = np.load(path, mmap_mode="r", allow_pickle=False)
+        column = map_npy(path)  # holds no descriptor: many shards stay under ulimit -n
     except FileNotFoundError:
         raise FormatError(f"{path}: missing; restore the shard or re-convert") from None
+    except OSError as exc:
+        if exc.errno in TOO_MANY_FILES:  # the process's limit, not the file: said as itself
+            raise ChuteError(f"{path}: cannot open it: too many open files ({exc.strerror}); "
+                             "raise the limit (ulimit -n), the dataset is not at fault") from None
+        raise FormatError(f"{path}: not a readable .npy column ({type(exc).__name__}: "
+                          f"{exc or 'empty'})") from None
     except Exception as exc:  # noqa: BLE001 - a corrupt header fails in many ways inside NumPy
         raise FormatError(f"{path}: not a readable .npy column ({type(exc).__name__}: "
                           f"{exc or 'empty'})") from None

@@ -19,7 +19,7 @@ from chute.errors import DiskFullError
 
 __all__ = ["CHECKSUM", "HashingWriter", "atomic_write_bytes", "file_checksum", "fsync_dir",
            "is_disk_full", "no_space", "read_regular_file", "write_skipped", "map_fd",
-           "map_path"]
+           "map_path", "map_npy", "TOO_MANY_FILES"]
 
 # Name of the checksum algorithm, stored in the manifest next to every file's digest.
 CHECKSUM = "xxh3_64"
@@ -220,3 +220,33 @@ def map_path(path: Path) -> np.ndarray:
         return map_fd(fd, os.fstat(fd).st_size)
     finally:
         os.close(fd)
+
+
+TOO_MANY_FILES = (errno.EMFILE, errno.ENFILE)
+
+
+def map_npy(path: Path) -> np.ndarray:
+    """A read-only memory-mapped `.npy` array (what `np.load(mmap_mode="r")` gives) that holds
+    no descriptor (`map_fd`). OSError as opening the file raises it; ValueError (and what
+    NumPy's header parser raises) for a file that is not a plain `.npy` array."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        with open(fd, "rb", closefd=False) as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            offset = f.tell()
+        if dtype.hasobject:
+            raise ValueError("an array of Python objects")
+        count = int(np.prod(shape, dtype=np.int64))
+        size = os.fstat(fd).st_size
+        if offset + count * dtype.itemsize > size:
+            raise ValueError(f"the header says {shape} {dtype}, the file is {size} bytes")
+        whole = map_fd(fd, size)
+    finally:
+        os.close(fd)
+    flat = whole[offset:offset + count * dtype.itemsize].view(dtype)
+    return flat.reshape(shape, order="F" if fortran else "C")

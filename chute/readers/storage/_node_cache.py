@@ -164,9 +164,29 @@ def _wait_seconds() -> float:
         return 600.0
 
 
+def _open_lock(path: Path) -> int:
+    """The lock (or pin) file `path`, created when absent; a symlink, FIFO or folder found
+    there instead (never followed) is deleted first."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EWOULDBLOCK):
+            raise
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            os.rmdir(path)  # one holding files is refused below
+        else:
+            os.unlink(path)
+    return os.open(path, flags | os.O_EXCL, 0o644)
+
+
 @contextlib.contextmanager
 def _locked(path: Path, mode: int) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = _open_lock(path)
     try:
         fcntl.flock(fd, mode)
         yield
@@ -209,9 +229,11 @@ class VersionPin:
     """
 
     def __init__(self, folder: Path):
+        for link in (folder.parent, folder):  # the URL's and the version's folders
+            if link.is_symlink():  # never followed: what it leads to is not the cache's
+                link.unlink()
         folder.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(folder / _VERSION_PIN, os.O_RDWR | os.O_CREAT |
-                                       os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        self._fd: int | None = _open_lock(folder / _VERSION_PIN)
         fcntl.flock(self._fd, fcntl.LOCK_SH)  # waits while an eviction deletes its files
 
     def release(self) -> None:
@@ -339,8 +361,8 @@ class NodeCache:
     # -- pins ------------------------------------------------------------------------------
     def pin(self, path: Path) -> int:
         """A shared lock that keeps `path` from being evicted until `unpin`."""
-        fd = os.open(_pin_path(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644)
+        self._real_folders(self._rel(path)[:-1])
+        fd = _open_lock(_pin_path(path))
         fcntl.flock(fd, fcntl.LOCK_SH)
         return fd
 
@@ -367,6 +389,7 @@ class NodeCache:
             self.touch(path)
             return True
         try:
+            self._real_folders(self._rel(path)[:-1])
             with _locked(path.with_name(f".{path.name}.dl"), fcntl.LOCK_EX):
                 if self._present(path, size):  # another process fetched it meanwhile
                     self.touch(path)
@@ -491,10 +514,12 @@ class NodeCache:
 
     def place(self, path: Path, data: bytes) -> None:
         """Write the small file `path` (a manifest, a payload listing) once, atomically, and
-        count it; a regular file already there is left as it is (anything else is replaced)."""
+        count it; a regular file already there holding `data` is left as it is (anything
+        else, a damaged copy included, is replaced)."""
         try:
+            self._real_folders(self._rel(path)[:-1])
             with self._usage() as state:
-                if self._present(path, None):
+                if self._present(path, len(data)) and self._holds(path, data):
                     self.touch(path)
                     return
                 size = self._remove(self._rel(path))
@@ -504,6 +529,31 @@ class NodeCache:
                 state.files += len(data)
         except OSError as exc:
             raise self._local_error(exc, path) from None
+
+    def _real_folders(self, parts: tuple[str, ...]) -> None:
+        """Make every folder of `parts` below the cache folder a real one: a symlink (or
+        anything else) found in place of one is deleted (never followed), an absent one
+        created; what is then written there by name stays inside the cache folder."""
+        for depth in range(1, len(parts) + 1):
+            st = self._lstat(self.root.joinpath(*parts[:depth]))
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                continue
+            if st is not None:
+                self._remove(parts[:depth])
+            with self._folder_of(parts[:depth]) as folder, \
+                    contextlib.suppress(FileExistsError):
+                os.mkdir(parts[depth - 1], 0o755, dir_fd=folder)
+
+    def _holds(self, path: Path, data: bytes) -> bool:
+        try:
+            fd = self.open_mapped(path)
+        except OSError:
+            return False
+        try:
+            with open(fd, "rb", closefd=False) as f:
+                return f.read(len(data) + 1) == data
+        finally:
+            os.close(fd)
 
     def _key(self, path: Path) -> str:
         return "/".join(self._rel(path))
@@ -566,6 +616,9 @@ class NodeCache:
             os.write(fd, state.as_bytes())
         finally:
             os.close(fd)
+        st = self._lstat(self.root / _USAGE)
+        if st is not None and stat.S_ISDIR(st.st_mode):  # never a folder: made one by hand
+            self._remove((_USAGE,))
         os.replace(temp, self.root / _USAGE)
 
     def _purge(self, state: _Usage) -> None:

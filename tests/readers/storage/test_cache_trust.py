@@ -294,3 +294,64 @@ def test_a_dataset_of_more_shards_than_open_files_allowed_opens(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(300 * 64)
+
+
+# -- item 5: the manifest's own checksum -----------------------------------------------------
+def test_a_manifest_damaged_in_flight_or_in_the_cache_is_never_used(s3, tmp_path):
+    from chute.readers import ShardWriter, open_dataset
+    from chute.readers.storage._object_store import Remote
+
+    _, bucket = s3
+    with ShardWriter(f"{bucket}/ds", {"blob": "bytes", "label": "int64"}, shard_size="2KB",
+                     class_names=["cat", "dog"]) as writer:
+        for i in range(20):
+            writer.write({"blob": bytes([i]) * 300, "label": i % 2})
+    remote = Remote(f"{bucket}/ds")
+    good = remote.get_bytes("chute.json")
+    ds = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "cache")
+    assert ds.class_names == ["cat", "dog"]
+    # damaged in the cache: a reopen by fingerprint (a DDP rank) fetches it again
+    cached = ds._remote.folder / "chute.json"
+    cached.chmod(0o644)
+    cached.write_bytes(good.replace(b'"dog"', b'"cow"'))
+    again = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "cache")
+    assert again.class_names == ["cat", "dog"]
+    # damaged "in flight" (what the server sends): refused, never cached
+    remote.put_bytes("chute.json", good.replace(b'"dog"', b'"cow"'))
+    with pytest.raises(FormatError, match="own checksum") as info:
+        open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "fresh")
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "fresh").rglob("chute.json"))
+
+
+def test_too_many_open_files_is_said_as_itself_not_as_a_damaged_dataset(tmp_path, monkeypatch):
+    import errno
+
+    from chute.readers import verify_dataset
+    from chute.readers.convert._write_dataset import write_dataset
+    from chute.readers.kinds import _kind_scalar
+
+    write_dataset(({"blob": b"x" * 10, "label": i} for i in range(4)), tmp_path / "ds",
+                  fields={"blob": "bytes", "label": "scalar"})
+
+    def no_descriptor(path):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+    monkeypatch.setattr(_kind_scalar, "map_npy", no_descriptor)
+    with pytest.raises(ChuteError, match="too many open files.*ulimit -n") as info:
+        verify_dataset(tmp_path / "ds")
+    assert "re-convert" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_fingerprint_covers_everything_the_manifest_says():
+    from chute.readers.format._manifest import manifest_fingerprint
+
+    manifest = {"format": "chute", "version": 1, "num_samples": 1, "class_names": ["a", "b"],
+                "fields": {"blob": {"kind": "bytes"}},
+                "shards": [{"name": "00000", "num_samples": 1,
+                            "files": {"blob.bin": {"size": 3, "xxh3_64": "0" * 16}}}]}
+    other = json.loads(json.dumps(manifest))
+    other["class_names"] = ["a", "c"]
+    assert manifest_fingerprint(manifest) != manifest_fingerprint(other)
+    other = json.loads(json.dumps(manifest))
+    other["shards"][0]["files"]["blob.bin"]["size"] = 4
+    assert manifest_fingerprint(manifest) != manifest_fingerprint(other)
