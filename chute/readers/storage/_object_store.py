@@ -71,10 +71,11 @@ class _Transfer:
     """Where a download stands across its attempts: bytes received, and the ETag of the
     object they came from (a resumed request asks for that one only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.offset = 0
         self.e_tag: str | None = None
         self.size: int | None = None
+        self.limit = limit  # bytes asked for and kept at most (the manifest's size + 1)
 
     def restart(self) -> None:
         self.offset, self.e_tag, self.size = 0, None, None
@@ -403,6 +404,8 @@ class Remote:
         options: Any = {}
         if state.offset:
             options = {"range": {"offset": state.offset}, "if_match": state.e_tag}
+        if state.limit is not None and state.limit > 1:  # (an empty object has no range)
+            options = {**options, "range": (state.offset, state.limit)}
         try:
             result = await clock.wait(obstore.get_async(self.store, name, options=options))
         except obx.PreconditionError:
@@ -421,6 +424,12 @@ class Remote:
             try:
                 chunk = await clock.wait(stream.__anext__())
             except StopAsyncIteration:
+                return
+            if state.limit is not None and state.offset + len(chunk) >= state.limit:
+                # one byte past the manifest's size tells a wrong object: stop there
+                chunk = memoryview(chunk)[:state.limit - state.offset]
+                sink(chunk)
+                state.offset += len(chunk)
                 return
             sink(chunk)
             state.offset += len(chunk)
@@ -460,7 +469,8 @@ class Remote:
         problem = ""
         for _ in range(attempts):
             try:
-                got, digest = self._download_once(name, part)
+                got, digest = self._download_once(name, part,
+                                                  None if size is None else size + 1)
             except BaseException:
                 part.unlink(missing_ok=True)
                 raise
@@ -475,10 +485,11 @@ class Remote:
         raise StorageError(f"{self.where(name)}: {problem} ({attempts} downloads); the object "
                            "was changed or damaged in storage: re-convert the dataset there")
 
-    def _download_once(self, name: str, part: Path) -> tuple[int, str]:
+    def _download_once(self, name: str, part: Path,
+                       limit: int | None = None) -> tuple[int, str]:
         """Object `name` into the file `part`, resumed where a stalled or broken attempt
-        stopped; (bytes, xxh3_64 hex digest)."""
-        state = _Transfer()
+        stopped, at most `limit` bytes asked for and written; (bytes, xxh3_64 hex digest)."""
+        state = _Transfer(limit)
         hasher = xxhash.xxh3_64()
         with open(part, "r+b" if part.exists() else "wb") as f:
             def sink(chunk) -> None:

@@ -355,3 +355,22 @@ def test_the_fingerprint_covers_everything_the_manifest_says():
     other = json.loads(json.dumps(manifest))
     other["shards"][0]["files"]["blob.bin"]["size"] = 4
     assert manifest_fingerprint(manifest) != manifest_fingerprint(other)
+
+
+# -- item 6: a download is capped at the manifest's size --------------------------------------
+def test_a_download_stops_one_byte_past_the_manifests_size(s3, tmp_path):
+    from chute.readers.storage._object_store import Remote, StorageError
+
+    _, bucket = s3
+    remote = Remote(f"{bucket}/ds")
+    remote.put_bytes("big.bin", os.urandom(3 << 20))
+    remote.put_bytes("empty.bin", b"")
+    with pytest.raises(StorageError, match="1001 bytes arrived, the manifest says 1000"):
+        remote.download("big.bin", tmp_path / "big.bin", 1000, None)
+    assert not list(tmp_path.iterdir())  # nothing left behind
+    remote.download("empty.bin", tmp_path / "empty.bin", 0, xxhash.xxh3_64_hexdigest(b""))
+    assert (tmp_path / "empty.bin").read_bytes() == b""
+    data = os.urandom(5000)
+    remote.put_bytes("exact.bin", data)
+    remote.download("exact.bin", tmp_path / "exact.bin", 5000, xxhash.xxh3_64_hexdigest(data))
+    assert (tmp_path / "exact.bin").read_bytes() == data
