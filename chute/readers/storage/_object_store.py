@@ -427,9 +427,9 @@ class Remote:
                 return
             if state.limit is not None and state.offset + len(chunk) >= state.limit:
                 # one byte past the manifest's size tells a wrong object: stop there
-                chunk = memoryview(chunk)[:state.limit - state.offset]
-                sink(chunk)
-                state.offset += len(chunk)
+                kept = memoryview(chunk)[:state.limit - state.offset]
+                sink(kept)
+                state.offset += len(kept)
                 return
             sink(chunk)
             state.offset += len(chunk)
