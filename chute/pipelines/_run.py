@@ -77,23 +77,26 @@ class Run:
         self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
         self.plan = plan
         self.readers = []
-        try:
-            for producer in self.producers:
-                self.readers.append(producer.open_epoch(plan, 0))
-        except BaseException:
-            self._close_readers()
-            raise
-        self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
-                                       pipe.on_error, describe=pipe._describe,
-                                       device=pipe.device)
+        self.read_ahead = None
         # eval delivers every sample at most once: a failed one is left out, since any
         # substitute is a sample the pass delivers anyway (docs/pipeline.md, "Bad samples")
         self.leave_out = pipe.augment == "eval" and pipe.on_error == "skip"
         # fields whose failures carry a JPEG decoder's status (chute.fallbacks._status)
         self.images = frozenset(f for f, family in pipe._families.items() if family == "image")
-        # a remote dataset fetches the shards of this pass ahead of it (docs/storage.md)
-        self.read_ahead = _read_ahead(pipe.dataset, plan)
-        self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
+        try:  # an epoch reader may hold batches in flight: closed whatever fails after it opens
+            for producer in self.producers:
+                self.readers.append(producer.open_epoch(plan, 0))
+            self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
+                                           pipe.on_error, describe=pipe._describe,
+                                           device=pipe.device)
+            # a remote dataset fetches the shards of this pass ahead of it (docs/storage.md)
+            self.read_ahead = _read_ahead(pipe.dataset, plan)
+            self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
+        except BaseException:
+            if self.read_ahead is not None:
+                self.read_ahead.close()
+            self._close_readers()
+            raise
 
     def fill(self, slot, iteration: int):
         measure = self.stages.measure
@@ -174,20 +177,24 @@ class Run:
         self.prefetcher.release(slot)
 
     def _close_readers(self) -> None:
-        for reader in self.readers:
+        readers, self.readers = self.readers, []
+        for reader in readers:
             reader.close()
 
     def close(self) -> None:
-        read_ahead = getattr(self, "read_ahead", None)  # absent when __init__ failed early
-        if read_ahead is not None:
-            read_ahead.close()
-        self.prefetcher.close()
-        if self.stream is not None:  # kernels/copies may still write the slots being released
-            self.stream.synchronize()
-        self._close_readers()
-        # An unfinished loop's generator keeps this run alive: drop what holds the dataset's
-        # maps, so Pipeline.close() releases them at once (not at garbage collection).
-        self.readers, self.producers, self.substitutor = [], (), None
+        try:
+            if self.read_ahead is not None:
+                self.read_ahead.close()
+        finally:
+            try:
+                self.prefetcher.close()
+                if self.stream is not None:  # kernels/copies may still write these slots
+                    self.stream.synchronize()
+            finally:  # epoch readers release their batches in flight whatever failed above
+                self._close_readers()
+                # An unfinished loop's generator keeps this run alive: drop what holds the
+                # dataset's maps, so Pipeline.close() releases them at once (not at gc).
+                self.readers, self.producers, self.substitutor = [], (), None
 
 
 def _leave_out(slot, keep: np.ndarray, shapes: dict, out: dict):

@@ -13,9 +13,10 @@ producer thread add up to its busy time.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
+
+from chute._fork import ProcessLock
 
 __all__ = ["StageTimes"]
 
@@ -27,7 +28,8 @@ class StageTimes:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # worker threads take it: a child forked while one held it gets it free
+        self._lock = ProcessLock()
         self._times: dict[str, list[float]] = {}
         self._counts: dict[str, int] = {}
 

@@ -45,6 +45,7 @@ class SlowCodec:
         self.real, self.latency, self.fail_at = real, latency, fail_at
         self.calls = 0
         self.decoders = 0
+        self.running = self.most_running = 0  # decode calls at once
         self.reused: list = []  # per call: the ids of the images= passed (None: fresh)
         self.lock = threading.Lock()
 
@@ -63,11 +64,17 @@ class SlowCodec:
                     codec.calls += 1
                     call = codec.calls
                     codec.reused.append(None if images is None else [id(i) for i in images])
-                time.sleep(codec.latency)
-                if call == codec.fail_at:
-                    raise RuntimeError(f"decoder failed at call {call}")
-                return decoder.decode(streams, images=images, params=params,
-                                      cuda_stream=cuda_stream)
+                    codec.running += 1
+                    codec.most_running = max(codec.most_running, codec.running)
+                try:
+                    time.sleep(codec.latency)
+                    if call == codec.fail_at:
+                        raise RuntimeError(f"decoder failed at call {call}")
+                    return decoder.decode(streams, images=images, params=params,
+                                          cuda_stream=cuda_stream)
+                finally:
+                    with codec.lock:
+                        codec.running -= 1
 
         return Slow()
 
@@ -100,17 +107,20 @@ def test_k_decoders_give_k_over_l_batches_per_second_and_the_same_batches(datase
     plan = image_plan(dataset, (16, 16), batch_size=BATCH)  # 12 batches
     first = None
     for k in (1, 2, 3, 4):
-        producer = _producer(dataset, monkeypatch, SlowCodec(latency), decoders=k,
-                             num_cpu_threads=1)
+        codec = SlowCodec(latency)
+        producer = _producer(dataset, monkeypatch, codec, decoders=k, num_cpu_threads=1)
         try:
             _epoch(producer, plan)  # warm-up: pools, resample compiled
-            start = time.perf_counter()
-            outs = _epoch(producer, plan)
-            rate = len(plan) / (time.perf_counter() - start)
+            rates = []
+            for _ in range(3):  # the best of three: a busy machine only slows a pass down
+                start = time.perf_counter()
+                outs = _epoch(producer, plan)
+                rates.append(len(plan) / (time.perf_counter() - start))
         finally:
             producer.close()
+        assert codec.most_running == k  # K decode calls at once, never more
         # the decode calls bound it: at most K/L, and within 15% of it
-        assert 0.85 * k / latency <= rate <= 1.05 * k / latency, (k, rate)
+        assert 0.85 * k / latency <= max(rates) <= 1.05 * k / latency, (k, rates)
         if first is None:
             first = outs
         for (ids, status, out), (ids1, status1, out1) in zip(outs, first, strict=True):
@@ -224,3 +234,30 @@ def test_decode_workers_deliver_in_submission_order_and_stop(dataset):
     assert sorted(seen) == list(range(9)) and seen != list(range(9))
     workers.close()
     assert not any(t.is_alive() for t in workers.threads)
+
+
+def test_a_pass_that_fails_to_start_releases_its_batches_in_flight(dataset, monkeypatch):
+    # the epoch readers opened before the failure hold decoded batches: left open, the next
+    # pass would wait forever for their workers' buffers
+    import chute.pipelines._run as run_module
+    from chute import ImageOptions, Pipeline
+
+    real, calls = run_module.Substitutor, []
+
+    def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # e.g. Ctrl-C while the pass starts
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "Substitutor", failing_once)
+    fields = {"image": ImageOptions(size=16, backend="cpu", dtype="uint8"), "label": None}
+    with Pipeline(dataset, BATCH, fields=fields, device="cpu") as pipe:
+        with pytest.raises(KeyboardInterrupt):
+            next(iter(pipe))
+        done: list = []
+        thread = threading.Thread(target=lambda: done.append(sum(1 for _ in pipe)),
+                                  daemon=True)
+        thread.start()
+        thread.join(60)
+        assert done == [len(pipe)], "the second pass hung on the first one's workers"

@@ -248,3 +248,33 @@ def test_roi_decode_takes_auto_true_or_false(dataset):
     with pytest.raises(ValueError, match="roi_decode must be 'auto' \\(the default\\), True "
                                          "or False, not 'yes'; leave it out"):
         nvimgcodec.NvImgCodecBackend(spec, device_id=None)
+
+
+def test_a_batch_dropped_in_flight_is_waited_for_before_its_images_are_reused(dataset,
+                                                                             monkeypatch):
+    # a pass stopped early (a break, Lightning's sanity check) drops the batch its worker
+    # decoded ahead; that decode may still write the worker's images on the worker's stream
+    codec = FakeCodec()
+    log = fake_cuda(monkeypatch, nvimgcodec)
+    monkeypatch.setattr(nvimgcodec, "import_nvimgcodec", lambda: codec)
+    monkeypatch.setattr(nvimgcodec, "_current_stream",
+                        lambda target: FakeStream(log, KERNEL_STREAM))
+    monkeypatch.setattr(chute.kernels, "resize_normalize", lambda *a, **k: None)
+    spec = ImageSpec("nvimgcodec", "image", dataset, 2, "cuda:0",
+                     options={"roi_decode": True, "decoders": 1}, size=(16, 16),
+                     dtype="float16")
+    backend = nvimgcodec.NvImgCodecBackend(spec, device_id=0)
+    try:
+        plan = image_plan(dataset, (16, 16), batch_size=2)  # 3 batches
+        epoch = backend.open_epoch(plan, 0)
+        epoch.read(plan.request(0), {"image": torch.zeros(spec.image_shape(2),
+                                                          dtype=torch.half)})
+        epoch.close()  # batch 1, decoded ahead, is dropped
+        worker = backend.workers.states[0]
+        own, consumed = worker.stream.cuda_stream, worker.consumed.name
+        assert log[-1] == ("record", consumed, own)  # after the dropped decode, on its stream
+        mark = len(log)
+        backend.open_epoch(plan, 0).close()  # the next pass decodes into the same images
+        assert log[mark] == ("host-wait", consumed, None)
+    finally:
+        backend.close()

@@ -174,3 +174,47 @@ def test_a_segment_is_delivered_as_its_own_record_with_its_index(tmp_path):
             for name in NAMES for i, seg in enumerate(_segments_with_fields(name))]
     assert got == want
     assert got[7]["start"] == 0.35 and got[7]["start"] * 22050 != round(0.35 * 22050)
+
+
+def test_a_producer_planning_ahead_reads_the_recordings_of_a_segment_plan(tmp_path):
+    # the cpu image backend gathers batches ahead from the plan: through a segment unit it
+    # must gather the recordings' rows the reads ask for, not the segment ids
+    from dataclasses import dataclass
+
+    from chute.pipelines import BatchRequest, ImageSpec, create_producer
+    from chute.pipelines.sampling._units import ByRecording
+    from tests.pipelines._dali_data import write_jpeg_dataset
+
+    dataset = open_dataset(write_jpeg_dataset(tmp_path / "ds.chute", n=8))
+
+    @dataclass
+    class SegmentPlan:  # segment ids far past the dataset's rows, two segments per recording
+        batches: int = 3
+
+        def request(self, i: int) -> BatchRequest:
+            rows = np.array([2 * i, 2 * i, 2 * i + 1], np.int64)
+            h, w = (np.asarray(dataset.column(c))[rows] for c in ("height", "width"))
+            boxes = np.stack([np.zeros(3), np.zeros(3), h, w], axis=1).astype(np.float64)
+            return BatchRequest(i, np.array([100 + i, 200 + i, 300 + i]),
+                                {"recording": rows, "boxes": boxes,
+                                 "flips": np.zeros(3, bool)})
+
+        def __len__(self) -> int:
+            return self.batches
+
+    spec = ImageSpec("cpu", "image", dataset, 3, "cpu", options={"threads": 1}, size=(8, 8),
+                     dtype="uint8", layout="NHWC")
+    wrapped, plain = ByRecording(create_producer(spec)), create_producer(spec)
+    plan = SegmentPlan()
+    epoch = wrapped.open_epoch(plan, 0)
+    try:
+        for i in range(len(plan)):
+            request = plan.request(i)
+            got, want = np.zeros((3, 8, 8, 3), np.uint8), np.zeros((3, 8, 8, 3), np.uint8)
+            assert epoch.read(request, {"image": got}).tolist() == [0, 0, 0]
+            plain.fill(ByRecording._rows(request), {"image": want})
+            np.testing.assert_array_equal(got, want)
+    finally:
+        epoch.close()
+        wrapped.close()
+        plain.close()

@@ -164,7 +164,8 @@ class InFlightEpoch:
 
     def read(self, request: Any, out: dict[str, Any]) -> np.ndarray:
         check_in_order(self, request)
-        self._top_up()
+        if not self._pending:  # planning ahead failed at the previous batch: plan this one
+            self._top_up()
         planned, ticket = self._pending.popleft()
         self.next_iteration += 1
         try:

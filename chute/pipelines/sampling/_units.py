@@ -226,13 +226,30 @@ class ByRecording:
         return self.inner.shapes(self._rows(request))
 
     def open_epoch(self, plan, first_iteration: int):
-        return _ByRecordingEpoch(self.inner.open_epoch(plan, first_iteration))
+        # a producer that plans ahead (batches in flight) must see the rows it will be asked for
+        return _ByRecordingEpoch(self.inner.open_epoch(_RowsPlan(plan), first_iteration))
 
     def fill(self, request, out: dict) -> np.ndarray:
         return self.inner.fill(self._rows(request), out)
 
     def close(self) -> None:
         self.inner.close()
+
+
+class _RowsPlan:
+    """A plan seen through a segment unit: its requests carry the recordings' rows as ids."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def request(self, iteration: int):
+        return ByRecording._rows(self.plan.request(iteration))
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def __getattr__(self, name: str):
+        return getattr(self.plan, name)
 
 
 class _ByRecordingEpoch:

@@ -1,10 +1,11 @@
 """Backend `nvimgcodec`: nvImageCodec decodes each sample's crop window directly (batched ROI
 decode, no DALI graph), then the shared resample (docs/design.md, "Resize definition").
 
-- device cuda: nvImageCodec decodes on the GPU; chute's fused CUDA kernel
-  (`chute.kernels.resize_normalize`) resizes, flips and normalizes into the Pipeline's tensor.
-  Both run on the caller's current stream: nvImageCodec allocates (and frees) its images on
-  the stream it decodes on, so the kernel reads them before their memory is reused.
+- device cuda: nvImageCodec decodes on the GPU, on a decode worker's own stream; chute's fused
+  CUDA kernel (`chute.kernels.resize_normalize`) resizes, flips and normalizes into the
+  Pipeline's tensor on the caller's current stream, after waiting on the decode's event. The
+  worker's images (and any it copied to the GPU) are kept until a host wait on the event
+  recorded after that kernel: only then are they decoded into again or dropped.
 - device cpu (the CPU twin, which the tests run): nvImageCodec's CPU-only backend decodes, and
   the CPU fallback's resample (`chute.fallbacks._resample.resample_into`) does the rest.
 
@@ -97,6 +98,7 @@ class _Worker:
     decoded: Any = None  # torch.cuda.Event: this worker's decode is done on its stream
     consumed: Any = None  # torch.cuda.Event: the kernel that read the pool is done
     consumed_recorded: bool = False
+    held: list = field(default_factory=list)  # cpu_fallback images copied to the GPU
     free: threading.Event = field(default_factory=threading.Event)
 
 
@@ -192,13 +194,25 @@ class NvImgCodecBackend(ImageProducerBase):
             if worker.consumed_recorded:  # the hardware decoder writes at call time
                 worker.consumed.synchronize()
                 worker.consumed_recorded = False
+            worker.held.clear()  # what the last batch's kernel read is no longer read
             with self.stages.measure(f"{self.field}/prepare"):
                 prepared = self._prepare(worker, request)
             with self.stages.measure(f"{self.field}/decode"):
                 return self._decode(worker, *prepared)
         except BaseException:
-            worker.free.set()
+            self._release(worker, None)
             raise
+
+    def _release(self, worker: _Worker, stream) -> None:
+        """Give a worker's images back after a batch: on a GPU the `consumed` event, recorded
+        on `stream` (the kernel's) or else the worker's own (a decode that may still write),
+        is host-waited before they are decoded into again."""
+        try:
+            if worker.consumed is not None:
+                worker.consumed.record(worker.stream if stream is None else stream)
+                worker.consumed_recorded = True
+        finally:
+            worker.free.set()
 
     def _prepare(self, worker: _Worker, request):
         ids = np.asarray(request.ids, dtype=np.int64)
@@ -285,6 +299,9 @@ class NvImgCodecBackend(ImageProducerBase):
             if img is not None and img.shape[:2] == tuple(windows[k, 2:].tolist()):
                 images[k] = img.cuda(synchronize=False, device_id=self.device_id,
                                      cuda_stream=worker.stream.cuda_stream)
+                # kept until the kernel that reads it is known done (its buffer is detached
+                # from the stream: dropped now, its memory could be reused under the kernel)
+                worker.held += [img, images[k]]
                 done += 1
             else:
                 status[k] = _UNDECODABLE
@@ -301,13 +318,15 @@ class NvImgCodecBackend(ImageProducerBase):
             targets = [out[key] for key in self.view_shapes(1)]
         else:
             targets = [out[self.field]]
+        stream = None  # the kernel's, once it waits for the decode
         try:
             with self.stages.measure(f"{self.field}/resample"):
                 if self.device_id is None:
                     self._resample_on_cpu(decoded.images, decoded.inner, decoded.flips, targets)
                 else:
-                    stream = _current_stream(targets[0])
-                    stream.wait_event(worker.decoded)
+                    caller = _current_stream(targets[0])
+                    caller.wait_event(worker.decoded)
+                    stream = caller  # from here on it follows the decode: record after it
                     if self.spec.views:
                         self._views_on_gpu(decoded.images, decoded.inner, decoded.flips,
                                            targets, decoded.status, stream)
@@ -315,15 +334,14 @@ class NvImgCodecBackend(ImageProducerBase):
                         self._resample_on_gpu(decoded.images, decoded.inner[:, 0],
                                               decoded.flips[:, 0], targets[0], decoded.status,
                                               stream)
-                    worker.consumed.record(stream)
-                    worker.consumed_recorded = True
         finally:
-            worker.free.set()
+            self._release(worker, stream)
         return decoded.status
 
     def discard(self, decoded: _Decoded) -> None:
-        """A decoded batch nobody resamples: its worker's images are free again."""
-        decoded.worker.free.set()
+        """A decoded batch nobody resamples: its worker's images are free again once its
+        decode, which may still write them on the worker's stream, is done."""
+        self._release(decoded.worker, None)
 
     def _resample_on_cpu(self, images, inner, flips, targets) -> None:
         """inner [B, V, 4], flips [B, V]: view v of sample b into targets[v] (V = 1 without
