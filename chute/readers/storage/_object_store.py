@@ -46,7 +46,7 @@ _T = TypeVar("_T")
 _IDLE = 30.0  # seconds without a byte before a request is cut and retried (resumed)
 _UPLOAD_IDLE = 120.0  # ... for a multipart upload, whose parts are read ahead of sending
 _REPORT = 10.0  # while a request fails or waits, a line on stderr this often
-_GRACE = 0.5  # the shortest try of a request that begins after its endpoint's deadline passed
+_GRACE = 0.5  # the shortest try of any request, also one that begins after its outage's deadline
 _STREAM_CHUNK = 256 << 10  # small enough that a slow link still delivers one within _IDLE
 _PART = 5 << 20  # multipart upload part size
 _MAX_BACKOFF = 5.0
@@ -211,8 +211,9 @@ class _Clock:
             # one outage, one deadline; past it, a request gets one short try when no other
             # request has failed lately (the endpoint may be back)
             deadline = min(deadline, outage.since + self.seconds)
-            if self.began - outage.last > _GRACE:
-                deadline = max(deadline, self.began + _GRACE)
+            # ...and every request is tried: one begun just after another failed finds a
+            # server that is back (it was never sent, and failed at once, before)
+            deadline = max(deadline, self.began + _GRACE)
         return deadline - time.monotonic()
 
     def report(self, reason: str) -> None:

@@ -130,3 +130,16 @@ def test_a_server_answering_503_is_retried_saying_so(proxied, monkeypatch, capsy
     assert len(lines) >= 2 and "503" in lines[0] and remote.where("blob") in lines[0], lines
     proxy.status = None
     assert remote.get_bytes("blob") == BLOB  # and it answers again
+
+
+def test_a_request_right_after_an_outage_is_sent_to_the_server_that_is_back(proxied,
+                                                                            monkeypatch):
+    # the outage's deadline has passed when the next request begins, a moment after the last
+    # failure: it must still be tried (it failed at once, never sent, before)
+    proxy, remote, _ = proxied
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "1")
+    proxy.status = 503
+    with pytest.raises(StorageError, match="failed for 1 s"):
+        remote.get_bytes("blob")
+    proxy.status = None
+    assert remote.get_bytes("blob") == BLOB
