@@ -8,7 +8,7 @@ from chute.pipelines._run import Run as _Run
 
 def make_run(log, stream):
     run = object.__new__(_Run)  # only what close() touches; a real run needs a GPU here
-    run.stream = stream
+    run.stream, run.read_ahead = stream, None
 
     class Prefetcher:
         def close(self):

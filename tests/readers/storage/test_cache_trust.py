@@ -206,6 +206,7 @@ def test_a_file_changed_between_processes_is_checked_by_the_next_one(tmp_path):
     assert remote.downloads == 2
 
 
+@pytest.mark.slow  # starts a process (as another user)
 def test_a_cached_file_cannot_be_shrunk_by_another_user(tmp_path):
     """A mapped file shrinking SIGBUSes its reader: the cache's files are read-only and owned
     by their downloader, so no other user can shrink one (docs/storage.md)."""
