@@ -1,7 +1,8 @@
 """A real S3-compatible server on loopback for the object storage tests: moto's standalone
 HTTP server (its threaded WSGI server, on 127.0.0.1), reached by chute's real client over
 HTTP; and a small TCP proxy in front of it that can refuse, cut, delay, throttle or freeze
-connections, or lose the reply to a chosen request after the server acted on it.
+connections, lose the reply to a chosen request after the server acted on it, or flip a byte
+of a chosen reply's body (damage in flight).
 Stopping and starting the server keeps its objects (moto keeps them in this process)."""
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class FaultProxy:
     a slow but steady link; `status` (e.g. 503) answers every request with it, unforwarded.
     `lose_reply` lets a chosen request reach the server and loses its reply (a reset, or a
     500 in its place); `lost` counts the replies lost. `failing` (a compiled pattern) answers
-    500 to every request whose path matches, unforwarded.
+    500 to every request whose path matches, unforwarded. `corrupt_reply` flips the first
+    body byte of the reply to chosen requests; `flipped` counts the bytes flipped.
     """
 
     target_port: int
@@ -90,9 +92,11 @@ class FaultProxy:
     connections: int = 0
     forwarded: int = 0  # bytes sent on from the server
     lost: int = 0  # replies lost by `lose_reply`
+    flipped: int = 0  # reply bytes flipped by `corrupt_reply`
     _open: list = field(default_factory=list)
     failing: re.Pattern | None = None
     _rule: list | None = None  # [method, pattern, requests left to let pass, how, then_fail]
+    _flip: list | None = None  # [method, pattern, replies left to flip]
 
     def __post_init__(self) -> None:
         self._listener = socket.socket()
@@ -116,6 +120,21 @@ class FaultProxy:
         such a path is answered 500 (`failing`) until that is set to None."""
         assert how in ("drop", "500")
         self._rule = [method, re.compile(pattern), nth, how, then_fail]
+
+    def corrupt_reply(self, method: str, pattern: str, times: int = 1) -> None:
+        """Flip the first body byte of the replies to the next `times` requests with `method`
+        and a path matching `pattern` (re.search): their bytes are damaged on the way, the
+        object in the server is not."""
+        self._flip = [method, re.compile(pattern), times]
+
+    def _spoil(self, method: str, path: str) -> bool:
+        rule = self._flip
+        if rule is None or method != rule[0] or not rule[1].search(path):
+            return False
+        rule[2] -= 1
+        if rule[2] <= 0:
+            self._flip = None
+        return True
 
     def _doom(self, method: str, path: str) -> str | None:
         rule = self._rule
@@ -181,6 +200,8 @@ class FaultProxy:
                             src.sendall(_ERROR)
                             raise OSError("failed")
                         conn.doomed = conn.doomed or self._doom(method, path)
+                        if self._spoil(method, path):
+                            conn.flip = "head"
                 elif conn.doomed is not None:  # its reply begins: the server acted on it
                     if conn.doomed == "500":
                         dst.sendall(_ERROR)
@@ -197,6 +218,10 @@ class FaultProxy:
                     limit, self.cut_after = self.cut_after, None  # once
                     dst.sendall(data[:max(limit - sent, 1)])
                     raise OSError("cut")
+                if from_server and conn.flip is not None:
+                    spoiled = conn.spoil(data)
+                    self.flipped += int(spoiled != data)
+                    data = spoiled
                 dst.sendall(data)
                 sent += len(data)
                 if from_server:
@@ -236,9 +261,27 @@ class _Connection:
 
     def __init__(self) -> None:
         self.doomed: str | None = None
+        self.flip: str | None = None  # "head": the reply's head is passing, "body": flip next
+        self._reply = b""  # the last bytes of the reply's head seen (its end may be split)
         self._head = b""
         self._body = 0
         self._blind = False
+
+    def spoil(self, data: bytes) -> bytes:
+        """`data` from the server with the first byte of the reply's body flipped (once)."""
+        if self.flip == "head":
+            joined = self._reply + data
+            end = joined.find(b"\r\n\r\n")
+            if end < 0:
+                self._reply = joined[-3:]
+                return data
+            start = end + 4 - len(self._reply)  # where the body starts in `data`
+            self.flip, self._reply = "body", b""
+            return data[:start] + self.spoil(data[start:])
+        if self.flip == "body" and data:
+            self.flip = None
+            return bytes([data[0] ^ 0xFF]) + data[1:]
+        return data
 
     def feed(self, data: bytes) -> list[tuple[str, str]]:
         """(method, path) of each request whose head ends in `data`."""

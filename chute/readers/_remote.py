@@ -50,6 +50,7 @@ __all__ = ["RemoteSource", "open_remote", "remote_of", "verify_remote"]
 _PARALLEL = 16  # small files fetched at once when a dataset is opened
 _TRY_SECONDS = 4.0  # how long the server is tried before a fully cached version stands in
 _USAGE_ROOM = 4096  # the cache's running total (.usage) grows while downloads are in flight
+_VERIFY_READS = 3  # `chute verify` reads a mismatching object this often before condemning it
 
 
 @dataclass
@@ -306,7 +307,9 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
 def verify_remote(url: str, *, progress: bool = False) -> list[str]:
     """`chute verify` of a dataset in object storage: the manifest's own checksum, then every
     listed object's size and checksum, streamed from the server (nothing is cached), then the
-    structure (opening it through the node cache). Returns the problems, each naming its URL.
+    structure (opening it through the node cache). A manifest or object that does not match is
+    read again (bytes damaged on the way are not the object's): only a mismatch every one of
+    `_VERIFY_READS` reads repeats is reported. Returns the problems, each naming its URL.
 
     Args:
         url: `s3://bucket/prefix` of the dataset.
@@ -319,19 +322,26 @@ def verify_remote(url: str, *, progress: bool = False) -> list[str]:
 
     remote = Remote(url)
     incoming = Path(tempfile.mkdtemp(prefix="chute-verify-"))
+    problems = []
     try:
-        (incoming / MANIFEST).write_bytes(remote.get_bytes(MANIFEST))
-        try:
-            manifest = load_manifest(incoming)
-        except FormatError as exc:
-            return [f"{remote.where(MANIFEST)}: {str(exc).split(': ', 1)[-1]}"]
+        for read in range(_VERIFY_READS):  # bytes damaged in flight are read again
+            (incoming / MANIFEST).write_bytes(remote.get_bytes(MANIFEST))
+            try:
+                manifest = load_manifest(incoming)
+            except FormatError as exc:
+                if read + 1 < _VERIFY_READS:
+                    continue
+                return [f"{remote.where(MANIFEST)}: {str(exc).split(': ', 1)[-1]} "
+                        f"({_VERIFY_READS} reads)"]
+            own = manifest.get(MANIFEST_CHECKSUM)
+            if own is None or own == manifest_checksum(manifest):
+                break
+        else:
+            problems.append(f"{remote.where(MANIFEST)}: the manifest's own checksum does not "
+                            f"match its content ({_VERIFY_READS} reads: edited or corrupted in "
+                            "storage); re-convert the dataset there")
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
-    problems = []
-    own = manifest.get(MANIFEST_CHECKSUM)
-    if own is not None and own != manifest_checksum(manifest):
-        problems.append(f"{remote.where(MANIFEST)}: the manifest's own checksum does not match "
-                        "its content (edited or corrupted); re-convert the dataset there")
     algo = manifest.get("checksum", CHECKSUM)
     listed, _ = _files(manifest)
     sizes = dict(remote.list())
@@ -346,14 +356,18 @@ def verify_remote(url: str, *, progress: bool = False) -> list[str]:
         if sizes[name] != entry["size"]:
             return f"{where}: size {sizes[name]}, manifest says {entry['size']}"
         try:
-            _, digest = remote.checksum(name)
+            # a mismatch is read again (bytes damaged on the way are not the object's): only
+            # one every read repeats condemns the object
+            for _ in range(_VERIFY_READS):
+                _, digest = remote.checksum(name)
+                if digest == entry.get(algo):
+                    return None
         except StorageError as exc:
             return str(exc)
         finally:
             bar.update(entry["size"])
-        if digest != entry.get(algo):
-            return f"{where}: checksum mismatch (the object was modified or corrupted)"
-        return None
+        return (f"{where}: checksum mismatch in {_VERIFY_READS} reads (the object was modified "
+                "or corrupted in storage)")
 
     with ThreadPoolExecutor(8) as pool:
         problems += [p for p in pool.map(check, sorted(listed.items())) if p]
