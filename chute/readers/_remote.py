@@ -50,6 +50,7 @@ __all__ = ["RemoteSource", "open_remote", "remote_of", "verify_remote"]
 _PARALLEL = 16  # small files fetched at once when a dataset is opened
 _TRY_SECONDS = 4.0  # how long the server is tried before a fully cached version stands in
 _USAGE_ROOM = 4096  # the cache's running total (.usage) grows while downloads are in flight
+_MAX_OBJECT = 5 << 40  # the largest object S3 stores (5 TiB)
 _VERIFY_READS = 3  # `chute verify` reads a mismatching object this often before condemning it
 
 
@@ -221,6 +222,16 @@ def _files(manifest: dict) -> tuple[dict[str, tuple[dict, bool]], list[list[str]
     return listed, per_shard
 
 
+def _check_sizes(remote: Remote, listed: dict[str, tuple[dict, bool]]) -> None:
+    """A FormatError naming the first file the manifest says is larger than an object can be
+    (a corrupt manifest: reserving its size in the node cache fails with EFBIG)."""
+    for name, (entry, _) in listed.items():
+        if entry["size"] > _MAX_OBJECT:
+            raise FormatError(f"{remote.where(name)}: the manifest says it is {entry['size']} "
+                              "bytes, more than an object in S3 can be (5 TiB); the manifest "
+                              "is corrupt: re-convert the dataset there")
+
+
 def _at_least(n: int) -> str:
     """`n` bytes for people, rounded up (a size to ask for must not fall short of `n`)."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -273,6 +284,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
         raise FormatError(f"{remote.url}: the dataset changed since it was opened (fingerprint "
                           f"{found}, expected {fingerprint}); restart the job on the new version")
     listed, per_shard = _files(manifest)
+    _check_sizes(remote, listed)
     text = "".join(f"{name}\n" for names in per_shard for name in names)
     largest = _check_room(remote, cache, listed, per_shard,
                           (folder / MANIFEST).stat().st_size + len(text.encode()))

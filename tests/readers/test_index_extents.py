@@ -77,3 +77,25 @@ def test_records_in_another_order_are_fine(dataset_dir):
     _rewrite(path, swap)
     after = open_dataset(dataset_dir)
     assert [bytes(after[i]["image"]) for i in range(count)] == expected
+
+
+@pytest.mark.parametrize("size", [1 << 55, (5 << 40) + 1], ids=["2^55", "5TiB+1"])
+def test_a_remote_index_claiming_more_than_an_object_holds_is_one_line(s3, size):
+    """A manifest in object storage saying an index is 2^55 bytes: opening reserved that size in
+    the node cache (raw OSError EFBIG, issue 37); now a FormatError naming the object."""
+    import json
+
+    from chute.readers.format._manifest import MANIFEST, MANIFEST_CHECKSUM, manifest_checksum
+    from chute.readers.storage._object_store import Remote
+    from tests.readers.storage.test_object_storage import samples, write
+
+    url = f"{s3[1]}/ds"
+    write(url, samples(10))
+    remote = Remote(url)
+    manifest = json.loads(remote.get_bytes(MANIFEST))
+    shard = manifest["shards"][0]
+    shard["files"]["image.idx"]["size"] = size
+    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+    remote.put_bytes(MANIFEST, json.dumps(manifest).encode())
+    with pytest.raises(FormatError, match=f"{shard['name']}/image.idx: .*{size} bytes.*5 TiB"):
+        open_dataset(url)
