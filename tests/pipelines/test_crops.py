@@ -126,6 +126,21 @@ def test_invalid_inputs_raise_clear_errors():
         crop_boxes(0, 0, [0, 1], [10], [10], CropConfig((8, 8)))
 
 
+@pytest.mark.parametrize("attempts", [10**9, 101, -1, 2.5, True])
+def test_attempts_beyond_the_limit_are_one_line(attempts):
+    """attempts=10**9 drew 2 * 10**9 streams per sample: a raw MemoryError (issue 37)."""
+    with pytest.raises(ValueError, match=r"attempts must be an integer from 0 to 100"):
+        CropConfig((8, 8), attempts=attempts)
+
+
+def test_the_most_attempts_and_a_numpy_integer_are_taken():
+    heights, widths = _sizes(5)
+    for attempts in (100, np.int64(7)):
+        boxes, _ = crop_boxes(0, 0, np.arange(5), heights, widths,
+                              CropConfig((8, 8), attempts=attempts))
+        assert boxes.shape == (5, 4)
+
+
 def test_scalar_size_is_square():
     assert CropConfig(96).size == (96, 96)
     assert math.isclose(CropConfig((1, 2)).ratio[1], 4 / 3)

@@ -230,3 +230,18 @@ def test_view_checks_its_arguments():
         View(32, scale=(0.5, 2.0))
     with pytest.raises(TypeError, match="transform"):
         View(32, transform=3)
+
+
+def test_views_beyond_the_limit_are_one_line(dataset_path):
+    """count=300 or 1,000 kinds of view reached numba's parallel loop: a raw
+    UnsupportedParforsError; attempts=10**9 a MemoryError (issue 37)."""
+    with pytest.raises(ValueError, match=r"View.count must be an integer from 1 to 64"):
+        View(16, count=300)
+    with pytest.raises(ValueError, match=r"1000 views per sample \(count expanded\); at most 64"):
+        ImageOptions(views=[View(16 + k % 5) for k in range(1000)], backend="cpu")
+    with pytest.raises(ValueError, match=r"65 views per sample"):
+        ImageOptions(views=[View(16, count=64), View(12)])
+    with pytest.raises(ValueError, match=r"attempts must be an integer from 0 to 100"):
+        View(16, attempts=10**9)
+    with views_pipe(dataset_path, views=[View(16, count=40), View(12, count=24)]) as pipe:
+        assert len(next(iter(pipe))["image"]) == 64  # the most is decoded

@@ -9,6 +9,7 @@ rest of the batch, the rank, the thread or the order of calls.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,10 +17,14 @@ import numpy as np
 
 from chute.pipelines.sampling._keyed_random import derive_key, uniform, uniform_streams
 
-__all__ = ["CropConfig", "CropParams", "crop_boxes", "resized_size", "EVAL_CROPS"]
+__all__ = ["CropConfig", "CropParams", "crop_boxes", "resized_size", "EVAL_CROPS", "MAX_ATTEMPTS"]
 
 # How eval crops are made (CropConfig.eval_crop); the first is the default.
 EVAL_CROPS = ("torchvision", "crop-resize")
+
+# The most tries for a train box (torchvision takes 10): every try is drawn for every sample of a
+# batch at once, 2 float64 per try and sample.
+MAX_ATTEMPTS = 100
 
 # Streams of the keyed generator: attempt k draws area from 2k and ratio from 2k + 1.
 _STREAM_TOP = 1_000_001
@@ -77,8 +82,11 @@ class CropConfig:
         rlo, rhi = self.ratio
         if not 0 < rlo <= rhi:
             raise ValueError(f"CropConfig.ratio must satisfy 0 < lo <= hi, got {self.ratio}")
-        if self.attempts < 0:
-            raise ValueError(f"CropConfig.attempts must be >= 0, got {self.attempts}")
+        attempts = self.attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, numbers.Integral) or \
+                not 0 <= attempts <= MAX_ATTEMPTS:
+            raise ValueError(f"CropConfig.attempts must be an integer from 0 to {MAX_ATTEMPTS} "
+                             f"(torchvision takes 10), got {attempts!r:.40}")
         if not 0 <= self.flip_p <= 1:
             raise ValueError(f"CropConfig.flip_p must be in [0, 1], got {self.flip_p}")
         if not 0 < self.crop_fraction <= 1:

@@ -10,7 +10,7 @@ import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute.pipelines.producers.image._crops import CropConfig
-from chute.pipelines.producers.image._views import View
+from chute.pipelines.producers.image._views import View, check_view_total
 
 __all__ = ["ImageOptions", "ImageBackend"]
 
@@ -61,3 +61,5 @@ class ImageOptions:
     def __post_init__(self) -> None:
         if isinstance(self.views, list):  # a frozen value: lists become tuples
             object.__setattr__(self, "views", tuple(self.views))
+        if isinstance(self.views, tuple):
+            check_view_total(self.views, "ImageOptions")

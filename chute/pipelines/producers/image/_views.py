@@ -19,7 +19,11 @@ from chute.pipelines._options import image_size_of
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 from chute.pipelines.sampling._keyed_random import derive_key
 
-__all__ = ["View", "ViewParams", "expand_views", "view_key", "view_seed"]
+__all__ = ["MAX_VIEWS", "View", "ViewParams", "expand_views", "view_key", "view_seed"]
+
+# The most views of one sample, `count` expanded (DINO takes 8, iBOT 12): the CPU decoder hands
+# every view's output to one parallel loop, which numba bounds at 100 arrays.
+MAX_VIEWS = 64
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,10 @@ class View:
     transform: Callable[[Any], Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"View.count must be an integer >= 1, got {self.count!r}")
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or \
+                not 1 <= self.count <= MAX_VIEWS:
+            raise ValueError(f"View.count must be an integer from 1 to {MAX_VIEWS} (the most "
+                             f"views of a sample), got {self.count!r:.40}")
         if self.transform is not None and not callable(self.transform):
             raise TypeError(f"View.transform must be callable(tensor) -> tensor, got "
                             f"{self.transform!r:.80}")
@@ -78,7 +84,16 @@ def expand_views(views: Sequence[View], where: str) -> tuple[View, ...]:
     if bad:
         raise ValueError(f"{where}: views must hold chute.View(...) items, got "
                          f"{type(bad[0]).__name__}")
+    check_view_total(views, where)
     return tuple(v for v in views for _ in range(v.count))
+
+
+def check_view_total(views: Sequence[View], where: str) -> None:
+    """A ValueError naming `where` when `views` make more than MAX_VIEWS views per sample."""
+    total = sum(v.count for v in views if isinstance(v, View))
+    if total > MAX_VIEWS:
+        raise ValueError(f"{where}: views make {total} views per sample (count expanded); at "
+                         f"most {MAX_VIEWS}")
 
 
 def view_seed(seed: int, view: int) -> int:
