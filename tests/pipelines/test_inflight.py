@@ -5,6 +5,7 @@ reader as the Pipeline reads it."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -37,12 +38,12 @@ def dataset(tmp_path_factory):
 
 class SlowCodec:
     """nvImageCodec whose decoders sleep `latency` s per batch (time.sleep releases the GIL, as
-    a GPU decode call does) before decoding, and fail at call number `fail_at` (1-based)."""
+    a GPU decode call does) before decoding."""
 
-    def __init__(self, latency: float = 0.0, fail_at: int | None = None):
+    def __init__(self, latency: float = 0.0):
         from nvidia import nvimgcodec as real
 
-        self.real, self.latency, self.fail_at = real, latency, fail_at
+        self.real, self.latency = real, latency
         self.calls = 0
         self.decoders = 0
         self.running = self.most_running = 0  # decode calls at once
@@ -62,14 +63,11 @@ class SlowCodec:
             def decode(self, streams, images=None, params=None, cuda_stream=0):
                 with codec.lock:
                     codec.calls += 1
-                    call = codec.calls
                     codec.reused.append(None if images is None else [id(i) for i in images])
                     codec.running += 1
                     codec.most_running = max(codec.most_running, codec.running)
                 try:
                     time.sleep(codec.latency)
-                    if call == codec.fail_at:
-                        raise RuntimeError(f"decoder failed at call {call}")
                     return decoder.decode(streams, images=images, params=params,
                                           cuda_stream=cuda_stream)
                 finally:
@@ -132,10 +130,18 @@ def test_k_decoders_give_k_over_l_batches_per_second_and_the_same_batches(datase
 def test_a_decode_failure_is_raised_at_its_batch_and_close_joins_every_worker(dataset,
                                                                             monkeypatch):
     plan = image_plan(dataset, (16, 16), batch_size=BATCH)
-    producer = _producer(dataset, monkeypatch, SlowCodec(0.01, fail_at=4), decoders=3)
+    producer = _producer(dataset, monkeypatch, SlowCodec(0.01), decoders=3)
+    prepare = producer._prepare
+
+    def failing_at_batch_3(worker, request):  # on a decode worker, whichever runs it
+        if request.iteration == 3:
+            raise RuntimeError("decoder failed at batch 3")
+        return prepare(worker, request)
+
+    monkeypatch.setattr(producer, "_prepare", failing_at_batch_3)
     reader = producer.open_epoch(plan, 0)
     read = []
-    with pytest.raises(RuntimeError, match="decoder failed at call 4"):
+    with pytest.raises(RuntimeError, match="decoder failed at batch 3"):
         for k in range(len(plan)):
             request = plan.request(k)
             reader.read(request, {"image": np.zeros(producer.shapes(request)["image"],
@@ -261,3 +267,33 @@ def test_a_pass_that_fails_to_start_releases_its_batches_in_flight(dataset, monk
         thread.start()
         thread.join(60)
         assert done == [len(pipe)], "the second pass hung on the first one's workers"
+
+
+@pytest.mark.slow  # forks
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_closes_its_parents_pass_without_waiting_for_its_workers(
+        dataset, monkeypatch):
+    # the child of a process in mid-pass runs the pass's `finally` (its generator ends there
+    # with "forked"): the batches still decoding belong to threads the child does not have
+    producer = _producer(dataset, monkeypatch, SlowCodec(1.5), decoders=2)
+    plan = image_plan(dataset, (16, 16), batch_size=BATCH)
+    reader = producer.open_epoch(plan, 0)  # two batches decoding for 1.5 s
+    pid = os.fork()
+    if pid == 0:
+        try:
+            reader.close()
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + 1.0  # before the decodes could end
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.02)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        status = None
+    reader.close()
+    producer.close()
+    assert status == 0, "the child waited for its parent's decode workers"

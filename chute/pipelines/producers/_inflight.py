@@ -151,6 +151,7 @@ class InFlightEpoch:
         self.depth = max(1, min(int(depth), len(workers)))
         self.next_iteration = first_iteration
         self.closed = False
+        self._pid = os.getpid()
         self._submitted = first_iteration
         self._pending: collections.deque = collections.deque()
         self._top_up()
@@ -191,6 +192,11 @@ class InFlightEpoch:
         if self.closed:
             return
         self.closed = True
+        if self._pid != os.getpid():
+            # a forked child closing its parent's pass (its generator's `finally`): the workers
+            # decoding these batches are not in this process, and make fresh states here
+            self._pending.clear()
+            return
         while self._pending:
             _, ticket = self._pending.popleft()
             try:
