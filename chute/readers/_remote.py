@@ -251,15 +251,19 @@ def _check_room(remote: Remote, cache: NodeCache, listed: dict, per_shard: list[
     small = sum(entry["size"] for entry, lazy in listed.values() if not lazy)
     shard = max((sum(listed[name][0]["size"] for name in names) for names in per_shard),
                 default=0)
-    need = small + shard + overhead + _USAGE_ROOM
+    # every process reading from the cache (this one included) needs one shard at once
+    n = 1 if cache.limit is None else cache.attached()
+    need = small + n * shard + overhead + _USAGE_ROOM
     if cache.limit is not None and need > cache.limit:
         from chute.readers._sizes import format_size
         from chute.readers.storage._node_cache import CacheFullError
 
+        each = "one shard's payload files" if n == 1 else \
+            f"one shard's payload files for each of the {n} processes reading from this cache"
         raise CacheFullError(
             f"{remote.url}: cache_limit {format_size(cache.limit)} cannot hold this dataset's "
-            f"manifest, indices and columns ({format_size(small + overhead)}) plus one shard's "
-            f"payload files ({format_size(shard)}); raise it to at least {_at_least(need)} "
+            f"manifest, indices and columns ({format_size(small + overhead)}) plus {each} "
+            f"({n} x {format_size(shard)}); raise it to at least {_at_least(need)} "
             "(more lets shards be fetched ahead)")
     return largest
 
@@ -285,6 +289,8 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
                           f"{found}, expected {fingerprint}); restart the job on the new version")
     listed, per_shard = _files(manifest)
     _check_sizes(remote, listed)
+    if cache.limit is not None:
+        cache.attach()  # counted among the processes that share the limit
     text = "".join(f"{name}\n" for names in per_shard for name in names)
     largest = _check_room(remote, cache, listed, per_shard,
                           (folder / MANIFEST).stat().st_size + len(text.encode()))
@@ -307,8 +313,9 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
                for name, (entry, lazy) in listed.items() if lazy}
     keep = None
     if cache.limit is not None and payload:
-        # half the files that fit stay mapped; the other half is room for reading ahead
-        keep = max(1, cache.limit // max(largest, 1) // 2)
+        # half the files that fit stay mapped, shared among the processes reading from the
+        # cache; the other half is room for reading ahead
+        keep = max(1, cache.limit // max(largest, 1) // 2 // cache.attached())
     from chute.readers.format._records import map_file
 
     files = ShardFiles(remote, cache, payload, keep, map_file)

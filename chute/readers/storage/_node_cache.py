@@ -18,6 +18,10 @@
   version's `.version.pin` while it has it open): old versions' indices and manifests too.
   When nothing can be evicted, a fetch waits for a reader to let go, up to
   `CHUTE_CACHE_WAIT_SECONDS` (default 600), then fails saying what limit is needed.
+- Processes sharing a limit: each holds a lock file in `.procs` while it lives, and pins at
+  most half the limit over the processes counted there; a process waiting for room (or for
+  another's download) lets go of the pins of the files it has mapped, so waiting processes
+  never hold the room the others wait for (issue 37 item 9).
 - Every version of a dataset (its manifest's fingerprint) has its own folder: a cache of
   another version is never used.
 """
@@ -32,7 +36,9 @@ import math
 import os
 import re
 import stat
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,9 +63,12 @@ _USAGE = ".usage"  # the running total (JSON), changed only under the eviction l
 _VERSION_PIN = ".version.pin"  # in a version folder: a shared lock while a process has it open
 _RECOUNT_SECONDS = 3600.0  # the total is counted file by file again at least this often
 _RECOUNT_SHORT = 5.0  # ... and, when short of room, at most this often
+_PROCS = ".procs"  # a lock file per process reading from the cache, locked while it lives
+_PROC_NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{16}")
+_MAX_PROCS = 1024  # lock files looked at (the count is at most this)
 SHARED_ENV = "CHUTE_DATA_CACHE_SHARED"  # "1": a folder of another user is used all the same
 # names the cache keeps for itself; a manifest naming a shard or file so is refused
-RESERVED = frozenset({"chute.json", PAYLOAD_LIST, _EVICT_LOCK, _USAGE, _VERSION_PIN})
+RESERVED = frozenset({"chute.json", PAYLOAD_LIST, _EVICT_LOCK, _USAGE, _VERSION_PIN, _PROCS})
 _MAX_NAME = 200  # bytes: the cache adds `.` + `.part-PID-TOKEN` and stays under NAME_MAX
 _MAX_COUNT = 1 << 56  # bytes the bookkeeping may claim for one entry (as the manifest's sizes)
 _PART = re.compile(r"\.(.+)\.part-(\d{1,10})-[0-9a-f]{1,32}")
@@ -220,6 +229,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class _Pin:
+    """A pin this process holds (`NodeCache.pin`): `fresh` until the file is opened to be
+    mapped (then the mapping holds it, and the lock may be let go while room is short);
+    `locked` while its shared lock is held; `size` once known."""
+
+    __slots__ = ("fd", "path", "fresh", "locked", "size")
+
+    def __init__(self, fd: int, path: Path):
+        self.fd, self.path = fd, path
+        self.fresh, self.locked = True, True
+        self.size: int | None = None
+
+
+# cache folder -> (pid, descriptor of its lock file in `.procs`): one per process and folder
+_ATTACHED: dict[str, tuple[int, int]] = {}
+_ATTACH_LOCK = threading.Lock()
+_CACHES: weakref.WeakSet[NodeCache] = weakref.WeakSet()  # their pin locks, fresh after fork
+
+
+def _after_fork() -> None:
+    """In a forked child: locks another thread of the parent held are free again."""
+    global _ATTACH_LOCK
+    _ATTACH_LOCK = threading.Lock()
+    for cache in list(_CACHES):
+        cache._pins_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 class VersionPin:
     """A shared lock on a version folder of the cache while a process has that version open:
     the eviction of its indices, manifest and listings waits until every holder let go.
@@ -267,6 +306,10 @@ class NodeCache:
         self.root = Path(root)
         self.limit = limit
         self.shared = _shared_env() if shared is None else shared
+        self._pins: dict[int, _Pin] = {}  # this process's pins, oldest first
+        self._pins_lock = threading.RLock()
+        self._procs = (0.0, 1)  # (when counted, processes reading from the cache)
+        _CACHES.add(self)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             st = os.stat(self.root)
@@ -360,15 +403,132 @@ class NodeCache:
 
     # -- pins ------------------------------------------------------------------------------
     def pin(self, path: Path) -> int:
-        """A shared lock that keeps `path` from being evicted until `unpin`."""
+        """A shared lock that keeps `path` from being evicted until `unpin`. Once the file
+        is mapped, the pins of this process beyond its share of the limit (half the limit
+        over the processes reading from the cache) are let go, oldest first: a mapping
+        stays valid when its file is evicted, and processes sharing the cache never pin
+        more than it holds."""
         self._real_folders(self._rel(path)[:-1])
+        if self.limit is not None:
+            self.attach()
         fd = _open_lock(_pin_path(path))
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._pins_lock:
+            self._pins[fd] = _Pin(fd, path)
+        self._trim()
         return fd
 
-    @staticmethod
-    def unpin(fd: int) -> None:
-        os.close(fd)
+    def unpin(self, fd: int) -> None:
+        with self._pins_lock:
+            self._pins.pop(fd, None)
+            os.close(fd)
+
+    def _trim(self) -> None:
+        """Let go of the locks of this process's mapped files beyond its share, oldest
+        first (their pins stay open until `unpin`)."""
+        if self.limit is None:
+            return
+        budget = self.limit // 2 // self.attached()
+        with self._pins_lock:
+            held = [p for p in self._pins.values() if p.locked and not p.fresh]
+            kept = 0
+            for pin in reversed(held):  # newest first
+                if pin.size is None:
+                    st = self._lstat(pin.path)
+                    if st is None or not stat.S_ISREG(st.st_mode):
+                        continue  # nothing there (evicted): counts nothing
+                    pin.size = st.st_size
+                kept += pin.size
+                if kept > budget:
+                    fcntl.flock(pin.fd, fcntl.LOCK_UN)
+                    pin.locked = False
+
+    def _let_go(self, path: Path) -> list[_Pin]:
+        """While this process waits for room (or for another's download): let go of the
+        locks of its mapped files (their mappings stay valid), all but `path`'s."""
+        released = []
+        with self._pins_lock:
+            for pin in self._pins.values():
+                if pin.locked and not pin.fresh and pin.path != path:
+                    fcntl.flock(pin.fd, fcntl.LOCK_UN)
+                    pin.locked = False
+                    released.append(pin)
+        return released
+
+    def _take_back(self, released: list[_Pin]) -> None:
+        """Lock again the pins `_let_go` let go that are still held, within the share."""
+        if not released:
+            return
+        with self._pins_lock:
+            for pin in released:
+                if self._pins.get(pin.fd) is pin and not pin.locked:
+                    fcntl.flock(pin.fd, fcntl.LOCK_SH)
+                    pin.locked = True
+        self._trim()
+
+    # -- processes reading from the cache --------------------------------------------------
+    def attach(self) -> None:
+        """Hold this process's lock file in `.procs` (once per process and cache folder; a
+        process forked from one that held it takes its own)."""
+        key = str(self.root.resolve())
+        with _ATTACH_LOCK:
+            held = _ATTACHED.get(key)
+            if held is not None and held[0] == os.getpid():
+                return
+            if held is not None:  # inherited through fork: the parent's, not ours
+                with contextlib.suppress(OSError):
+                    os.close(held[1])
+                del _ATTACHED[key]
+            self._real_folders((_PROCS,))
+            name = f"{os.getpid()}-{os.urandom(8).hex()}"
+            with self._folder_of((_PROCS, name)) as folder:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                             os.O_CLOEXEC, 0o644, dir_fd=folder)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _ATTACHED[key] = (os.getpid(), fd)
+            self._procs = (0.0, 1)
+
+    def attached(self) -> int:
+        """The processes reading from the cache (at least 1): the lock files of `.procs` a
+        live process holds, counted at most every second; those of processes that died are
+        deleted, and anything else found there (a name chute does not give, a symlink, a
+        folder) is ignored."""
+        when, count = self._procs
+        if time.monotonic() - when < 1.0:
+            return count
+        count = 0
+        try:
+            with self._folder_of((_PROCS, "x")) as folder:
+                for name in sorted(os.listdir(folder))[:_MAX_PROCS]:
+                    if not _PROC_NAME.fullmatch(name):
+                        continue
+                    try:
+                        fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK |
+                                     os.O_CLOEXEC, dir_fd=folder)
+                    except OSError:
+                        continue
+                    try:
+                        if not stat.S_ISREG(os.fstat(fd).st_mode):
+                            continue
+                        try:
+                            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        except OSError as exc:
+                            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                                count += 1  # a live process holds it
+                            continue
+                        with contextlib.suppress(OSError):
+                            os.unlink(name, dir_fd=folder)  # its process died
+                    finally:
+                        os.close(fd)
+        except OSError:
+            pass
+        count = max(count, 1)
+        self._procs = (time.monotonic(), count)
+        return count
 
     # -- fetching --------------------------------------------------------------------------
     def _present(self, path: Path, size: int | None) -> bool:
@@ -390,7 +550,7 @@ class NodeCache:
             return True
         try:
             self._real_folders(self._rel(path)[:-1])
-            with _locked(path.with_name(f".{path.name}.dl"), fcntl.LOCK_EX):
+            with self._download_lock(path):
                 if self._present(path, size):  # another process fetched it meanwhile
                     self.touch(path)
                     return True
@@ -407,6 +567,26 @@ class NodeCache:
         except OSError as exc:
             raise self._local_error(exc, path) from None
         return True
+
+    @contextlib.contextmanager
+    def _download_lock(self, path: Path) -> Iterator[None]:
+        """The download lock of `path`; while another process holds it (and may be waiting
+        for room), this one lets go of its mapped files' pins."""
+        fd = _open_lock(path.with_name(f".{path.name}.dl"))
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                released = self._let_go(path)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                finally:
+                    self._take_back(released)
+            yield
+        finally:
+            os.close(fd)  # closing drops the lock
 
     def _local_error(self, exc: OSError, path: Path) -> Exception:
         """A failure of the cache's disk as one line naming the cache folder (a ChuteError
@@ -444,9 +624,14 @@ class NodeCache:
         parts = self._rel(path)
         root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            return open_file_nofollow(root, parts)
+            fd = open_file_nofollow(root, parts)
         finally:
             os.close(root)
+        with self._pins_lock:  # the descriptor holds the file now: its pins may let go
+            for pin in self._pins.values():
+                if pin.path == path:
+                    pin.fresh = False
+        return fd
 
     def trusted(self, st: os.stat_result, size: int) -> bool:
         """Whether the file of status `st` may be mapped as a cached file of `size` bytes: a
@@ -468,6 +653,14 @@ class NodeCache:
         """A temporary file of `size` bytes beside `path`, created (and counted) once the
         folder has room for it; None when it has none and `wait` is False."""
         deadline = time.monotonic() + _wait_seconds()
+        released: list[_Pin] = []
+        try:
+            return self._reserve_waiting(path, size, wait, deadline, released)
+        finally:
+            self._take_back(released)
+
+    def _reserve_waiting(self, path: Path, size: int, wait: bool, deadline: float,
+                         released: list[_Pin]) -> Path | None:
         while True:
             with self._usage() as state:
                 if self._make_room(state, size):
@@ -484,13 +677,18 @@ class NodeCache:
             if not wait:
                 return None
             if time.monotonic() > deadline:
+                n = self.attached()
                 raise CacheFullError(
                     f"{self.root}: the cache limit ({self.limit} bytes) cannot hold the files in "
                     f"use plus {path.name} ({size} bytes) and none was released for "
-                    f"{_wait_seconds():.0f} s; raise cache_limit (CHUTE_DATA_CACHE_LIMIT), "
-                    "or read in shard windows (shuffle=ShardWindows(...)) so fewer shards are "
-                    "in use at once")
-            time.sleep(0.2)
+                    f"{_wait_seconds():.0f} s ({n} process{'es' if n > 1 else ''} reading from "
+                    "the cache, each needing one shard's payload files at once); raise "
+                    "cache_limit (CHUTE_DATA_CACHE_LIMIT), or read in shard windows "
+                    "(shuffle=ShardWindows(...)) so fewer shards are in use at once")
+            # waiting: this process's mapped files need no pin (their mappings stay valid),
+            # and another process may need their room to let go of its own
+            released += self._let_go(path)
+            time.sleep(0.05 + 0.15 * (os.urandom(1)[0] / 255))
 
     def _settle(self, temp: Path, path: Path, size: int, done: bool) -> None:
         """The reservation `temp` ends: its bytes now count as the file `path` when the
