@@ -40,6 +40,7 @@ from chute.readers.storage._node_cache import (
     cache_limit_bytes,
     default_cache_dir,
     default_cache_limit,
+    local_error,
 )
 from chute.readers.storage._object_store import Remote, StorageError, UnreachableError
 from chute.readers.storage._rewritten import download_listed
@@ -159,7 +160,10 @@ def _manifest(remote: Remote, cache: NodeCache,
                                "CHUTE_OFFLINE")
         return cached
     incoming = cache.root / f".incoming-{os.getpid()}-{secrets.token_hex(4)}"
-    incoming.mkdir(parents=True)
+    try:
+        incoming.mkdir(parents=True)
+    except OSError as exc:  # a full or read-only cache disk: one line naming it
+        raise local_error(cache.root, exc, incoming) from None
     try:
         try:
             # with a complete copy at hand, an endpoint that does not answer costs seconds
@@ -180,7 +184,10 @@ def _manifest(remote: Remote, cache: NodeCache,
         for attempt in range(3):  # a manifest damaged in flight is fetched again
             if attempt:
                 data = remote.get_bytes(MANIFEST)
-            (incoming / MANIFEST).write_bytes(data)
+            try:
+                (incoming / MANIFEST).write_bytes(data)
+            except OSError as exc:
+                raise local_error(cache.root, exc, incoming / MANIFEST) from None
             try:
                 manifest = load_manifest(incoming)
                 if _own_checked(incoming) is None:

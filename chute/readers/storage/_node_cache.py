@@ -55,7 +55,7 @@ from chute.readers.storage._open_beneath import (
 
 __all__ = ["NodeCache", "CacheFullError", "VersionPin", "PAYLOAD_LIST", "default_cache_dir",
            "default_cache_limit", "cache_limit_bytes", "cache_name_problem", "RESERVED",
-           "SHARED_ENV"]
+           "SHARED_ENV", "local_error"]
 
 PAYLOAD_LIST = ".payload"  # in a version folder: its evictable files, one relative path a line
 _EVICT_LOCK = ".evict.lock"
@@ -74,6 +74,35 @@ _MAX_COUNT = 1 << 56  # bytes the bookkeeping may claim for one entry (as the ma
 _PART = re.compile(r"\.(.+)\.part-(\d{1,10})-[0-9a-f]{1,32}")
 _LOCAL_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
                  errno.EMFILE, errno.ENFILE)
+
+
+def local_error(root: Path, exc: OSError, path: Path) -> Exception:
+    """A failure of the cache's disk (full, read-only, out of descriptors) while writing `path`
+    as one line naming the cache folder `root`; any other error (and a ChuteError, already one
+    line) is returned as it is.
+
+    Args:
+        root: the cache folder.
+        exc: what writing raised.
+        path: what was being written.
+    """
+    if isinstance(exc, ChuteError) or exc.errno not in _LOCAL_ERRORS:
+        return exc
+    name = os.path.relpath(path, root)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        error: Exception = DiskFullError(
+            f"{root}: no space left on device while caching {name}; free space there, "
+            "set a cache_limit (CHUTE_DATA_CACHE_LIMIT) below the free space, or pass "
+            "cache_dir= (CHUTE_DATA_CACHE) elsewhere")
+    elif exc.errno in (errno.EMFILE, errno.ENFILE):
+        error = ChuteError(f"{root}: too many open files while caching {name} "
+                           f"({exc.strerror}); raise the limit (ulimit -n)")
+    else:
+        error = ChuteError(f"{root}: cannot write the dataset cache folder "
+                           f"({exc.strerror or exc}) while caching {name}; pass cache_dir= "
+                           "(or set CHUTE_DATA_CACHE) to a writable folder")
+    error.errno = exc.errno  # type: ignore[attr-defined]
+    return error
 
 
 def cache_name_problem(name) -> str | None:
@@ -271,8 +300,12 @@ class VersionPin:
         for link in (folder.parent, folder):  # the URL's and the version's folders
             if link.is_symlink():  # never followed: what it leads to is not the cache's
                 link.unlink()
-        folder.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = _open_lock(folder / _VERSION_PIN)
+        self._fd: int | None = None
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._fd = _open_lock(folder / _VERSION_PIN)
+        except OSError as exc:  # a full or read-only cache disk: one line naming it
+            raise local_error(folder.parent.parent, exc, folder / _VERSION_PIN) from None
         fcntl.flock(self._fd, fcntl.LOCK_SH)  # waits while an eviction deletes its files
 
     def release(self) -> None:
@@ -591,23 +624,7 @@ class NodeCache:
     def _local_error(self, exc: OSError, path: Path) -> Exception:
         """A failure of the cache's disk as one line naming the cache folder (a ChuteError
         already is one, and passes)."""
-        if isinstance(exc, ChuteError) or exc.errno not in _LOCAL_ERRORS:
-            return exc
-        name = os.path.relpath(path, self.root)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            error: Exception = DiskFullError(
-                f"{self.root}: no space left on device while caching {name}; free space there, "
-                "set a cache_limit (CHUTE_DATA_CACHE_LIMIT) below the free space, or pass "
-                "cache_dir= (CHUTE_DATA_CACHE) elsewhere")
-        elif exc.errno in (errno.EMFILE, errno.ENFILE):
-            error = ChuteError(f"{self.root}: too many open files while caching {name} "
-                               f"({exc.strerror}); raise the limit (ulimit -n)")
-        else:
-            error = ChuteError(f"{self.root}: cannot write the dataset cache folder "
-                               f"({exc.strerror or exc}) while caching {name}; pass cache_dir= "
-                               "(or set CHUTE_DATA_CACHE) to a writable folder")
-        error.errno = exc.errno  # type: ignore[attr-defined]
-        return error
+        return local_error(self.root, exc, path)
 
     def discard(self, path: Path) -> None:
         """Delete whatever is at `path` (a damaged file, a symlink, a folder) and count it

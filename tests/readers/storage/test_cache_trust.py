@@ -272,6 +272,42 @@ def test_a_full_cache_disk_is_one_line_naming_the_cache_folder(tmp_path):
         assert str(tmp_path) in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("where", [".incoming-", "chute.json", ".version.pin"])
+def test_a_full_cache_disk_before_any_download_is_one_line(s3, tmp_path, monkeypatch, where):
+    # the manifest's staging folder, the manifest in it, or the version folder's pin: written
+    # before any shard is fetched (a raw OSError before)
+    import errno
+    from pathlib import Path
+
+    from chute.readers import ShardWriter, open_dataset
+
+    _, bucket = s3
+    with ShardWriter(f"{bucket}/ds", {"blob": "bytes"}, shard_size="2KB") as writer:
+        for i in range(4):
+            writer.write({"blob": bytes([i]) * 100})
+    real_mkdir, real_write, real_open = Path.mkdir, Path.write_bytes, os.open
+
+    def full(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    def mkdir(self, *args, **kwargs):
+        return full(self) if self.name.startswith(where) else real_mkdir(self, *args, **kwargs)
+
+    def write_bytes(self, data):
+        return full(self) if self.name == where and ".incoming-" in str(self) else \
+            real_write(self, data)
+
+    def open_(path, *args, **kwargs):
+        return full(path) if str(path).endswith(where) else real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    monkeypatch.setattr(os, "open", open_)
+    with pytest.raises(ChuteError, match="no space left on device") as info:
+        open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "cache")
+    assert str(tmp_path / "cache") in str(info.value) and "\n" not in str(info.value)
+
+
 # -- item 10: one descriptor per mapped file -------------------------------------------------
 _MANY = r"""
 import resource, sys
