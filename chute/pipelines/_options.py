@@ -4,6 +4,9 @@ backend option types and the memory a batch ring would take."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import functools
 import os
 
 import numpy as np
@@ -11,7 +14,7 @@ import torch
 
 __all__ = ["image_size_of", "dtype_name", "output_dtype", "field_cast", "mean_std_fractions",
            "check_backend_options", "check_ring_memory", "parse_flag", "FLAG_OPTIONS",
-           "ring_memory_error"]
+           "ring_memory_error", "suggest_options"]
 
 # dtype the user asks for -> (dtype the producers write, torch dtype cast to on the device or None)
 _DTYPES = {"uint8": ("uint8", None), "float16": ("float16", None),
@@ -32,7 +35,7 @@ def image_size_of(value) -> tuple[int, int]:
     """(H, W) from 224, (224, 320), "224" or "224x320".
 
     Args:
-        value: the image_size argument.
+        value: the size (ImageOptions.size, `chute bench --image-size`).
     """
     if isinstance(value, str):
         parts = value.lower().replace(" ", "").split("x")
@@ -41,12 +44,12 @@ def image_size_of(value) -> tuple[int, int]:
         except ValueError:
             sizes = ()
         if len(sizes) not in (1, 2):
-            raise ValueError(f"image_size must be S, (H, W) or 'HxW' (e.g. '224x320'), "
+            raise ValueError(f"an image size must be S, (H, W) or 'HxW' (e.g. '224x320'), "
                              f"got {value!r}")
         value = sizes if len(sizes) == 2 else sizes[0]
     size = tuple(int(s) for s in (value if np.ndim(value) else (value, value)))
     if len(size) != 2 or min(size) < 1:
-        raise ValueError(f"image_size must be S, (H, W) or 'HxW' with positive sizes, "
+        raise ValueError(f"an image size must be S, (H, W) or 'HxW' with positive sizes, "
                          f"got {value!r}")
     return size
 
@@ -218,3 +221,24 @@ def ring_memory_error(slots: int, batch_size: int, outputs: dict,
         f"Pipeline on {where}: {slots} batches in flight of {per_batch / 2**30:.1f} GiB each "
         f"need {total / 2**30:.1f} GiB, {why}; lower batch_size, the fields' output size "
         "(ImageOptions or VideoOptions size=, the Buckets) or prefetch")
+
+
+def suggest_options(cls):
+    """Class decorator of an options dataclass: an unknown keyword raises a TypeError naming
+    the closest option and every option (instead of dataclass' bare "unexpected keyword")."""
+    init = cls.__init__
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{cls.__name__} has no option {unknown[0]!r}{hint} (its options: "
+                            f"{', '.join(names)})")
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+

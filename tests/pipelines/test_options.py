@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from chute import ImageOptions, VideoOptions
 from chute.pipelines._options import (
     check_backend_options,
     check_ring_memory,
@@ -23,8 +24,35 @@ def test_image_size_spellings(value, size):
 
 @pytest.mark.parametrize("value", ["", "x", "0x5", "1x2x3", (0, 4), -3, "big"])
 def test_bad_image_sizes(value):
-    with pytest.raises(ValueError, match="image_size"):
+    with pytest.raises(ValueError, match="an image size must be") as info:
         image_size_of(value)
+    assert "image_size" not in str(info.value)  # the round-2 name (issue 38 item 13)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: ImageOptions(size=-5), "ImageOptions: an image size must be"),
+    (lambda: ImageOptions(dtype="float8"), "ImageOptions: dtype must be"),
+    (lambda: ImageOptions(layout="HWC"), "ImageOptions: layout must be"),
+    (lambda: ImageOptions(mean=(0.5, 0.5)), "ImageOptions: mean and std must be"),
+    (lambda: VideoOptions(frame_interval=0), "VideoOptions: frame_interval must be"),
+    (lambda: VideoOptions(num_frames=2.5), "VideoOptions: num_frames must be"),
+    (lambda: VideoOptions(layout="THWC"), r"VideoOptions: layout must be one of .*'THWC'"),
+    (lambda: VideoOptions(size=(0, 4)), r"video option size must be \(H, W\) >= 1"),
+])
+def test_options_are_checked_when_they_are_made(make, match):
+    # where the mistake is written, not when a Pipeline is built later (issue 38 item 13)
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("make, close", [
+    (lambda: ImageOptions(sise=224), "size"),
+    (lambda: ImageOptions(backend_option={}), "backend_options"),
+    (lambda: VideoOptions(num_frame=8), "num_frames"),
+])
+def test_a_misspelt_option_names_the_closest_one(make, close):
+    with pytest.raises(TypeError, match=f"has no option .*did you mean '{close}'"):
+        make()
 
 
 def test_output_dtypes():

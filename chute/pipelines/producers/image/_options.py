@@ -9,6 +9,12 @@ from typing import Any, Literal
 import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute.pipelines._options import (
+    image_size_of,
+    mean_std_fractions,
+    output_dtype,
+    suggest_options,
+)
 from chute.pipelines.producers.image._crops import CropConfig
 from chute.pipelines.producers.image._views import View, check_view_total
 
@@ -17,6 +23,7 @@ __all__ = ["ImageOptions", "ImageBackend"]
 ImageBackend = Literal["auto", "cpu", "dali", "dali-native", "nvimgcodec"]
 
 
+@suggest_options
 @dataclass(frozen=True)
 class ImageOptions:
     """Options of one image field: `Pipeline(..., fields={"image": ImageOptions(size=224)})`.
@@ -59,6 +66,20 @@ class ImageOptions:
     views: Sequence[View] | None = None
 
     def __post_init__(self) -> None:
+        # what needs no dataset is checked here, where the mistake is made (docs/images.md)
+        try:
+            if self.size is not None:
+                image_size_of(self.size)
+            output_dtype(self.dtype)
+            mean_std_fractions(self.mean, self.std)
+        except ValueError as err:
+            raise ValueError(f"ImageOptions: {err}") from None
+        if self.layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"ImageOptions: layout must be 'NCHW' or 'NHWC', got "
+                             f"{self.layout!r}")
+        if self.eval_crop not in (None, "torchvision", "crop-resize"):
+            raise ValueError(f"ImageOptions: eval_crop must be 'torchvision', 'crop-resize' or "
+                             f"None, got {self.eval_crop!r}")
         if isinstance(self.views, list):  # a frozen value: lists become tuples
             object.__setattr__(self, "views", tuple(self.views))
         if isinstance(self.views, tuple):

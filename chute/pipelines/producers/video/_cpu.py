@@ -43,6 +43,7 @@ from chute.pipelines.producers._contract import (
 )
 from chute.pipelines.producers.video._crop import CROPS, VideoCropParams
 from chute.pipelines.producers.video._epoch import VideoEpoch
+from chute.pipelines.producers.video._options import clip_size
 from chute.pipelines.sampling._clips import ClipParams, clip_indices
 
 __all__ = ["VideoProducer", "create", "candidates"]
@@ -59,23 +60,6 @@ CONDITIONING = {"clip_num_frames": np.int64, "clip_height": np.int64, "clip_widt
                 "clip_fps": np.float32, "clip_valid_frames": np.int64}
 
 
-def _size(value) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    size: tuple = ()
-    # a string ("64x48", as ImageOptions takes it) is refused below in words, not by int()
-    if not isinstance(value, str):
-        try:
-            size = ((int(value), int(value)) if np.ndim(value) == 0
-                    else tuple(int(v) for v in value))
-        except (TypeError, ValueError):
-            pass
-    if len(size) != 2 or min(size) < 1:
-        raise ValueError(f"video option size must be (H, W) >= 1 or an int, got {value!r} "
-                         "(e.g. size=(256, 256) or size=256)")
-    return size
-
-
 class VideoProducer(StoredFieldProducer):
     name = "video"
 
@@ -90,7 +74,7 @@ class VideoProducer(StoredFieldProducer):
         if self.num_frames < 1 or self.frame_interval < 1:
             raise ValueError(f"video options need num_frames >= 1 and frame_interval >= 1, got "
                              f"{self.num_frames}, {self.frame_interval}")
-        self.size = _size(options.get("size", (256, 256)))
+        self.size = clip_size(options.get("size", (256, 256)))
         # With buckets the plan gives each batch its frame count and size (request params).
         self.buckets = options.get("buckets")
         # Neither size nor buckets: clips keep the stored size (decoded at native size).

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args, get_type_hints
 
-__all__ = ["VideoOptions"]
+import numpy as np
+
+from chute.pipelines._options import suggest_options
+
+__all__ = ["VideoOptions", "clip_size"]
 
 
+@suggest_options
 @dataclass(frozen=True)
 class VideoOptions:
     """Options of one video field: `fields={"video": VideoOptions(num_frames=16)}`.
@@ -41,3 +47,44 @@ class VideoOptions:
     threads: int | None = None
     sampling: Literal["window", "uniform"] = "window"
     short: Literal["repeat", "error"] = "repeat"
+
+    def __post_init__(self) -> None:
+        # checked here, where the mistake is made, not when a Pipeline is built (docs/video.md)
+        for name in ("num_frames", "frame_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"VideoOptions: {name} must be a whole number >= 1, got "
+                                 f"{value!r}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(
+                self.threads, numbers.Integral) or self.threads < 1):
+            raise ValueError(f"VideoOptions: threads must be a whole number >= 1 or None, got "
+                             f"{self.threads!r}")
+        clip_size(self.size)
+        hints = get_type_hints(VideoOptions)
+        for name in ("dtype", "layout", "crop", "backend", "sampling", "short"):
+            allowed = get_args(hints[name])
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"VideoOptions: {name} must be one of {list(allowed)}, got "
+                                 f"{name}={getattr(self, name)!r}")
+
+
+def clip_size(value) -> tuple[int, int] | None:
+    """(H, W) of a clip size option: S or (H, W), each >= 1; None keeps the stored size.
+
+    Args:
+        value: `VideoOptions.size`.
+    """
+    if value is None:
+        return None
+    size: tuple = ()
+    # a string ("64x48", as ImageOptions takes it) is refused below in words, not by int()
+    if not isinstance(value, str):
+        try:
+            size = ((int(value), int(value)) if np.ndim(value) == 0
+                    else tuple(int(v) for v in value))
+        except (TypeError, ValueError):
+            pass
+    if len(size) != 2 or min(size) < 1:
+        raise ValueError(f"video option size must be (H, W) >= 1 or an int, got {value!r} "
+                         "(e.g. size=(256, 256) or size=256)")
+    return size
