@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from chute import ImageOptions, VideoOptions
+from chute import Buckets, ImageOptions, VideoOptions
 from chute.pipelines._options import (
     check_backend_options,
     check_ring_memory,
@@ -38,6 +38,8 @@ def test_bad_image_sizes(value):
     (lambda: VideoOptions(num_frames=2.5), "VideoOptions: num_frames must be"),
     (lambda: VideoOptions(layout="THWC"), r"VideoOptions: layout must be one of .*'THWC'"),
     (lambda: VideoOptions(size=(0, 4)), r"video option size must be \(H, W\) >= 1"),
+    (lambda: Buckets("250p"), "Buckets: buckets must be a non-empty dict"),
+    (lambda: Buckets({"250p": {16: (1.0, 8)}}), "Buckets: bucket resolution '250p' is unknown"),
 ])
 def test_options_are_checked_when_they_are_made(make, match):
     # where the mistake is written, not when a Pipeline is built later (issue 38 item 13)

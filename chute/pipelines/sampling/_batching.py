@@ -218,6 +218,15 @@ class Buckets:
     config: dict
     tolerance: float = 1.0
 
+    def __post_init__(self) -> None:
+        # a config that cannot be read is refused where it is written (issue 38 item 13)
+        from chute.pipelines.sampling._buckets import parse_buckets
+
+        try:
+            parse_buckets(self.config, 1, self.tolerance)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"Buckets: {err}") from None
+
     def bind(self, fields: dict[str, tuple[str, Any]]) -> BoundBatching:
         from chute.pipelines.sampling._buckets import parse_buckets
 
