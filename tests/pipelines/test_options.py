@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from chute import Buckets, ImageOptions, VideoOptions
+from chute import ArrayOptions, AudioOptions, Buckets, ImageOptions, VideoOptions
 from chute.pipelines._options import (
     check_backend_options,
     check_ring_memory,
@@ -51,6 +51,8 @@ def test_options_are_checked_when_they_are_made(make, match):
     (lambda: ImageOptions(sise=224), "size"),
     (lambda: ImageOptions(backend_option={}), "backend_options"),
     (lambda: VideoOptions(num_frame=8), "num_frames"),
+    (lambda: AudioOptions(sample_rat=16000), "sample_rate"),
+    (lambda: ArrayOptions(dtyp="float16"), "dtype"),
 ])
 def test_a_misspelt_option_names_the_closest_one(make, close):
     with pytest.raises(TypeError, match=f"has no option .*did you mean '{close}'"):

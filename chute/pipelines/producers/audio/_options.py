@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from chute.pipelines._options import suggest_options
+
 __all__ = ["AudioOptions", "FbankOptions"]
 
 # Each preset is the defaults of that library's own options object (the version named), read
@@ -22,6 +24,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
 _WINDOWS = ("povey", "hanning", "hamming", "rectangular", "blackman")
 
 
+@suggest_options
 @dataclass(frozen=True)
 class FbankOptions:
     """Kaldi-style log mel filterbank options of an audio field:
@@ -88,6 +91,7 @@ class FbankOptions:
         return replace(cls(**_PRESETS[name]), **overrides)
 
 
+@suggest_options
 @dataclass(frozen=True)
 class AudioOptions:
     """Options of one audio field: `fields={"audio": AudioOptions(unit="segment")}`.

@@ -7,11 +7,14 @@ from typing import Literal
 
 import torch
 
+from chute.pipelines._options import suggest_options
+
 __all__ = ["ArrayOptions", "Lookup"]
 
 CastName = Literal["float16", "bfloat16", "float32", "float64"]
 
 
+@suggest_options
 @dataclass(frozen=True)
 class ArrayOptions:
     """Options of an ndarray field (latents, embeddings):
@@ -25,6 +28,7 @@ class ArrayOptions:
     dtype: CastName | torch.dtype | None = None
 
 
+@suggest_options
 @dataclass(frozen=True)
 class Lookup:
     """A table field delivered through an index field: sample i gets the table's row
