@@ -92,6 +92,7 @@ def test_four_processes_share_a_quarter_size_cache_for_an_epoch_each(s3, tmp_pat
     assert usage <= limit
 
 
+@pytest.mark.slow  # starts a child process
 def test_the_processes_counted_are_the_live_ones_and_junk_in_procs_is_ignored(tmp_path):
     from chute.readers.storage._node_cache import NodeCache
 
