@@ -63,11 +63,6 @@ class StageTimes:
                       for k, v in sorted(self._times.items())}
             return {"stages": stages, "counts": dict(sorted(self._counts.items()))}
 
-    def wall(self, stage: str) -> float:
-        """Wall seconds recorded for `stage` (0 when never recorded)."""
-        with self._lock:
-            return self._times.get(stage, [0.0])[0]
-
     def top_level(self) -> dict[str, float]:
         """Wall seconds of the stages that do not nest in another ("FIELD/PART" do)."""
         with self._lock:

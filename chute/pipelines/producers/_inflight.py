@@ -29,9 +29,16 @@ import numpy as np
 from chute.errors import ChuteError
 from chute.pipelines.producers._contract import check_in_order
 
-__all__ = ["DecodeWorkers", "InFlightEpoch", "Ticket"]
+__all__ = ["DecodeWorkers", "InFlightEpoch", "Ticket", "free_event"]
 
 _JOIN_TIMEOUT_S = 60.0
+
+
+def free_event() -> threading.Event:
+    """A worker state's "buffers free" event, set: its first batch need not wait."""
+    event = threading.Event()
+    event.set()
+    return event
 
 
 class Ticket:

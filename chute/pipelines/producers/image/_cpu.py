@@ -26,18 +26,12 @@ from chute.pipelines._options import parse_flag
 from chute.pipelines._stages import StageTimes
 from chute.pipelines._warmup import mark_compiled, note_first_compile
 from chute.pipelines.producers._contract import ImageSpec, check_options
-from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch
+from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch, free_event
 from chute.pipelines.producers.image._producer import ImageProducerBase
 
 __all__ = ["CpuBackend", "create", "candidates"]
 
 _OPTIONS = {"threads", "dct_scaling", "roi_decode", "max_pixels"}
-
-
-def _set_event() -> threading.Event:
-    event = threading.Event()
-    event.set()
-    return event
 
 
 class CpuBackend(ImageProducerBase):
@@ -164,7 +158,7 @@ class _Gather:
     `free` once the batch gathered into it has been decoded."""
 
     scratch: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint8))
-    free: threading.Event = field(default_factory=_set_event)
+    free: threading.Event = field(default_factory=free_event)
 
 
 def _grown(nbytes: int) -> np.ndarray:

@@ -53,7 +53,7 @@ from chute.errors import BackendUnavailableError
 from chute.kernels import roi_windows, union_windows
 from chute.pipelines._stages import StageTimes
 from chute.pipelines.producers._contract import ImageSpec, check_options
-from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch
+from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch, free_event
 from chute.pipelines.producers.image._header import header_checks
 from chute.pipelines.producers.image._nvimgcodec_config import (
     OPTIONS,
@@ -99,7 +99,7 @@ class _Worker:
     consumed: Any = None  # torch.cuda.Event: the kernel that read the pool is done
     consumed_recorded: bool = False
     held: list = field(default_factory=list)  # cpu_fallback images copied to the GPU
-    free: threading.Event = field(default_factory=threading.Event)
+    free: threading.Event = field(default_factory=free_event)
 
 
 @dataclass
@@ -157,7 +157,6 @@ class NvImgCodecBackend(ImageProducerBase):
         if self.device_id is not None:
             worker.stream, worker.decoded, worker.consumed = _cuda_resources(self.device_id)
             worker.scratch = _pinned(0)
-        worker.free.set()
         return worker
 
     def _choose_whole(self, option: object) -> tuple[str, str]:
