@@ -63,6 +63,7 @@ def test_json_on_this_machine_picks_cpu_and_lists_gpu_unavailable(jpeg_dataset, 
     assert result["key"] in reason
 
 
+@pytest.mark.slow
 def test_table_and_no_cache(jpeg_dataset, cache, capsys):
     out = _run(capsys, jpeg_dataset, "--batch-size", 8, "--image-size", "32x40", "--augment",
                "eval", "--budget", BUDGET, "--no-cache")
@@ -98,6 +99,7 @@ def test_auto_without_a_decision_on_this_machine_is_cpu_unmeasured(jpeg_dataset,
     assert not cache.exists()
 
 
+@pytest.mark.slow
 def test_a_real_candidate_that_fails_is_reported_not_hidden(jpeg_dataset, cache):
     good = Candidate("cpu threads=1 dct=on", "cpu", {"threads": 1, "dct_scaling": True},
                      cost=(0, 1, 0))

@@ -30,6 +30,7 @@ def test_modalities_argument():
             modalities(text)
 
 
+@pytest.mark.slow
 def test_a_missing_extra_is_one_skip_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "soundfile", None)  # `import soundfile` raises ImportError
     monkeypatch.setitem(sys.modules, "av", None)
@@ -43,6 +44,7 @@ def test_a_missing_extra_is_one_skip_line(tmp_path, monkeypatch, capsys):
     assert "Traceback" not in out and "[1/1]" in out and "epoch" not in out
 
 
+@pytest.mark.slow
 def test_json_is_one_object_on_stdout_with_the_measurements(tmp_path, monkeypatch, capsys):
     """`--json`: stdout holds only the JSON object (rate and unit per modality, the paths it
     wrote, a skipped modality's reason); the human lines go to stderr."""

@@ -187,6 +187,7 @@ def test_auto_without_decision_picks_cpu_and_says_why(image_dataset):
         assert "without measuring" in pipe.stats.backend_reason
 
 
+@pytest.mark.slow
 def test_auto_uses_stored_decision_and_user_options_win(image_dataset):
     params = TuneParams(8, 32, "train", "float16", "cpu")
     result = tune_dataset(image_dataset, params, budget=3.0)

@@ -99,6 +99,7 @@ def _epoch(producer, plan):
         reader.close()
 
 
+@pytest.mark.slow
 def test_k_decoders_give_k_over_l_batches_per_second_and_the_same_batches(dataset,
                                                                           monkeypatch):
     latency = 0.06

@@ -58,6 +58,7 @@ def test_eval_over_s3_delivers_exactly_the_local_batches(s3, folder, tmp_path):
         assert torch.equal(a["label"], b["label"])
 
 
+@pytest.mark.slow
 def test_a_quarter_size_cache_completes_a_training_epoch_within_its_limit(s3, folder,
                                                                            tmp_path):
     server, bucket = s3
@@ -96,6 +97,7 @@ def test_a_quarter_size_cache_completes_a_training_epoch_within_its_limit(s3, fo
     assert 0 < peak[0] <= limit + largest
 
 
+@pytest.mark.slow
 def test_an_endpoint_away_for_seconds_mid_epoch_changes_nothing(s3, folder, tmp_path,
                                                                 monkeypatch):
     from tests._s3 import FaultProxy
@@ -124,6 +126,7 @@ def test_an_endpoint_away_for_seconds_mid_epoch_changes_nothing(s3, folder, tmp_
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
 
 
+@pytest.mark.slow
 def test_a_server_restart_mid_epoch_changes_nothing(s3, folder, tmp_path, monkeypatch):
     server, bucket = s3
     convert(folder, f"{bucket}/ds")

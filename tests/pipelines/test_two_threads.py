@@ -24,6 +24,7 @@ def _make(path):
                     augment="eval", rank=0, world_size=1, prefetch=2)
 
 
+@pytest.mark.slow
 def test_two_threads_never_mix_samples(dataset_path):
     with _make(dataset_path) as pipe:  # eval crops: each sample's pixels are fixed
         reference = {}

@@ -72,6 +72,7 @@ def test_the_faster_measured_backend_is_used_and_stored(vp9, monkeypatch, rates,
     assert len(runners) == 1
 
 
+@pytest.mark.slow
 def test_a_real_measurement_reports_both_rates_and_delivers(vp9):
     result = auto_video.tune_video(
         __import__("chute").open_dataset(vp9), field="video",
@@ -85,6 +86,7 @@ def test_a_real_measurement_reports_both_rates_and_delivers(vp9):
         assert next(iter(pipe))["video"].shape == (2, 3, 3, 16, 16)
 
 
+@pytest.mark.slow
 def test_data_dali_cannot_read_here_gives_cpu_with_the_reason(tmp_path):
     path = write_codec_videos(tmp_path / "h264", "libx264", frames=[10] * 4)
     with _pipe(path) as pipe:
@@ -115,6 +117,7 @@ def test_the_round2_spelling_reaches_the_same_decision(vp9, monkeypatch):
         assert _producer_name(pipe) == "video-dali"
 
 
+@pytest.mark.slow
 def test_under_buckets_the_largest_clips_are_measured_at_their_own_batch_size(vp9, monkeypatch):
     # the quick tune measured the largest batch size with the largest frame count, height and
     # width of any bucket: docs/video.md's own example needed 4 x 8.2 GiB, so every candidate
@@ -131,6 +134,7 @@ def test_under_buckets_the_largest_clips_are_measured_at_their_own_batch_size(vp
     assert (measured["num_frames"], measured["size"], batch) == (4, (32, 32), 1)
 
 
+@pytest.mark.slow
 def test_under_buckets_short_error_does_not_fail_the_quick_tune(tmp_path):
     # buckets leave out videos shorter than a bucket's clips, so short="error" never refuses
     # them in the bucketed Pipeline; the quick tune's plain Pipeline of the largest bucket

@@ -112,6 +112,7 @@ def test_convert_webdataset_honours_max_side(tmp_path):
     assert ds.manifest["source"]["resized"] == 1
 
 
+@pytest.mark.slow
 def test_a_tar_member_over_the_limit_is_skipped_unread(tmp_path, capsys):
     """Issue 26 item 11: a 2 MB .tar.gz holding a 2 GiB member took the convert to 4.25 GB
     RSS. A member over --max-member is never read: its sample is skipped and listed."""

@@ -15,6 +15,8 @@ import math
 import os
 from collections import Counter
 
+import pytest
+
 from chute.cli import main
 from chute.errors import ChuteError
 from chute.infer import load_config
@@ -36,16 +38,17 @@ def _bad_values(config) -> list[str]:
             "fn": isinstance(s.fn, str) and ":" in s.fn,
             "options": s.options is None or isinstance(s.options, dict),
             "replicas": type(s.replicas) is int and 1 <= s.replicas <= max_replicas(),
-            "devices": isinstance(s.devices, list) and s.devices != []
-                       and all(isinstance(d, str) for d in s.devices),
+            "devices": isinstance(s.devices, list)
+            and s.devices != []
+            and all(isinstance(d, str) for d in s.devices),
             "max_batch": type(s.max_batch) is int and s.max_batch >= 1,
-            "max_wait_ms": type(s.max_wait_ms) in (int, float) and math.isfinite(s.max_wait_ms)
-                           and s.max_wait_ms >= 0,
+            "max_wait_ms": type(s.max_wait_ms) in (int, float)
+            and math.isfinite(s.max_wait_ms)
+            and s.max_wait_ms >= 0,
             "queue_size": type(s.queue_size) is int and s.queue_size >= 1,
             "threads": s.threads is None or (type(s.threads) is int and s.threads >= 1),
         }
-        bad += [f"{s.name!r}.{key}={getattr(s, key)!r:.40}" for key, ok in checks.items()
-                if not ok]
+        bad += [f"{s.name!r}.{key}={getattr(s, key)!r:.40}" for key, ok in checks.items() if not ok]
     if config.dataset is not None and not isinstance(config.dataset, str):
         bad.append(f"dataset={config.dataset!r:.40}")
     return bad
@@ -84,6 +87,7 @@ def _cli(path, missing) -> tuple[str, str]:
     return "named", ""
 
 
+@pytest.mark.slow
 def test_inference_config_mutants(tmp_path):
     totals: Counter = Counter()
     failures = []

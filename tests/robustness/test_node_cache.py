@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import xxhash
 
 from chute.errors import ChuteError
@@ -53,13 +54,16 @@ class Source:
 
 
 def outside_tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def _usage(rng: random.Random, now: float) -> bytes:
     choices = [
-        {"files": -10**12, "parts": {}, "counted": now},
+        {"files": -(10**12), "parts": {}, "counted": now},
         {"files": 0, "parts": {}, "counted": now + 10**8},
         '{"files": 1e400, "parts": {}, "counted": ' + f"{now:f}" + "}",
         {"files": 0, "parts": {"../../outside/victim.txt": 10}, "counted": now},
@@ -76,18 +80,41 @@ def _usage(rng: random.Random, now: float) -> bytes:
     return (pick if isinstance(pick, str) else json.dumps(pick)).encode()
 
 
-def plant(rng: random.Random, cache: NodeCache, folder: Path, outside: Path,
-          source: Source) -> list[str]:
+def plant(
+    rng: random.Random, cache: NodeCache, folder: Path, outside: Path, source: Source
+) -> list[str]:
     """One to three hostile things; returns what was planted (for the report)."""
     planted = []
     for _ in range(rng.randint(1, 3)):
-        kind = rng.choice(["root symlink", "shard symlink", "payload symlink", "truncated",
-                           "fifo", "folder", "other bytes", "writable", "usage", "usage fifo",
-                           "usage folder", "listing", "pin symlink", "part symlink"])
+        kind = rng.choice(
+            [
+                "root symlink",
+                "shard symlink",
+                "payload symlink",
+                "truncated",
+                "fifo",
+                "folder",
+                "other bytes",
+                "writable",
+                "usage",
+                "usage fifo",
+                "usage folder",
+                "listing",
+                "pin symlink",
+                "part symlink",
+            ]
+        )
         shard = folder / f"{rng.randrange(SHARDS):05d}"
         payload = shard / "image.bin"
-        if kind in ("payload symlink", "truncated", "fifo", "folder", "other bytes",
-                    "writable", "pin symlink"):  # on a regular file: undo an earlier plant
+        if kind in (
+            "payload symlink",
+            "truncated",
+            "fifo",
+            "folder",
+            "other bytes",
+            "writable",
+            "pin symlink",
+        ):  # on a regular file: undo an earlier plant
             if shard.is_symlink():
                 shard.unlink()
             shard.mkdir(exist_ok=True)
@@ -107,7 +134,7 @@ def plant(rng: random.Random, cache: NodeCache, folder: Path, outside: Path,
             os.symlink(outside / rng.choice(["victim.txt", "same-size.bin"]), payload)
         elif kind == "truncated":
             payload.chmod(0o644)
-            payload.write_bytes(payload.read_bytes()[:rng.randrange(1, 200)])
+            payload.write_bytes(payload.read_bytes()[: rng.randrange(1, 200)])
         elif kind == "fifo":
             payload.unlink()
             os.mkfifo(payload)
@@ -133,8 +160,13 @@ def plant(rng: random.Random, cache: NodeCache, folder: Path, outside: Path,
             _clear(cache.root / ".usage")
             (cache.root / ".usage").mkdir()
         elif kind == "listing":
-            lines = ["../../../outside/victim.txt", "00000/../../../../outside/victim.txt",
-                     "00001/image.bin\n../../outside/v/chute.json", "\0", "/etc/passwd"]
+            lines = [
+                "../../../outside/victim.txt",
+                "00000/../../../../outside/victim.txt",
+                "00001/image.bin\n../../outside/v/chute.json",
+                "\0",
+                "/etc/passwd",
+            ]
             with open(folder / ".payload", "a") as f:
                 f.write(rng.choice(lines) + "\n")
         elif kind == "pin symlink":
@@ -210,6 +242,7 @@ def trial(rng: random.Random, base: Path) -> str:
     return outcome
 
 
+@pytest.mark.slow
 def test_node_cache_hostile_contents(tmp_path):
     rng = random.Random(SEED)
     totals: Counter[str] = Counter()
@@ -219,7 +252,9 @@ def test_node_cache_hostile_contents(tmp_path):
         totals[trial(random.Random(rng.getrandbits(64)), base)] += 1
         shutil.rmtree(base, ignore_errors=True)
     failed = {name: totals[name] for name in FAILURES}
-    print(f"\nnode cache: tried {sum(totals.values())}, raw / hang / wrong / lost = "
-          f"{failed['raw']} / {failed['hang']} / {failed['wrong']} / {failed['lost']}, "
-          f"{dict(sorted(totals.items()))}")
+    print(
+        f"\nnode cache: tried {sum(totals.values())}, raw / hang / wrong / lost = "
+        f"{failed['raw']} / {failed['hang']} / {failed['wrong']} / {failed['lost']}, "
+        f"{dict(sorted(totals.items()))}"
+    )
     assert not any(failed.values()), totals

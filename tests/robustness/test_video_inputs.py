@@ -92,6 +92,7 @@ def _convert(listing, dst) -> tuple[str, str]:
                             "--no-progress", "--shard-size", "8KB"], dst)
 
 
+@pytest.mark.slow
 def test_video_csv_and_container_mutants(tmp_path):
     clean = write_source(tmp_path / "clean")
     assert main(["convert", "video", str(clean), str(tmp_path / "clean.chute"), "--workers",

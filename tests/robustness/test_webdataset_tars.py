@@ -13,6 +13,8 @@ import json
 import os
 from collections import Counter
 
+import pytest
+
 from chute.readers import open_dataset
 from tests.robustness._alarm import Hang, alarm
 from tests.robustness._cli import failed_outcome, run
@@ -24,8 +26,11 @@ LIMIT_S = 20
 
 
 def _files(root) -> set[str]:
-    return {os.path.relpath(os.path.join(d, f), root) for d, dirs, files in os.walk(root)
-            for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]}
+    return {
+        os.path.relpath(os.path.join(d, f), root)
+        for d, dirs, files in os.walk(root)
+        for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]
+    }
 
 
 def _stored(dst) -> tuple[set[int], list[str]]:
@@ -59,8 +64,9 @@ def _listed(work, report, keys: list[int]) -> bool:
 
 def _convert(work) -> tuple[str, str]:
     tar, dst = work / "in.tar", work / "out" / "d.chute"
-    code, out, text, raw = run(["convert", "webdataset", str(tar), str(dst), "--no-progress",
-                                "--json"])
+    code, out, text, raw = run(
+        ["convert", "webdataset", str(tar), str(dst), "--no-progress", "--json"]
+    )
     if raw is not None:
         return raw
     report = None
@@ -75,6 +81,7 @@ def _convert(work) -> tuple[str, str]:
     return "stored", report or ""
 
 
+@pytest.mark.slow
 def test_webdataset_tar_mutants(tmp_path):
     totals: Counter = Counter()
     failures = []

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from chute.errors import ChuteError
 from chute.readers import open_dataset
@@ -42,7 +43,7 @@ def _same(a, b) -> bool:
 
 
 def _judge(store: Path, field: str, row: int, value) -> str:
-    """"correct", "as stored", "escape" or "wrong" for one delivered row."""
+    """ "correct", "as stored", "escape" or "wrong" for one delivered row."""
     if field in CLEAN and row < S and _same(value, CLEAN[field][row]):
         return "correct"
     if field in OTHER and row < S and _same(value, OTHER[field][row]):
@@ -103,8 +104,10 @@ def _direct(store: Path) -> tuple[str, str, dict]:
             rows[_judge(store, field, i, value)] += 1
     for field in per_sample:  # the batched path (the Pipeline's), failed rows under a status
         status = np.zeros(n, np.uint8)
-        batch, failed = _attempt(f"batch {field}", lambda f=field, s=status: ds.reader(f).read(
-            np.arange(n, dtype=np.int64), status=s))
+        batch, failed = _attempt(
+            f"batch {field}",
+            lambda f=field, s=status: ds.reader(f).read(np.arange(n, dtype=np.int64), status=s),
+        )
         if failed is not None:
             if failed[0] == "raw":
                 return (*failed, rows)
@@ -116,8 +119,11 @@ def _direct(store: Path) -> tuple[str, str, dict]:
     for bad in ("escape", "wrong"):
         if rows[bad]:
             return bad, f"{rows[bad]} row(s) {dict(rows)}", rows
-    return ("read, rows failed" if rows["named"] else "as stored" if rows["as stored"]
-            else "correct"), "", rows
+    return (
+        ("read, rows failed" if rows["named"] else "as stored" if rows["as stored"] else "correct"),
+        "",
+        rows,
+    )
 
 
 def _verify(store: Path) -> tuple[str, str]:
@@ -157,16 +163,19 @@ def _convert(store: Path, dst: Path) -> tuple[str, str]:
 
 
 def _files(root: Path) -> set[str]:
-    return {os.path.relpath(os.path.join(d, f), root) for d, dirs, files in os.walk(root)
-            for f in files + dirs}
+    return {
+        os.path.relpath(os.path.join(d, f), root)
+        for d, dirs, files in os.walk(root)
+        for f in files + dirs
+    }
 
 
 def _outside(work: Path, before: set[str]) -> list[str]:
     dst = os.path.join("out", "d.chute")
-    return sorted(f for f in _files(work) - before if f != dst
-                  and not f.startswith(dst + os.sep))
+    return sorted(f for f in _files(work) - before if f != dst and not f.startswith(dst + os.sep))
 
 
+@pytest.mark.slow
 def test_zarr_store_mutants(tmp_path):
     totals: Counter = Counter()
     by_tool: Counter = Counter()
@@ -199,7 +208,9 @@ def test_zarr_store_mutants(tmp_path):
         by_tool[f"convert {convert}"] += 1
         if outcome in FAILURES:
             failures.append(f"{name}: {outcome}: {detail}")
-    print(f"\nzarr stores: {sum(totals.values())} mutants, {dict(sorted(totals.items()))}, "
-          f"{dict(sorted(by_tool.items()))}")
+    print(
+        f"\nzarr stores: {sum(totals.values())} mutants, {dict(sorted(totals.items()))}, "
+        f"{dict(sorted(by_tool.items()))}"
+    )
     assert not failures, "\n".join(failures)
     assert totals["named"] and totals["correct"]  # the mutants reach both ends

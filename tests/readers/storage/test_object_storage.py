@@ -96,6 +96,7 @@ def test_the_manifest_is_uploaded_last_and_old_versions_are_cleaned_up(s3, tmp_p
     assert len(open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "c")) == 40
 
 
+@pytest.mark.slow
 def test_an_interrupted_write_leaves_the_old_dataset_whole(s3, tmp_path):
     server, bucket = s3
     write(f"{bucket}/ds", samples(30))
@@ -169,6 +170,7 @@ def test_a_second_epoch_needs_no_server_when_the_cache_holds_the_dataset(s3, tmp
         server.start()
 
 
+@pytest.mark.slow
 def test_a_missing_dataset_and_bad_credentials_are_one_clear_error(s3, tmp_path, monkeypatch):
     server, bucket = s3
     with pytest.raises(StorageError, match=r"s3://.*/nothing/chute.json: not found.*check the "
@@ -207,6 +209,7 @@ def test_local_datasets_refuse_cache_options(tmp_path):
 
 # -- the node cache ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_cache_stays_under_its_limit_and_reads_every_sample(s3, tmp_path):
     server, bucket = s3
     rows = samples(80)
@@ -299,6 +302,7 @@ def test_a_limit_smaller_than_one_shard_is_refused_at_once(s3, tmp_path):
     assert time.monotonic() - t0 < 10
 
 
+@pytest.mark.slow
 def test_an_old_version_no_process_has_open_is_evicted_indices_and_all(s3, tmp_path):
     import gc
 

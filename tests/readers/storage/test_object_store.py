@@ -30,6 +30,7 @@ def proxied(s3, monkeypatch):
     proxy.close()
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_fails_by_the_deadline_saying_so(proxied, monkeypatch,
                                                                       capsys, tmp_path):
     proxy, remote, _ = proxied
@@ -52,6 +53,7 @@ def test_a_server_that_never_answers_fails_by_the_deadline_saying_so(proxied, mo
     assert not (tmp_path / "blob").exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_a_refused_endpoint_says_so_while_it_retries(proxied, monkeypatch, capsys):
     proxy, remote, _ = proxied
     monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "3")
@@ -117,6 +119,7 @@ def test_a_write_into_a_missing_bucket_says_the_bucket_does_not_exist(s3):
     assert "not found" not in message and "\n" not in message
 
 
+@pytest.mark.slow
 def test_a_server_answering_503_is_retried_saying_so(proxied, monkeypatch, capsys):
     proxy, remote, _ = proxied
     monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "3")
@@ -132,6 +135,7 @@ def test_a_server_answering_503_is_retried_saying_so(proxied, monkeypatch, capsy
     assert remote.get_bytes("blob") == BLOB  # and it answers again
 
 
+@pytest.mark.slow
 def test_a_request_right_after_an_outage_is_sent_to_the_server_that_is_back(proxied,
                                                                             monkeypatch):
     # the outage's deadline has passed when the next request begins, a moment after the last

@@ -81,6 +81,7 @@ def test_a_writer_that_ignored_the_lease_keeps_its_dataset_the_other_fails_at_co
     assert names - {"chute.json"} == listed  # the abandoned write's shards are removed
 
 
+@pytest.mark.slow
 def test_a_stalled_writer_loses_the_lease_after_its_time_and_the_new_one_wins(
         s3, tmp_path, monkeypatch):
     server, bucket = s3
@@ -104,6 +105,7 @@ def test_a_stalled_writer_loses_the_lease_after_its_time_and_the_new_one_wins(
     assert_holds(url, second, tmp_path / "c")
 
 
+@pytest.mark.slow
 def test_a_lease_left_by_a_writer_that_died_expires(s3, tmp_path, monkeypatch):
     server, bucket = s3
     url = f"{bucket}/ds"
