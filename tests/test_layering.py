@@ -329,3 +329,39 @@ def test_the_core_imports_no_modality_folder(imports):
            if i.source.startswith(_MODALITY_FREE_CORE)
            and i.target.startswith(_MODALITY_FOLDERS)]
     assert not bad, "core modules importing a modality's folder:\n" + "\n".join(bad)
+
+
+def _dataset_capabilities() -> set[str]:
+    """Every member `DatasetProtocol` declares, optional ones (with their defaults) included."""
+    from chute.readers import DatasetProtocol
+
+    return set(DatasetProtocol.__annotations__) | {
+        name for name in vars(DatasetProtocol) if not name.startswith("_")}
+
+
+def capability_reads(source: str, path: str, capabilities: set[str]) -> list[str]:
+    """`getattr`/`hasattr` calls in `source` that read one of `capabilities` by name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2 \
+                and isinstance(node.args[1], ast.Constant) \
+                and node.args[1].value in capabilities:
+            found.append(f"{path}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    return found
+
+
+def test_pipelines_read_dataset_capabilities_typed():
+    """What pipelines/ needs of a dataset is declared on `DatasetProtocol` (optional members
+    with their defaults), so it is read as an attribute, never probed with getattr/hasattr
+    (docs/design.md, "Storage and identity")."""
+    capabilities = _dataset_capabilities()
+    assert {"sampler", "ref", "why_missing", "delivered_fields", "close"} <= capabilities
+    assert capability_reads('getattr(ds, "sampler", None)\nhasattr(x, "threads")\n', "x.py",
+                            capabilities) == ["x.py:1: getattr(..., 'sampler')"]
+    bad = []
+    for path in sorted((CHUTE / "pipelines").rglob("*.py")):
+        bad += capability_reads(path.read_text(), str(path.relative_to(CHUTE.parent)),
+                                capabilities)
+    assert not bad, ("dataset capabilities probed by name; declare them on DatasetProtocol "
+                     "and read them as attributes:\n" + "\n".join(bad))

@@ -42,9 +42,8 @@ def field_options(dataset, fields) -> dict[str, tuple[Family, Any]]:
             raise ValueError(f"fields {list(names)} repeat a name")
         given = dict.fromkeys(names)
     missing = [f for f in given if f not in kinds]
-    why = getattr(dataset, "why_missing", None)  # a mix says which source lacks a field
     for name in missing:
-        reason = why(name) if why is not None else None
+        reason = dataset.why_missing(name)  # a mix says which source lacks a field
         if reason:
             raise ValueError(f"{dataset.path}: {reason}")
     if missing:
@@ -55,7 +54,7 @@ def field_options(dataset, fields) -> dict[str, tuple[Family, Any]]:
                          f"{sorted(kinds)} in fields=")
     if "index" in given:
         raise ValueError("fields must not name 'index': it is always delivered")
-    for name in getattr(dataset, "delivered_fields", ()):  # e.g. a mix's "source" index
+    for name in dataset.delivered_fields:  # e.g. a mix's "source" index
         given.setdefault(name, None)
     out = {}
     for name, options in given.items():

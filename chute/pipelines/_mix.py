@@ -30,6 +30,7 @@ import numpy as np
 
 from chute.pipelines.sampling._keyed_random import derive_key, random_u64
 from chute.pipelines.sampling._order import EpochOrder
+from chute.readers import DatasetProtocol
 
 __all__ = ["mix", "MixedDataset", "MixRef", "MixSampler", "SOURCE_FIELD"]
 
@@ -173,7 +174,7 @@ class MixRef:
         return opened
 
 
-class MixedDataset:
+class MixedDataset(DatasetProtocol):
     """The dataset `chute.mix` returns: its sources' rows back to back, read through the
     sources, with the `sampler` a Pipeline plans its epochs with.
 
@@ -364,9 +365,8 @@ class MixedDataset:
     def close(self) -> None:
         """Close the sources this mix opened (from paths)."""
         for ds, own in zip(self.sources, self._own, strict=True):
-            closer = getattr(ds, "close", None)
-            if own and closer is not None:
-                closer()
+            if own:  # opened by open_dataset here, so it has close()
+                ds.close()
 
 
 class _MixReader:

@@ -161,9 +161,7 @@ class Pipeline:
         except BaseException:
             self._close_producers()
             if self._own_dataset:
-                closer = getattr(self.dataset, "close", None)
-                if closer is not None:
-                    closer()
+                self.dataset.close()
             raise
 
     def _build(self, batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
@@ -203,7 +201,7 @@ class Pipeline:
         self.batch_size = self.batching.slot_size(batch_size)
         self._unit = self._sample_unit(requested)
         # a source with its own epoch order (chute.mix): which rows each epoch holds
-        self._sampler = getattr(self.dataset, "sampler", None)
+        self._sampler = self.dataset.sampler
         if windows is not None:
             if self._sampler is not None or self._unit is not None or \
                     not isinstance(self.batching, FixedBatches):
@@ -384,7 +382,7 @@ class Pipeline:
             raise ValueError(f"{where}: expected the dict of Pipeline.state_dict() (seed, "
                              f"epoch, position), got {state!r:.200}")
         fingerprint = state.get("fingerprint")  # states saved before it was stored lack it
-        known = (self.dataset.fingerprint, *getattr(self.dataset, "earlier_fingerprints", ()))
+        known = (self.dataset.fingerprint, *self.dataset.earlier_fingerprints)
         if fingerprint is not None and fingerprint not in known:
             raise ValueError(f"{where}: the state was saved for another dataset (fingerprint "
                              f"{fingerprint}, this one is {self.dataset.fingerprint}); load the "
@@ -593,9 +591,7 @@ class Pipeline:
                 producer.close()
             self.backend = None
             if self._own_dataset:
-                closer = getattr(self.dataset, "close", None)
-                if closer is not None:
-                    closer()
+                self.dataset.close()
 
     def __enter__(self) -> Pipeline:
         return self

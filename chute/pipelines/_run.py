@@ -221,9 +221,6 @@ def _leave_out(slot, keep: np.ndarray, shapes: dict, out: dict):
 def _read_ahead(dataset, plan):
     """The dataset's fetch-ahead of this pass's batches (None when it has nothing to fetch:
     a local dataset)."""
-    prefetch = getattr(dataset, "prefetch", None)
-    if prefetch is None:
-        return None
     ids = getattr(plan, "ids", None)
-    return prefetch(ids(i) if ids is not None else plan.request(i).ids
+    return dataset.prefetch(ids(i) if ids is not None else plan.request(i).ids
                     for i in range(len(plan)))

@@ -13,6 +13,7 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import SampleIndexError
+from chute.readers._protocol import DatasetProtocol
 from chute.readers.format._column_checks import check_columns
 from chute.readers.format._layout import Layout, resolve_layout
 from chute.readers.format._manifest import manifest_fingerprint
@@ -101,7 +102,7 @@ def _check_sizes(layout: Layout, lazy=frozenset()) -> None:
                               "file is truncated or was modified; restore it or re-convert")
 
 
-class Dataset:
+class Dataset(DatasetProtocol):
     """A chute dataset opened for reading; see `open_dataset`. Picklable: the copy reopens the
     memory maps (cheap: only the manifest, indices and column headers are read).
 

@@ -118,9 +118,11 @@ def _eval_plans(world, n=N, shuffle=True, position=0, max_duration=10.0, window=
 
     from chute.pipelines import MaxDuration
     from chute.pipelines.sampling._batching import PlanContext
+    from chute.readers import DatasetRef
 
     durations = DURATIONS[:n]
     dataset = SimpleNamespace(url="memory://durations", fingerprint="f")  # what plans keep
+    dataset.ref = lambda: DatasetRef.of(dataset)  # DatasetProtocol's default
     return [MaxDuration(max_duration, window=window).plan(PlanContext(
         dataset=dataset, n=n, seed=7, epoch=0, rank=r, world_size=world, batch_size=8,
         drop_last=False, shuffle=shuffle, augment="eval", start_position=position,

@@ -78,7 +78,7 @@ def pipeline_runner(
         device: where batches are delivered.
         seed: the Pipeline seed (the order does not change throughput).
     """
-    no_batch = (f"dataset {getattr(dataset, 'path', dataset)} yields no batch of {batch_size} "
+    no_batch = (f"dataset {dataset.path} yields no batch of {batch_size} "
                 "samples; use a smaller --batch-size")
 
     def open_source(candidate) -> PipelineSource:

@@ -105,12 +105,9 @@ class BoundBatching(Protocol):
 
 
 def _ref(dataset):
-    """How processes that reopen the dataset name it: its own `ref()` (a mix), else its
-    `DatasetRef`."""
-    from chute.readers import DatasetRef
-
-    own = getattr(dataset, "ref", None)
-    return own() if callable(own) else DatasetRef.of(dataset)
+    """How processes that reopen the dataset name it: its `ref()` (a `DatasetRef` unless the
+    dataset says otherwise, as a mix does)."""
+    return dataset.ref()
 
 
 def _positive_batch(batch_size, what: str) -> int:
@@ -313,7 +310,7 @@ class BoundBuckets:
 
 def _bucket_columns(ds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     names = ("height", "width", "num_frames")
-    missing = [c for c in names if c not in getattr(ds, "specs", names)]
+    missing = [c for c in names if c not in ds.specs]
     if missing:
         raise ValueError(f"{ds.path} has no {', '.join(missing)} column: buckets need a "
                          "video dataset (made by `chute convert video`)")
@@ -341,7 +338,7 @@ def _report_exclusions(table, ds, c: PlanContext, columns, plan) -> None:
                          "smaller resolution or frame count, lower the batch sizes, lower "
                          "the tolerance (e.g. Buckets(config, tolerance=0.8)) or pass "
                          "drop_last=False")
-    key = (getattr(ds, "fingerprint", str(ds.path)), table, c.seed)
+    key = (ds.fingerprint, table, c.seed)
     if excluded and key not in _REPORTED:
         _REPORTED.add(key)
         total = sum(excluded.values())

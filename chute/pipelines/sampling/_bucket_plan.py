@@ -45,7 +45,8 @@ class BucketPlan:
 
     def _schedule(self):
         return schedule(self.table, self.seed, self.epoch, self.world_size, self.drop_last,
-                        getattr(self.dataset, "fingerprint", ""), self.heights, self.widths,
+                        "" if self.dataset is None else self.dataset.fingerprint,
+                        self.heights, self.widths,
                         self.frames, self.start_offsets)
 
     def _steps(self) -> np.ndarray:

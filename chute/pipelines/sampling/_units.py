@@ -138,7 +138,7 @@ def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta",
         raise FormatError(f"dataset {dataset.path} has no {missing} column(s); audio units "
                           "need them (`chute convert audio` stores them)")
     frames = np.asarray(dataset.column("num_frames"), np.int64)
-    fingerprint = getattr(dataset, "fingerprint", "")
+    fingerprint = dataset.fingerprint
     if unit == "recording":
         return SampleUnit("recording", len(frames), fingerprint, stops=frames)
     rates = np.asarray(dataset.column("sample_rate"), np.int64)

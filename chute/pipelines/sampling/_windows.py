@@ -44,11 +44,11 @@ class ShardWindows:
 
     def bind(self, dataset) -> BoundWindows:
         """The windows over `dataset`'s shards."""
-        starts = getattr(dataset, "shard_starts", None)
+        starts = dataset.shard_starts
         if starts is None:
             raise ValueError(f"shuffle=ShardWindows(...) needs a chute dataset or zarr group "
                              f"(its shards or chunks); "
-                             f"{getattr(dataset, 'path', dataset)} has none: use shuffle=True")
+                             f"{dataset.path} has none: use shuffle=True")
         return BoundWindows(tuple(int(s) for s in np.asarray(starts)), self.shards)
 
 

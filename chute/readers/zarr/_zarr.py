@@ -34,6 +34,7 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.readers._errors import SampleIndexError, check_rows
+from chute.readers._protocol import DatasetProtocol
 from chute.readers._sizes import parse_size
 from chute.readers.storage._paths import Confined, LeadsOutside, check_regular, plain_name
 
@@ -519,7 +520,7 @@ class ZarrArrayReader:
                 out[row] = 0
 
 
-class ZarrDataset:
+class ZarrDataset(DatasetProtocol):
     """A zarr group opened for reading (see `chute.open_dataset`). Picklable: a copy reopens
     the group lazily in its own process.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, cache_dir, stored_decision
 from chute.pipelines.producers._auto import shared_across_ranks
@@ -33,7 +34,7 @@ DEFAULT_AUTO_BUDGET = 20.0  # seconds: the quick tune of ImageOptions(backend="a
 
 
 def _open(dataset):
-    if hasattr(dataset, "fingerprint"):
+    if not isinstance(dataset, (str, os.PathLike)):  # already open
         return dataset
     from chute.readers import open_dataset
 
