@@ -49,6 +49,7 @@ from chute.pipelines._staging import device_views, wait_ready
 from chute.pipelines.producers._contract import Output
 from chute.pipelines.producers._family import FieldContext
 from chute.pipelines.producers._registry import create_producer
+from chute.pipelines.producers._tune_runner import use_pipeline
 from chute.pipelines.sampling._batching import (
     Batching,
     FixedBatches,
@@ -644,3 +645,5 @@ def _unique(items) -> tuple:
             found.append(item)
     return tuple(found)
 
+
+use_pipeline(Pipeline)  # backend="auto" measures its candidates through Pipelines

@@ -9,11 +9,19 @@ import pytest
 import chute.pipelines.producers._candidates as cmod
 from chute.autotune import CandidateLike
 from chute.pipelines.producers._candidates import (
-    backend_candidates,
     cpu_candidates,
     dali_candidates,
     dali_unavailable_reason,
 )
+from chute.pipelines.producers.image._nvimgcodec import nvimgcodec_candidates
+
+
+def backend_candidates(device, *, cpu_count=None, cuda_devices=None):
+    """Every image backend's candidates, cheapest first, with the machine given."""
+    found = [*cpu_candidates(device, cpu_count=cpu_count),
+             *dali_candidates(device, cuda_devices=cuda_devices),
+             *nvimgcodec_candidates(device, cuda_devices=cuda_devices)]
+    return sorted(found, key=lambda c: c.cost)
 
 
 def test_thread_grid_stays_small():

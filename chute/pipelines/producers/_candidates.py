@@ -27,7 +27,6 @@ __all__ = [
     "dali_candidates",
     "dali_unavailable_reason",
     "cuda_unavailable_reason",
-    "backend_candidates",
     "for_augment",
     "FIDELITY_EXACT",
     "FIDELITY_DCT",
@@ -177,24 +176,6 @@ def dali_candidates(device: str, *, cuda_devices: int | None = None) -> list[Pro
                 fidelity=FIDELITY_EXACT if backend == "dali" else FIDELITY_DALI_NATIVE,
             ))
     return candidates
-
-
-def backend_candidates(
-    device: str, *, cpu_count: int | None = None, cuda_devices: int | None = None
-) -> list[ProducerCandidate]:
-    """Every image backend's candidates for `device` on this machine, cheapest first.
-
-    Args:
-        device: where batches go.
-        cpu_count: the most cpu threads to try (default: the CPUs this process may use).
-        cuda_devices: CUDA devices visible (default: asked of torch).
-    """
-    from chute.pipelines.producers.image._nvimgcodec import nvimgcodec_candidates
-
-    candidates = [*cpu_candidates(device, cpu_count=cpu_count),
-                  *dali_candidates(device, cuda_devices=cuda_devices),
-                  *nvimgcodec_candidates(device, cuda_devices=cuda_devices)]
-    return sorted(candidates, key=lambda c: c.cost)
 
 
 def for_augment(candidates, augment: str) -> list:

@@ -1,6 +1,10 @@
 """Running an autotune candidate for real: a Pipeline with the candidate's backend and options,
 cycling epochs, driven by the autotuner's measurement harness.
 
+The producers sit below the Pipeline, so they do not import it: `_pipeline.py` hands its class
+in with `use_pipeline` when it is imported, and a family's auto hook builds its measuring
+Pipelines with `open_pipeline` (docs/design.md, "Layers inside pipelines/").
+
 The returned sources have the methods the harness calls (next_batch, synchronize, close; see
 chute.autotune.BatchSourceLike) without importing the autotuner.
 """
@@ -8,11 +12,36 @@ chute.autotune.BatchSourceLike) without importing the autotuner.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, cast
+from typing import Any
 
 from chute.errors import ChuteError
 
-__all__ = ["PipelineSource", "pipeline_runner"]
+__all__ = ["PipelineSource", "open_pipeline", "use_pipeline"]
+
+_PIPELINE: list[Callable[..., Any]] = []  # the Pipeline class, handed in by _pipeline.py
+
+
+def use_pipeline(pipeline: Callable[..., Any]) -> None:
+    """Make `pipeline` what `open_pipeline` builds (`_pipeline.py` passes `Pipeline`).
+
+    Args:
+        pipeline: called as `pipeline(dataset, batch_size, **keywords)`.
+    """
+    _PIPELINE[:] = [pipeline]
+
+
+def open_pipeline(dataset, batch_size: int, **keywords) -> Any:
+    """A Pipeline over `dataset` to measure a candidate with.
+
+    Args:
+        dataset: the opened dataset.
+        batch_size: samples per batch.
+        **keywords: the Pipeline's other arguments (fields, augment, device, ...).
+    """
+    if not _PIPELINE:
+        raise ChuteError("backend='auto' measures its candidates through Pipelines, and none "
+                         "was handed in: import chute.pipelines (it hands in Pipeline) first")
+    return _PIPELINE[0](dataset, batch_size, **keywords)
 
 
 class PipelineSource:
@@ -54,43 +83,3 @@ class PipelineSource:
     def close(self) -> None:
         """Stop the Pipeline's threads and free its buffers."""
         self._pipe.close()
-
-
-def pipeline_runner(
-    dataset,
-    *,
-    batch_size: int,
-    image_size: tuple[int, int],
-    augment: str,
-    dtype: str,
-    device: str,
-    seed: int = 0,
-) -> Callable[[object], PipelineSource]:
-    """A runner for the autotuner: candidate -> `PipelineSource` streaming `dataset` through a
-    Pipeline with the candidate's `backend` and `params` (as backend_options).
-
-    Args:
-        dataset: an opened dataset.
-        batch_size: images per batch.
-        image_size: output (height, width).
-        augment: "train" or "eval".
-        dtype: output dtype name ("float16", "float32", "uint8").
-        device: where batches are delivered.
-        seed: the Pipeline seed (the order does not change throughput).
-    """
-    no_batch = (f"dataset {dataset.path} yields no batch of {batch_size} "
-                "samples; use a smaller --batch-size")
-
-    def open_source(candidate) -> PipelineSource:
-        from chute.pipelines._pipeline import Pipeline
-        from chute.pipelines.producers.image._options import ImageOptions
-
-        image = ImageOptions(size=image_size, backend=candidate.backend,
-                             backend_options=dict(candidate.params), dtype=dtype)
-        # a str from TuneParams, which (like Pipeline) accepts only "train" or "eval"
-        mode = cast(Literal["train", "eval"], augment)
-        pipe = Pipeline(dataset, batch_size, fields={"image": image}, augment=mode,
-                        device=device, seed=seed)
-        return PipelineSource(pipe, device, no_batch=no_batch)
-
-    return open_source

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
+from typing import Literal, cast
 
 from chute.autotune import DEFAULT_BUDGET, TuneParams, autotune, cache_dir, stored_decision
 from chute.pipelines.producers._auto import shared_across_ranks
 from chute.pipelines.producers._candidates import cuda_unavailable_reason, for_augment
 from chute.pipelines.producers._registry import image_candidates
-from chute.pipelines.producers._tune_runner import pipeline_runner
+from chute.pipelines.producers._tune_runner import PipelineSource, open_pipeline
+from chute.pipelines.producers.image._options import ImageOptions
 
 __all__ = [
     "DEFAULT_AUTO_BUDGET",
@@ -25,6 +28,7 @@ __all__ = [
     "cpu_without_measuring",
     "views_backend",
     "decide",
+    "pipeline_runner",
 ]
 
 log = logging.getLogger("chute")
@@ -195,3 +199,40 @@ _IMAGE_REMEDY = "name a backend (backend='cpu', 'dali' or 'dali-native') on ever
 
 decide = shared_across_ranks(resolve_auto_backend, remedy=_IMAGE_REMEDY)
 """`resolve_auto_backend` decided once per distributed job (rank 0 decides for every rank)."""
+
+
+def pipeline_runner(
+    dataset,
+    *,
+    batch_size: int,
+    image_size: tuple[int, int],
+    augment: str,
+    dtype: str,
+    device: str,
+    seed: int = 0,
+) -> Callable[[object], PipelineSource]:
+    """A runner for the autotuner: candidate -> `PipelineSource` streaming `dataset` through a
+    Pipeline with the candidate's `backend` and `params` (as backend_options).
+
+    Args:
+        dataset: an opened dataset.
+        batch_size: images per batch.
+        image_size: output (height, width).
+        augment: "train" or "eval".
+        dtype: output dtype name ("float16", "float32", "uint8").
+        device: where batches are delivered.
+        seed: the Pipeline seed (the order does not change throughput).
+    """
+    no_batch = (f"dataset {dataset.path} yields no batch of {batch_size} "
+                "samples; use a smaller --batch-size")
+
+    def open_source(candidate) -> PipelineSource:
+        image = ImageOptions(size=image_size, backend=candidate.backend,
+                             backend_options=dict(candidate.params), dtype=dtype)
+        # a str from TuneParams, which (like Pipeline) accepts only "train" or "eval"
+        mode = cast(Literal["train", "eval"], augment)
+        pipe = open_pipeline(dataset, batch_size, fields={"image": image}, augment=mode,
+                             device=device, seed=seed)
+        return PipelineSource(pipe, device, no_batch=no_batch)
+
+    return open_source

@@ -17,7 +17,7 @@ from chute._candidate import Candidate
 from chute.autotune import TuneParams, autotune, stored_decision
 from chute.pipelines.producers._auto import shared_across_ranks
 from chute.pipelines.producers._candidates import dali_import_error
-from chute.pipelines.producers._tune_runner import PipelineSource
+from chute.pipelines.producers._tune_runner import PipelineSource, open_pipeline
 
 __all__ = ["candidates", "tune_video", "resolve_video_backend", "decide",
            "DEFAULT_VIDEO_BUDGET"]
@@ -77,14 +77,13 @@ def _params(field: str, options: dict, batch_size: int, augment: str,
 def _runner(dataset, field: str, options: dict, batch_size: int,
             augment: Literal["train", "eval"], device: str):
     def open_source(candidate) -> PipelineSource:
-        from chute.pipelines._pipeline import Pipeline
         from chute.pipelines.producers._family import options_from_dict
         from chute.pipelines.producers.video._options import VideoOptions
 
         video = options_from_dict(VideoOptions, {**options, "backend": candidate.backend},
                                   f"field {field!r}")
-        pipe = Pipeline(dataset, batch_size, fields={field: video}, augment=augment,
-                        device=device, drop_last=False, rank=0, world_size=1)
+        pipe = open_pipeline(dataset, batch_size, fields={field: video}, augment=augment,
+                             device=device, drop_last=False, rank=0, world_size=1)
         return PipelineSource(pipe, device, no_batch=f"dataset {dataset.path} yields no clip")
 
     return open_source
