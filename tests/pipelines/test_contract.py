@@ -321,3 +321,26 @@ def test_open_epoch_at_k_equals_reading_from_0_and_skipping_k(case):
 def test_unknown_options_raise(case):
     with pytest.raises(ValueError, match="no_such_option"):
         create_producer(replace(case.spec, options={"no_such_option": 1}))
+
+
+def test_stored_producers_read_their_options_dataclass_whose_defaults_are_the_only_ones():
+    # issue 39: the family hands the options dataclass itself to the producer; a hand-built
+    # dict is converted once, so a default is written only on the dataclass
+    from chute.pipelines import ArrayOptions, Lookup
+    from chute.pipelines.producers._contract import ProducerSpec, typed_options
+
+    def spec(name, options):
+        return ProducerSpec(name, "x", None, 4, options=options)
+
+    given = ArrayOptions(dtype="float16")
+    assert typed_options(spec("ndarray", given), ArrayOptions) is given
+    assert typed_options(spec("ndarray", {}), ArrayOptions) == ArrayOptions()
+    assert typed_options(spec("lookup", {"index": "i"}), Lookup) == Lookup("i")
+    with pytest.raises(ValueError, match=r"unknown options \['size'\] for producer 'ndarray'"):
+        typed_options(spec("ndarray", {"size": 3}), ArrayOptions)
+    with pytest.raises(ValueError, match=r"producer 'lookup' of field 'x' needs options "
+                                         r"\['index'\]"):
+        typed_options(spec("lookup", {}), Lookup)
+    with pytest.raises(TypeError, match="takes Lookup or a dict of its options, got "
+                                        "ArrayOptions"):
+        typed_options(spec("lookup", given), Lookup)

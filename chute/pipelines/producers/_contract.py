@@ -34,8 +34,9 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -53,8 +54,11 @@ __all__ = [
     "StoredFieldProducer",
     "check_in_order",
     "check_options",
+    "typed_options",
     "no_candidates",
 ]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,9 @@ class ProducerSpec:
         batch_size: the largest batch it is asked for.
         device: "cpu" or "cuda:N".
         prefetch: batches the Pipeline keeps in flight (a producer with its own queue may use it).
-        options: the user's options for this producer (unknown ones raise).
+        options: the field's options: the family's options dataclass (the stored producers'
+            `ArrayOptions`, `Lookup`), or a dict of this producer's options (unknown ones
+            raise), which the producers that take a dataclass convert with `typed_options`.
         augment: "train" (random choices keyed by seed, epoch, sample) or "eval".
         unit: the Pipeline's sample unit (`chute/pipelines/sampling/_units.py`) when its samples are
             not dataset rows (audio segments), else None.
@@ -100,7 +106,7 @@ class ProducerSpec:
     device: str = "cpu"
     prefetch: int = 2
     # dataclasses.field: the attribute `field` above shadows the name in this class body
-    options: dict = dataclasses.field(default_factory=dict)
+    options: Any = dataclasses.field(default_factory=dict)
     augment: str = "train"
     unit: Any = None
 
@@ -213,6 +219,30 @@ def check_options(name: str, options: dict, known: set[str] | frozenset[str]) ->
     if unknown:
         raise ValueError(f"unknown options {unknown} for producer {name!r}; it accepts "
                          f"{sorted(known) or 'none'}")
+
+
+def typed_options(spec: ProducerSpec, cls: type[T]) -> T:
+    """`spec.options` as the options dataclass `cls`, whose defaults are the only ones: the
+    instance a family passed, or a dict (a ProducerSpec built by hand) converted once.
+
+    Args:
+        spec: the producer's spec.
+        cls: the options dataclass the producer reads.
+    """
+    if isinstance(spec.options, cls):
+        return spec.options
+    if not isinstance(spec.options, Mapping):
+        raise TypeError(f"producer {spec.name!r} of field {spec.field!r} takes {cls.__name__} "
+                        f"or a dict of its options, got {type(spec.options).__name__}")
+    fields = [f for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    check_options(spec.name, dict(spec.options), {f.name for f in fields})
+    missing = [f.name for f in fields if f.name not in spec.options
+               and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"producer {spec.name!r} of field {spec.field!r} needs options "
+                         f"{missing}; give them as {cls.__name__}(...) does")
+    return cls(**spec.options)
 
 
 def no_candidates(device: str) -> list:

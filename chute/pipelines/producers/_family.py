@@ -44,7 +44,7 @@ class FieldContext:
     unit: Any = None
     batching: dict = field(default_factory=dict)
 
-    def spec(self, name: str, field_name: str, options: dict, **extra) -> ProducerSpec:
+    def spec(self, name: str, field_name: str, options: Any, **extra) -> ProducerSpec:
         """A ProducerSpec for producer `name` filling `field_name`."""
         spec_type = extra.pop("spec_type", ProducerSpec)
         return spec_type(name=name, field=field_name, dataset=self.dataset,

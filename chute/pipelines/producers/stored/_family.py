@@ -10,15 +10,11 @@ __all__ = ["FAMILIES"]
 
 
 def _array(field: str, options: ArrayOptions, ctx: FieldContext) -> FieldBuild:
-    values = {} if options.dtype is None else {"dtype": options.dtype}
-    return FieldBuild(ctx.spec("ndarray", field, values))
+    return FieldBuild(ctx.spec("ndarray", field, options))
 
 
 def _lookup(field: str, options: Lookup, ctx: FieldContext) -> FieldBuild:
-    values: dict[str, object] = {"index": options.index}
-    if options.dtype is not None:
-        values["dtype"] = options.dtype
-    return FieldBuild(ctx.spec("lookup", field, values))
+    return FieldBuild(ctx.spec("lookup", field, options))
 
 
 def _as_is(producer: str):

@@ -13,9 +13,10 @@ from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,
     StoredFieldProducer,
-    check_options,
     no_candidates,
+    typed_options,
 )
+from chute.pipelines.producers.stored._options import Lookup
 
 __all__ = ["LookupProducer", "create", "candidates"]
 
@@ -24,8 +25,8 @@ class LookupProducer(StoredFieldProducer):
     name = "lookup"
 
     def __init__(self, spec: ProducerSpec):
-        check_options(self.name, spec.options, {"index", "dtype"})
-        ds, table, index = spec.dataset, spec.field, spec.options.get("index")
+        options = typed_options(spec, Lookup)
+        ds, table, index = spec.dataset, spec.field, options.index
         self.field = table
         self.reader = ds.reader(table)
         rows = getattr(self.reader, "num_rows", None)
@@ -53,7 +54,7 @@ class LookupProducer(StoredFieldProducer):
                              f"table {table!r}'s rows 0..{rows - 1}; fix the index column")
         self.index = column.astype(np.int64)
         self.cast = field_cast(f"table {table!r} of {ds.path}", self.reader.dtype,
-                               spec.options.get("dtype"))
+                               options.dtype)
 
     def outputs(self) -> dict[str, Output]:
         return {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype,

@@ -14,9 +14,10 @@ from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,
     StoredFieldProducer,
-    check_options,
     no_candidates,
+    typed_options,
 )
+from chute.pipelines.producers.stored._options import ArrayOptions
 
 __all__ = ["NdarrayProducer", "create", "candidates"]
 
@@ -25,13 +26,13 @@ class NdarrayProducer(StoredFieldProducer):
     name = "ndarray"
 
     def __init__(self, spec: ProducerSpec):
-        check_options(self.name, spec.options, {"dtype"})
+        options = typed_options(spec, ArrayOptions)
         self.field = spec.field
         self.reader = spec.dataset.reader(spec.field)
         self._lengths_key = f"{spec.field}_lengths"
         self.ragged = self.reader.lengths(np.empty(0, np.int64)) is not None
         self.cast = field_cast(f"field {spec.field!r} of {spec.dataset.path}",
-                               self.reader.dtype, spec.options.get("dtype"))
+                               self.reader.dtype, options.dtype)
 
     def outputs(self) -> dict[str, Output]:
         outputs = {self.field: Output(tuple(self.reader.sample_shape), self.reader.dtype,
