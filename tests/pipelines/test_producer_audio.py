@@ -247,3 +247,18 @@ def test_resampled_lengths_are_soxrs_also_at_a_half_frame(tmp_path, frames, spee
     assert not status.any() and out["audio_lengths"][0] == len(want)
     np.testing.assert_allclose(out["audio"][0, :len(want)], want, atol=1e-6)
     producer.close()
+
+
+def test_a_producer_built_alone_reads_audio_options_and_honours_merge(ds):
+    # issue 39: the family hands AudioOptions itself to the producer, a hand-built dict is
+    # converted through it; merge (left out of the dict before) is applied, never ignored
+    from chute.pipelines import AudioOptions
+
+    typed = create_producer(ProducerSpec("audio", "audio", ds, 4,
+                                         options=AudioOptions(unit="segment")))
+    given = create_producer(ProducerSpec("audio", "audio", ds, 4, options={"unit": "segment"}))
+    assert typed.threads == given.threads == 1 and typed.unit.n == given.unit.n
+    typed.close()
+    given.close()
+    with pytest.raises(ValueError, match="merge=.*needs unit='segment'"):
+        create_producer(ProducerSpec("audio", "audio", ds, 4, options={"merge": (1.0, 2.0)}))

@@ -91,7 +91,7 @@ class ProducerSpec:
         batch_size: the largest batch it is asked for.
         device: "cpu" or "cuda:N".
         prefetch: batches the Pipeline keeps in flight (a producer with its own queue may use it).
-        options: the field's options: the family's options dataclass (the stored producers'
+        options: the field's options: the family's options dataclass (`AudioOptions`,
             `ArrayOptions`, `Lookup`), or a dict of this producer's options (unknown ones
             raise), which the producers that take a dataclass convert with `typed_options`.
         augment: "train" (random choices keyed by seed, epoch, sample) or "eval".

@@ -20,12 +20,7 @@ def unit(field: str, options: AudioOptions, dataset):
 
 
 def build(field: str, options: AudioOptions, ctx: FieldContext) -> FieldBuild:
-    values: dict = {"mono": options.mono, "meta_field": options.meta_field,
-                    "speeds": tuple(options.speeds), "volume_db": tuple(options.volume_db)}
-    for key in ("sample_rate", "features", "threads"):
-        if getattr(options, key) is not None:
-            values[key] = getattr(options, key)
-    return FieldBuild(ctx.spec("audio", field, values))
+    return FieldBuild(ctx.spec("audio", field, options))
 
 
 FAMILY = Family("audio", AudioOptions, build, unit=unit)

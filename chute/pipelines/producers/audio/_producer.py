@@ -30,8 +30,8 @@ from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,
     StoredFieldProducer,
-    check_options,
     no_candidates,
+    typed_options,
 )
 from chute.pipelines.producers.audio._fbank import (
     FbankConfig,
@@ -39,15 +39,12 @@ from chute.pipelines.producers.audio._fbank import (
     fbank,
     fbank_frames,
 )
-from chute.pipelines.producers.audio._options import FbankOptions
+from chute.pipelines.producers.audio._options import AudioOptions, FbankOptions
 from chute.pipelines.producers.audio._perturb import AudioPerturbation
+from chute.pipelines.sampling._merge import check_merge
 from chute.pipelines.sampling._units import sample_unit
 
 __all__ = ["AudioProducer", "create", "candidates", "segment_record"]
-
-OPTIONS = frozenset({"sample_rate", "mono", "unit", "meta_field", "threads", "speeds",
-                     "volume_db", "features"})
-
 
 class _ViewFile(io.RawIOBase):
     """A read-only file over a zero-copy view of the stored bytes: libsndfile reads only what
@@ -95,17 +92,17 @@ class AudioProducer(StoredFieldProducer):
 
     def __init__(self, spec: ProducerSpec):
         self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
-        check_options(self.name, spec.options, OPTIONS)
+        options = typed_options(spec, AudioOptions)  # its defaults are the only ones
         self.sf = require("soundfile", "audio")
         self.field = spec.field
         self.dataset = spec.dataset
-        options = spec.options
-        self.mono = bool(options.get("mono", True))
+        self.mono = bool(options.mono)
         # the Pipeline's unit, else (a producer used on its own) one built from the options
         self.unit = spec.unit if spec.unit is not None else sample_unit(
-            spec.dataset, options.get("unit", "recording"), options.get("meta_field", "meta"))
+            spec.dataset, options.unit or "recording", options.meta_field,
+            merge=check_merge(options.merge, options.unit))
         self.rates = np.asarray(spec.dataset.column("sample_rate"), np.int64)
-        self.target = _rate(options.get("sample_rate"), self.field, spec.dataset.path)
+        self.target = _rate(options.sample_rate, self.field, spec.dataset.path)
         self.mixed_rates = self.target is None and len(np.unique(self.rates)) > 1
         if self.mixed_rates:
             # without resampling each segment is its source's frames, at the source's rate
@@ -114,8 +111,8 @@ class AudioProducer(StoredFieldProducer):
                           "recording's own rate (the `sample_rate` field tells them apart); "
                           "pass fields={" f"{self.field!r}" ": AudioOptions(sample_rate=R)} to "
                           "resample them to one", stacklevel=2)
-        self.perturb = AudioPerturbation(tuple(options.get("speeds", (1.0,))),
-                                         tuple(options.get("volume_db", (0.0, 0.0))))
+        low, high = options.volume_db
+        self.perturb = AudioPerturbation(tuple(options.speeds), (low, high))
         if self.target is not None or self.perturb.speeds != (1.0,):
             self.soxr = require("soxr", "audio")
         self.file_channels = np.asarray(spec.dataset.column("channels"), np.int64)
@@ -124,10 +121,10 @@ class AudioProducer(StoredFieldProducer):
             raise ValueError(f"field {self.field!r} of {spec.dataset.path} mixes channel counts "
                              f"{channels.tolist()}; use mono=True to mix them down")
         self.channels = int(channels[0]) if len(channels) else 1
-        self.fbank = self._fbank_config(options.get("features"))
+        self.fbank = self._fbank_config(options.features)
         self.reader = spec.dataset.reader(spec.field)
-        self.meta_field = options.get("meta_field", "meta")
-        self.threads = int(options.get("threads", 1))
+        self.meta_field = options.meta_field
+        self.threads = 1 if options.threads is None else int(options.threads)
         self.pool = ProcessPool(self.threads, "chute-audio") if self.threads > 1 else None
         # one foreign call per segment when the shim builds (threads then decode in parallel)
         self.native = segment_decoder_status()
