@@ -439,3 +439,71 @@ def test_auto_builds_its_measuring_pipelines_through_the_class_handed_in(monkeyp
     monkeypatch.setattr(_tune_runner, "_PIPELINE", [])
     with pytest.raises(ChuteError, match="import chute.pipelines"):
         _tune_runner.open_pipeline("ds", 4)
+
+
+# Folders of pipelines/ that import each other in a circle today, as (importer, imported)
+# edges on a cycle. The modality folders and sampling/ use modules at the top of pipelines/
+# (_request, _options, _stages, _distributed, _warmup) that the top also uses to import them;
+# the shared DALI graph and image/ use each other. The rest of issue 39 moves those shared
+# modules into a folder below both; then this set shrinks to empty. A new edge on a cycle fails.
+_P = "chute.pipelines"
+_KNOWN_FOLDER_LOOPS = {
+    (_P, f"{_P}.producers.audio"), (_P, f"{_P}.producers.image"),
+    (_P, f"{_P}.producers.stored"), (_P, f"{_P}.sampling"),
+    (f"{_P}.producers._dali", f"{_P}.producers.image"),
+    (f"{_P}.producers.audio", _P), (f"{_P}.producers.audio", f"{_P}.sampling"),
+    (f"{_P}.producers.image", _P), (f"{_P}.producers.image", f"{_P}.producers._dali"),
+    (f"{_P}.producers.image", f"{_P}.sampling"),
+    (f"{_P}.producers.stored", _P), (f"{_P}.sampling", _P),
+}
+
+
+def folder_loops(imports, modules) -> set[tuple[str, str]]:
+    """Edges between folders of pipelines/ (any import, function-level ones included; package
+    facades, which re-export, left out as importers) that lie on a cycle of folders."""
+
+    def folder(module: str) -> str:
+        return module if modules[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+
+    edges: dict[str, set[str]] = {}
+    for i in imports:
+        if i.source.startswith(_P) and i.target.startswith(_P) \
+                and modules[i.source].name != "__init__.py":
+            a, b = folder(i.source), folder(i.target)
+            if a != b:
+                edges.setdefault(a, set()).add(b)
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    return {(a, b) for a, targets in edges.items() for b in targets if a in reaches(b)}
+
+
+def test_no_new_import_loop_between_folders_of_pipelines(imports, modules):
+    loops = folder_loops(imports, modules)
+    assert loops - _KNOWN_FOLDER_LOOPS == set(), (
+        "folders of pipelines/ importing each other in a circle:\n"
+        + "\n".join(f"{a} -> {b}" for a, b in sorted(loops - _KNOWN_FOLDER_LOOPS)))
+    assert _KNOWN_FOLDER_LOOPS <= loops, ("loops removed: drop them from _KNOWN_FOLDER_LOOPS: "
+                                          f"{sorted(_KNOWN_FOLDER_LOOPS - loops)}")
+
+
+def test_folder_loops_are_found_through_function_level_imports(tmp_path):
+    (tmp_path / "chute" / "pipelines" / "producers").mkdir(parents=True)
+    for name in ("__init__.py", "pipelines/__init__.py", "pipelines/_a.py",
+                 "pipelines/producers/__init__.py", "pipelines/producers/_b.py"):
+        (tmp_path / "chute" / name).touch()
+    modules = module_files(tmp_path / "chute")
+    found = collect_imports("chute.pipelines._a", "from chute.pipelines.producers._b import x\n",
+                            "a.py", modules)
+    assert folder_loops(found, modules) == set()
+    found += collect_imports("chute.pipelines.producers._b",
+                             "def f():\n    from chute.pipelines._a import y\n", "b.py", modules)
+    assert folder_loops(found, modules) == {("chute.pipelines", "chute.pipelines.producers"),
+                                            ("chute.pipelines.producers", "chute.pipelines")}
