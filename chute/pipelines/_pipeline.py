@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -59,9 +59,7 @@ from chute.pipelines.sampling._batching import (
 )
 from chute.pipelines.sampling._units import ByRecording, sample_durations
 from chute.pipelines.sampling._windows import ShardWindows
-
-if TYPE_CHECKING:
-    from chute.readers import DatasetProtocol
+from chute.readers import DatasetProtocol
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -153,6 +151,13 @@ class Pipeline:
                             f"{type(source).__name__} of {len(source)}; mix datasets with "
                             "chute.mix({'a': path_a, 'b': path_b}, weights={'a': 0.7, 'b': "
                             "0.3}) (docs/mixing.md)")
+        if not isinstance(source, (str, Path, DatasetProtocol)):
+            # Optional capabilities are read as attributes (docs/design.md), so an object
+            # lacking one must be refused here, not fail with an AttributeError mid-epoch.
+            raise TypeError(f"source {source!r:.80} ({type(source).__name__}) is not a chute "
+                            "dataset: pass a folder or URL, an open_dataset(...) result, or an "
+                            "object of a class that subclasses chute.readers.DatasetProtocol "
+                            "(which supplies the optional capabilities' defaults)")
         self._own_dataset = isinstance(source, (str, Path))
         self.dataset: DatasetProtocol = (open_dataset(source) if isinstance(source, (str, Path))
                                          else source)

@@ -340,3 +340,25 @@ def test_auto_is_asked_for_the_dtype_the_user_named(dataset_path, monkeypatch):
     with make(dataset_path, backend="auto", dtype=torch.bfloat16):
         pass
     assert asked[0]["dtype"] == "bfloat16" and asked[0]["image_size"] == (8, 8)
+
+
+def test_an_object_that_is_not_a_dataset_is_refused_in_one_line(dataset_path):
+    """Optional dataset capabilities are read as attributes: an object lacking them must be
+    refused when the Pipeline is built, not fail with an AttributeError mid-epoch."""
+    from chute.readers import open_dataset
+
+    class Foreign:  # the required members of a dataset, none of the optional ones
+        def __init__(self, inner):
+            self._inner = inner
+            self.path, self.fingerprint = inner.path, inner.fingerprint
+            self.fields, self.specs = inner.fields, inner.specs
+
+        def __len__(self):
+            return len(self._inner)
+
+    ds = open_dataset(dataset_path)
+    with pytest.raises(TypeError) as err:
+        Pipeline(Foreign(ds), batch_size=4, fields=["image"])
+    ds.close()
+    assert "not a chute dataset" in str(err.value) and "DatasetProtocol" in str(err.value)
+    assert "\n" not in str(err.value)
