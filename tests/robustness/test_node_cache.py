@@ -251,10 +251,15 @@ def test_node_cache_hostile_contents(tmp_path):
         base.mkdir()
         totals[trial(random.Random(rng.getrandbits(64)), base)] += 1
         shutil.rmtree(base, ignore_errors=True)
+    assert_no_failures("node cache", totals)
+
+
+def assert_no_failures(surface: str, totals: Counter[str], more: str = "") -> None:
+    """Print the suite's line (tried, then raw / hang / wrong / lost) and fail on any."""
     failed = {name: totals[name] for name in FAILURES}
     print(
-        f"\nnode cache: tried {sum(totals.values())}, raw / hang / wrong / lost = "
+        f"\n{surface}: tried {sum(totals.values())}, raw / hang / wrong / lost = "
         f"{failed['raw']} / {failed['hang']} / {failed['wrong']} / {failed['lost']}, "
-        f"{dict(sorted(totals.items()))}"
+        f"{dict(sorted(totals.items()))}{more}"
     )
     assert not any(failed.values()), totals

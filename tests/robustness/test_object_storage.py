@@ -37,7 +37,7 @@ from tests._s3 import FaultProxy
 from tests.readers.storage.test_shared_cache_limit import _digest, _read_epoch
 from tests.readers.storage.test_write_lease import rows, writer
 from tests.robustness._alarm import Hang, alarm
-from tests.robustness.test_node_cache import FAILURES
+from tests.robustness.test_node_cache import assert_no_failures
 from tests.robustness.test_node_cache import trial as cache_trial
 
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
@@ -244,10 +244,4 @@ def test_object_storage_under_faults(s3, tmp_path, monkeypatch):
             totals[outcome] += 1
     finally:
         proxy.close()
-    failed = {name: totals[name] for name in FAILURES}
-    print(
-        f"\nobject storage: tried {sum(totals.values())}, raw / hang / wrong / lost = "
-        f"{failed['raw']} / {failed['hang']} / {failed['wrong']} / {failed['lost']}, "
-        f"{dict(sorted(totals.items()))}, {dict(sorted(cases.items()))}"
-    )
-    assert not any(failed.values()), totals
+    assert_no_failures("object storage", totals, f", {dict(sorted(cases.items()))}")
