@@ -40,6 +40,8 @@ from tests.robustness._alarm import Hang, alarm
 from tests.robustness.test_node_cache import assert_no_failures
 from tests.robustness.test_node_cache import trial as cache_trial
 
+pytestmark = pytest.mark.slow  # starts processes (shared_trial)
+
 SEED = int(os.environ.get("CHUTE_ROBUSTNESS_SEED", "20261126"))
 COUNT = int(os.environ.get("CHUTE_ROBUSTNESS_S3", "60"))
 LIMIT_S = 60
@@ -204,7 +206,6 @@ def shared_trial(proxy: FaultProxy, url: str, base) -> list[str]:
     return outcomes
 
 
-@pytest.mark.slow
 def test_object_storage_under_faults(s3, tmp_path, monkeypatch):
     server, bucket = s3
     proxy = FaultProxy(server.port)
