@@ -6,8 +6,9 @@ attacks one surface:
   conditional write of `chute.json` or `chute.writing` after the server applied it, or to a
   shard upload, or answers 500 to the uploads of a while;
 - "read": a dataset opened and read whole with a fresh node cache while the proxy cuts a
-  download, flips a byte of a shard or of the manifest in flight, loses a reply, or stalls;
-  then read again fault-free from the same cache (nothing damaged may have been kept);
+  download, flips a byte of a shard or of the manifest in flight, loses a reply, stalls or
+  throttles the link, or a shard's object is replaced by one 10 times its size (refused in
+  one line, twice); then read again fault-free from the same cache (nothing damaged kept);
 - "cache": the hostile node cache contents of tests/robustness/test_node_cache.py.
 
 A last trial starts several processes reading one dataset through the proxy (bytes flipped in
@@ -22,6 +23,7 @@ CHUTE_ROBUSTNESS_S3 sets the count (CI runs 60)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import random
@@ -33,6 +35,7 @@ import pytest
 from chute import errors
 from chute.errors import ChuteError
 from chute.readers import open_dataset
+from chute.readers.storage._object_store import Remote
 from tests._s3 import FaultProxy
 from tests.readers.storage.test_shared_cache_limit import _digest, _read_epoch
 from tests.readers.storage.test_write_lease import rows, writer
@@ -113,7 +116,9 @@ def read_trial(rng: random.Random, proxy: FaultProxy, url: str, base) -> tuple[s
     data = rows(rng.randint(3, 8), rng.getrandbits(16))
     _write(url, data, False)
     want = [r["image"] for r in data]
-    fault = rng.choice(["cut", "flip shard", "flip manifest", "lose get", "stall"])
+    fault = rng.choice(
+        ["cut", "flip shard", "flip manifest", "lose get", "stall", "throttle", "oversized"]
+    )
     if fault == "cut":
         proxy.cut_after = rng.randrange(1, 6000)
     elif fault == "flip shard":
@@ -124,8 +129,14 @@ def read_trial(rng: random.Random, proxy: FaultProxy, url: str, base) -> tuple[s
         proxy.lose_reply(
             "GET", rf"/{prefix}/", nth=rng.randint(1, 4), how=rng.choice(["drop", "500"])
         )
-    else:
+    elif fault == "throttle":  # a slow, steady link
+        proxy.rate = 200_000
+    elif fault == "stall":
         proxy.delay = 0.2
+    else:  # a shard's object replaced in the bucket by one 10 times its size
+        remote = Remote(url)
+        name = rng.choice(sorted(n for n, _ in remote.list() if n.endswith("image.bin")))
+        remote.put_bytes(name, remote.get_bytes(name) * 10)
     outcome, before = "correct", (proxy.lost, proxy.flipped)
     cache = base / "cache"
     try:
@@ -136,10 +147,17 @@ def read_trial(rng: random.Random, proxy: FaultProxy, url: str, base) -> tuple[s
     finally:
         reached = (
             (proxy.lost, proxy.flipped) != before
-            or fault == "stall"
+            or fault in ("stall", "throttle", "oversized")
             or (fault == "cut" and proxy.cut_after is None)
         )
         proxy._rule, proxy._flip, proxy.cut_after, proxy.delay = None, None, None, 0.0
+        proxy.rate = None
+    if fault == "oversized":  # the bucket no longer holds the dataset: refused, every time
+        if outcome == "named":
+            with contextlib.suppress(ChuteError):
+                _read(url, cache)
+                outcome = "wrong"
+        return fault, outcome
     if not reached:
         fault += " (not reached)"
     try:  # fault-free, from the same cache: nothing damaged was kept
