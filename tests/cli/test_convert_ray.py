@@ -128,7 +128,10 @@ def test_a_signal_to_the_driver_alone_stops_the_convert_and_ray_and_removes_what
             (src / f"class{c}" / f"{i:03d}.jpg").write_bytes(jpeg(48, 40, seed=i % 7))
     marker = f"CHUTE_TEST_SIGNAL_{uuid.uuid4().hex}"
     driver = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from chute.cli import main; "
+        # SIGINT as in a foreground terminal: a suite started as a background job (`&`)
+        # passes SIGINT ignored, which the driver rightly keeps ignored (chute/ray/_signals.py)
+        [sys.executable, "-c", "import signal, sys; from chute.cli import main; "
+         "signal.signal(signal.SIGINT, signal.default_int_handler); "
          "sys.exit(main(sys.argv[1:]))", "convert", "imagefolder", str(src),
          str(tmp_path / "dst"), "--engine", "ray", "--task-size", "4", "--max-side", "16",
          "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
