@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing.process
+import operator
+import os
 import queue
 import sys
 import threading
@@ -121,6 +123,7 @@ class InferServer:
             except ChuteError as exc:
                 raise StartupError(f"stage {stage_config.name!r} cannot be built: {exc}") \
                     from None
+        self._samples = _loader_samples(config)
         self.stages = [Stage(c, k, self) for k, c in enumerate(config.stages)]
         # One replica of every stage first: a stage that cannot be built fails once, before
         # the other replicas are spawned.
@@ -160,6 +163,7 @@ class InferServer:
         """
         if self.closing.is_set():
             raise RuntimeError("this InferServer is closed")
+        self._check_sample_id(item)
         request = InferRequest(next(self._ids), item, time.monotonic())
         first = self.stages[0]
         request.stages[first.name] = StageTimes(enqueued=request.submitted)
@@ -170,6 +174,24 @@ class InferServer:
                 self.dropped += 1
             return None
         return request
+
+    def _check_sample_id(self, item: Any) -> None:
+        """A sample id past the first stage's dataset is the caller's mistake: refused here,
+        not returned later as a failed request (docs/inference.md, "Requests")."""
+        if self._samples is None:
+            return
+        wanted: Any = item.get("video") if isinstance(item, dict) else item
+        if isinstance(wanted, (bool, float, str, os.PathLike)):
+            return  # paths are the loader's to check; a bool or float it refuses itself
+        try:
+            sample = operator.index(wanted)
+        except TypeError:
+            return
+        path, count = self._samples
+        if not 0 <= sample < count:
+            raise IndexError(f"request {item!r:.60}: sample id {sample} is out of range for "
+                             f"{path} ({count} samples: ids 0 to {count - 1}); submit ids in "
+                             "that range")
 
     def forward(self, position: int, request: InferRequest, output: Any) -> None:
         """Hand `output` of stage `position` to the next stage (waiting for room) or finish."""
@@ -294,3 +316,29 @@ class InferServer:
     def _event(self, message: str) -> None:
         log.warning(message)
         self.events.append(message)
+
+
+def _loader_samples(config: InferConfig) -> tuple[str, int] | None:
+    """(dataset, samples) when the first stage is chute's VideoClipLoader reading a dataset,
+    whose requests may be sample ids; else None. A dataset that does not open is left to the
+    loader's replica, which says why when it starts."""
+    from chute.infer._video_loader import VideoClipLoader
+
+    first = config.stages[0]
+    named = first.fn in ("chute.infer:VideoClipLoader", "chute.infer._video_loader:"
+                         "VideoClipLoader")
+    if not (named or first.fn is VideoClipLoader) or first.options is None:
+        return None
+    dataset = first.options.get("dataset", config.dataset)
+    if not isinstance(dataset, (str, os.PathLike)):
+        return None
+    from chute.readers import open_dataset
+
+    try:
+        opened = open_dataset(dataset)
+    except (ChuteError, OSError):
+        return None
+    try:
+        return str(dataset), len(opened)
+    finally:
+        opened.close()

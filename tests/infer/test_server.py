@@ -174,3 +174,21 @@ def test_nested_outputs_leave_no_shared_memory_behind(leak_check):
         pids = server.pids
     assert [float(r.output["x"][0][0]) for r in run.requests] == [1.0, 2.0, 3.0]
     leak_check(pids)  # while the outputs are still held
+
+
+def test_a_sample_id_past_the_dataset_is_refused_at_submission(video_dataset):
+    """docs/inference.md, "Requests" (issue 38 item 9): an id past the dataset raises when it
+    is submitted, naming the dataset's size; before, it came back as a failed request (and
+    `run_poisson(server, range(200))` on a 4-sample dataset failed 196 requests)."""
+    config = InferConfig([StageConfig("decode", "chute.infer:VideoClipLoader",
+                                      options=LOADER, max_batch=2)],
+                         dataset=str(video_dataset))
+    with InferServer(config) as server:
+        for item in (4, -1, {"video": 99}):
+            with pytest.raises(IndexError, match=r"out of range .*\(4 samples: ids 0 to 3\)"):
+                server.submit(item, block=True)
+        with pytest.raises(IndexError, match="sample id 4"):
+            run_poisson(server, list(range(5)), rate=50.0)
+        request = server.submit(3, block=True)
+        server.wait([request])
+        assert request.error is None and request.output.shape[1] == LOADER["num_frames"]
