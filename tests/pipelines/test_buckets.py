@@ -236,3 +236,22 @@ def test_exclusions_are_counted_by_reason_and_tolerance_keeps_slightly_smaller_o
     assert dropped.tolist() == [3, 1, 1, 2]  # 3: fits, not kept
     with pytest.raises(ValueError, match="tolerance"):
         parse_buckets({"240p": {16: (1.0, 1)}}, tolerance=1.5)
+
+
+def test_the_no_batch_hint_names_a_tolerance_and_a_resolution_that_fit():
+    """Issue 38 item 8: ordinary 320x240 and 340x256 videos fit no "240p" bucket (426x240
+    budget) at tolerance 1.0; the error names the tolerance and the resolution that fit."""
+    import re
+
+    h, w, f = np.array([240, 256]), np.array([320, 340]), np.array([40, 40])
+    strict = parse_buckets({"240p": {16: (1.0, 2)}})
+    assert (strict.assign(0, 0, h, w, f) < 0).all()
+    hint = strict.fit_hint(h, w)
+    assert "256x340" in hint and "'240p'" in hint and "'256'" in hint, hint
+    tolerance = float(re.search(r"tolerance=([0-9.]+)", hint).group(1))
+    assert tolerance == 0.85  # 256 x 340 = 87040 = 0.851 x 102240
+    fitted = parse_buckets({"240p": {16: (1.0, 2)}}, tolerance=tolerance)
+    assert (fitted.assign(0, 0, h, w, f) >= 0).tolist() == [False, True]  # the larger fits
+    assert fitted.fit_hint(h, w).startswith("the largest video too small for every "
+                                            "resolution, 240x320, holds 0.75 x")
+    assert parse_buckets({"256": {16: (1.0, 2)}}).fit_hint(h, w) == ""  # both fit "256"

@@ -332,9 +332,11 @@ def _report_exclusions(table, ds, c: PlanContext, columns, plan) -> None:
         held = (f"the buckets that got samples hold too few for one batch of "
                 f"{c.world_size} rank(s) x its batch size: {filled}" if filled else
                 "no sample fits any bucket")
+        hint = table.fit_hint(columns[0], columns[1])
         raise ValueError(f"batching=Buckets(...) on {ds.path} gives no batch in epoch "
                          f"{c.epoch}: {held}; of the {summary['samples']} samples, excluded: "
-                         f"{excluded or 'none'} (first ids: {summary['examples']}). Add a "
+                         f"{excluded or 'none'} (first ids: {summary['examples']}). "
+                         f"{hint + '. ' if hint else ''}Add a "
                          "smaller resolution or frame count, lower the batch sizes, lower "
                          "the tolerance (e.g. Buckets(config, tolerance=0.8)) or pass "
                          "drop_last=False")

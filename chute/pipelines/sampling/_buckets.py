@@ -119,6 +119,26 @@ class BucketTable:
         far below max_batch_size x max_clip_shape when large batches go with small clips."""
         return max(b.batch_size * b.num_frames * b.size[0] * b.size[1] for b in self.buckets)
 
+    def fit_hint(self, heights: np.ndarray, widths: np.ndarray) -> str:
+        """What would let the largest video that fits no resolution into a bucket: the
+        tolerance that fits it to the smallest resolution, and the largest known resolution
+        it fills (for the "no batch" error; "" when every video is large enough)."""
+        smallest = min({b.resolution for b in self.buckets}, key=_budget)
+        floor = _budget(smallest) * self.tolerance
+        pixels = np.asarray(heights, np.int64) * np.asarray(widths, np.int64)
+        small = pixels < floor
+        if not small.any():
+            return ""
+        k = int(np.flatnonzero(small)[np.argmax(pixels[small])])
+        shape, share = f"{int(heights[k])}x{int(widths[k])}", pixels[k] / _budget(smallest)
+        fits = [r for r, budget in RESOLUTIONS.items() if budget <= pixels[k]]
+        named = (f", or add the resolution {max(fits, key=_budget)!r} (or {shape!r})" if fits
+                 else f", or add the resolution {shape!r}")
+        return (f"the largest video too small for every resolution, {shape}, holds "
+                f"{share:.2f} x the pixels of the smallest, {smallest!r}: "
+                f"Buckets(config, tolerance={math.floor(share * 100) / 100:.2f}) fits it"
+                f"{named}")
+
     def max_clip_shape(self) -> tuple[int, int, int]:
         """The largest (T, H, W) any bucket delivers (what output slots must hold)."""
         t = max(b.num_frames for b in self.buckets)
