@@ -110,7 +110,10 @@ def _frames(audio, lengths: np.ndarray, count: int, config: FbankConfig):
     x = audio.double()
     if config.options.snip_edges:
         return x.unfold(1, config.win, config.hop)[:, :count]
-    start = np.arange(count)[:, None] * config.hop + config.hop // 2 - config.win // 2
+    # lhotse's first frame starts one sample later than Kaldi's when the hop is odd
+    first = (-((config.win - config.hop) // 2) if config.options.frame_offset == "lhotse"
+             else config.hop // 2 - config.win // 2)
+    start = np.arange(count)[:, None] * config.hop + first
     index = start + np.arange(config.win)[None, :]  # [count, win], may leave [0, n)
     n = np.maximum(lengths, 1)[:, None, None]
     period = index[None] % (2 * n)

@@ -19,7 +19,8 @@ _PRESETS: dict[str, dict[str, Any]] = {
                            "high_freq": 0.0},
     # lhotse.Fbank(lhotse.FbankConfig()) (1.33): 80 bins, centred frames, no dither, 400 Hz
     # below Nyquist
-    "lhotse": {"num_mel_bins": 80, "snip_edges": False, "dither": 0.0, "high_freq": -400.0},
+    "lhotse": {"num_mel_bins": 80, "snip_edges": False, "dither": 0.0, "high_freq": -400.0,
+               "frame_offset": "lhotse"},
 }
 _WINDOWS = ("povey", "hanning", "hamming", "rectangular", "blackman")
 
@@ -46,6 +47,10 @@ class FbankOptions:
         preemph_coeff: pre-emphasis coefficient.
         remove_dc_offset: subtract each frame's mean.
         window_type: "povey", "hanning", "hamming", "rectangular" or "blackman".
+        frame_offset: with snip_edges=False, where frame m starts: "kaldi" at `m * shift +
+            shift // 2 - length // 2` (Kaldi, kaldi-native-fbank) or "lhotse" at `m * shift -
+            (length - shift) // 2` (lhotse); they differ by one sample when the shift is odd
+            (441 samples at 44.1 kHz).
     """
 
     num_mel_bins: int = 80
@@ -59,8 +64,12 @@ class FbankOptions:
     preemph_coeff: float = 0.97
     remove_dc_offset: bool = True
     window_type: Literal["povey", "hanning", "hamming", "rectangular", "blackman"] = "povey"
+    frame_offset: Literal["kaldi", "lhotse"] = "kaldi"
 
     def __post_init__(self) -> None:
+        if self.frame_offset not in ("kaldi", "lhotse"):
+            raise ValueError(f"FbankOptions(frame_offset={self.frame_offset!r}): use 'kaldi' "
+                             "or 'lhotse'")
         if self.window_type not in _WINDOWS:
             raise ValueError(f"FbankOptions(window_type={self.window_type!r}): use one of "
                              f"{list(_WINDOWS)}")
