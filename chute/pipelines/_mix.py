@@ -286,9 +286,15 @@ class MixedDataset(DatasetProtocol):
         """Why `name` is not a field of the mix, when some source has it."""
         if name not in self._missing:
             return None
+        kind = next(ds.fields[name] for ds in self.sources if name in ds.fields)
+        if kind not in _LIST_KINDS:  # optional would be refused next: say so now
+            return (f"field {name!r} ({kind}) is missing from source(s) {self._missing[name]} "
+                    "of the mix, and only json and bytes fields can be optional: a mix "
+                    f"delivers {kind} fields only when every source has them, so datasets of "
+                    "different modalities (e.g. video with images) cannot be mixed; build one "
+                    "Pipeline per dataset, or leave it out of fields=")
         return (f"field {name!r} is missing from source(s) {self._missing[name]} of the mix; "
-                f"declare it chute.mix(..., optional=[{name!r}]) (json or bytes fields) or "
-                "leave it out of fields=")
+                f"declare it chute.mix(..., optional=[{name!r}]) or leave it out of fields=")
 
     # -- the dataset protocol ---------------------------------------------------------------
     @property

@@ -204,6 +204,11 @@ def test_a_field_missing_from_a_source_needs_optional(paths):
         chute.mix({"a": paths[0], "c": latents}, optional=["height"])
     # a bytes field may be optional
     assert "image" in chute.mix({"a": paths[0], "c": latents}, optional=["image"]).fields
+    # asking for a field that cannot be optional does not suggest optional= (issue 38 item 10)
+    with pytest.raises(ValueError, match=r"'height' \(scalar\) is missing .*only json and "
+                       r"bytes fields can be optional.*one Pipeline per dataset") as err:
+        Pipeline(chute.mix({"a": paths[0], "c": latents}), 8, fields=("height",), device="cpu")
+    assert "optional=[" not in str(err.value)
 
 
 @pytest.mark.parametrize("weights,match", [
