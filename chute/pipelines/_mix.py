@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from chute.pipelines.producers._registry import family_of
 from chute.pipelines.sampling._keyed_random import derive_key, random_u64
 from chute.pipelines.sampling._order import EpochOrder
 from chute.readers import DatasetProtocol
@@ -270,6 +271,13 @@ class MixedDataset(DatasetProtocol):
                 raise ValueError(f"chute.mix: optional field {name!r} is missing from "
                                  f"{lacking}; only json and bytes fields may be optional "
                                  "(their missing values are None)")
+            family = family_of(name, having[0].specs[name])
+            if lacking and not family.missing_ok:  # a decoder has nothing to decode: refused
+                raise ValueError(f"chute.mix: optional field {name!r} is missing from "
+                                 f"{lacking} and is decoded as {family.name}, which needs it "
+                                 "in every source: datasets of different modalities (e.g. "
+                                 "video with images) cannot be mixed; build one Pipeline per "
+                                 "dataset")
             fields[name] = having[0].fields[name]
             specs[name] = having[0].specs[name]
         unknown = sorted(set(self.optional) - set(fields) - set(missing))
@@ -286,11 +294,13 @@ class MixedDataset(DatasetProtocol):
         """Why `name` is not a field of the mix, when some source has it."""
         if name not in self._missing:
             return None
-        kind = next(ds.fields[name] for ds in self.sources if name in ds.fields)
-        if kind not in _LIST_KINDS:  # optional would be refused next: say so now
+        having = next(ds for ds in self.sources if name in ds.fields)
+        kind = having.fields[name]
+        if kind not in _LIST_KINDS or not family_of(name, having.specs[name]).missing_ok:
+            # optional would be refused next: say so now
             return (f"field {name!r} ({kind}) is missing from source(s) {self._missing[name]} "
-                    "of the mix, and only json and bytes fields can be optional: a mix "
-                    f"delivers {kind} fields only when every source has them, so datasets of "
+                    "of the mix and cannot be optional (only stored json and bytes fields "
+                    "can): a mix delivers it only when every source has it, so datasets of "
                     "different modalities (e.g. video with images) cannot be mixed; build one "
                     "Pipeline per dataset, or leave it out of fields=")
         return (f"field {name!r} is missing from source(s) {self._missing[name]} of the mix; "

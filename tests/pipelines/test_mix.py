@@ -202,11 +202,12 @@ def test_a_field_missing_from_a_source_needs_optional(paths):
                             latent_shape=(2,))
     with pytest.raises(ValueError, match="only json and bytes fields may be optional"):
         chute.mix({"a": paths[0], "c": latents}, optional=["height"])
-    # a bytes field may be optional
-    assert "image" in chute.mix({"a": paths[0], "c": latents}, optional=["image"]).fields
+    # a field that is decoded (images) cannot be optional: it failed mid-epoch with a KeyError
+    with pytest.raises(ValueError, match="decoded as image.*cannot be mixed"):
+        chute.mix({"a": paths[0], "c": latents}, optional=["image"])
     # asking for a field that cannot be optional does not suggest optional= (issue 38 item 10)
-    with pytest.raises(ValueError, match=r"'height' \(scalar\) is missing .*only json and "
-                       r"bytes fields can be optional.*one Pipeline per dataset") as err:
+    with pytest.raises(ValueError, match=r"'height' \(scalar\) is missing .*cannot be "
+                       r"optional.*one Pipeline per dataset") as err:
         Pipeline(chute.mix({"a": paths[0], "c": latents}), 8, fields=("height",), device="cpu")
     assert "optional=[" not in str(err.value)
 
@@ -309,3 +310,37 @@ def test_a_changed_source_is_refused_when_a_mix_reopens(paths, tmp_path):
     shutil.copytree(tmp_path / "b2.chute", copy)
     with pytest.raises(chute.errors.FormatError, match="changed"):
         ref.open()
+
+
+def test_a_video_dataset_and_an_image_dataset_are_refused_in_one_true_sentence(paths, tmp_path):
+    """Issue 38 item 10: mixing a converted video dataset with an image dataset suggested
+    optional=["image"], then said the video dataset "lacks num_frames ... convert it with
+    `chute convert video`" though it came from there. Both errors now say why: a source of
+    the mix lacks the column, and modalities cannot be mixed."""
+    pytest.importorskip("av")
+    import csv
+
+    from chute import VideoOptions
+    from chute.readers.convert._convert_video import convert_video_csv
+    from tests._video_media import make_video
+
+    rows = [["path", "text"]]
+    for k in range(2):
+        (tmp_path / f"v{k}.mp4").write_bytes(make_video(8, 32, 48))
+        rows.append([f"v{k}.mp4", f"clip {k}"])
+    with open(tmp_path / "videos.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    convert_video_csv(tmp_path / "videos.csv", tmp_path / "videos.chute", progress=False)
+    sources = {"images": paths[0], "videos": tmp_path / "videos.chute"}
+    with pytest.raises(ValueError, match="decoded as image.*cannot be mixed"):
+        chute.mix(sources, optional=["image"])  # before: a KeyError mid-epoch
+    with pytest.raises(ValueError, match="decoded as video.*cannot be mixed"):
+        chute.mix(sources, optional=["video"])
+    for fields in ({"video": VideoOptions(num_frames=4, size=16)},
+                   {"image": ImageOptions(size=16)}):
+        with pytest.raises(ValueError) as err:
+            Pipeline(chute.mix(sources), 2, fields=fields, device="cpu")
+        message = str(err.value)
+        assert "missing from source(s)" in message and "\n" not in message, message
+        assert "cannot be mixed" in message and "optional=[" not in message, message
+        assert "chute convert" not in message, message

@@ -87,6 +87,8 @@ class Family:
             say what one sample is; None when they never do.
         needs_options: a field of this family cannot be delivered with default options (e.g. a
             table needs `Lookup(index)`); the message says what to pass.
+        missing_ok: it delivers None for a sample that lacks the field (a mix's optional
+            fields, docs/mixing.md); decoding families cannot.
     """
 
     name: str
@@ -95,6 +97,7 @@ class Family:
     by_default: bool = True
     unit: Callable[[str, Any, Any], Any] | None = None
     needs_options: str | None = None
+    missing_ok: bool = False
 
     def default_options(self, field_name: str) -> Any:
         if self.needs_options is not None:

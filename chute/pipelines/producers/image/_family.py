@@ -44,6 +44,10 @@ def crop_config(crop: CropConfig | None, size, augment: str) -> CropConfig:
 
 def _check_columns(field: str, dataset) -> None:
     missing = [c for c in ("height", "width") if c not in dataset.fields]
+    why = dataset.why_missing(missing[0]) if missing else None
+    if why:  # a mix: a source lacks the column (docs/mixing.md), not a conversion
+        raise FormatError(f"field {field!r} of {dataset.path} holds images, whose crops need "
+                          f"the {missing} column(s): {why}")
     if missing:  # the dataset is incomplete, not the call: a FormatError (a ValueError)
         raise FormatError(f"field {field!r} of {dataset.path} holds images but the dataset "
                           f"has no {missing} column(s), which crops are computed from; "

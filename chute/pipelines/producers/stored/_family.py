@@ -31,6 +31,6 @@ FAMILIES = {
                                   "chute.Lookup(index_field), e.g. fields={name: "
                                   "Lookup('segment_to_video')}"),
     "scalar": Family("scalar", None, _as_is("scalar")),
-    "json": Family("json", None, _as_is("json"), by_default=False),
-    "bytes": Family("bytes", None, _as_is("bytes")),
+    "json": Family("json", None, _as_is("json"), by_default=False, missing_ok=True),
+    "bytes": Family("bytes", None, _as_is("bytes"), missing_ok=True),
 }

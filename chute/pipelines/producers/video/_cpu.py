@@ -98,8 +98,10 @@ class VideoProducer(StoredFieldProducer):
         needed = [c for c in ("num_frames", "height", "width", "pts", "rotation", "fps")
                   if c not in spec.dataset.fields]
         if needed:
+            why = spec.dataset.why_missing(needed[0])  # a mix: a source lacks it (not convert)
             raise FormatError(f"field {spec.field!r} of {spec.dataset.path} holds video but "
-                              f"the dataset lacks {needed}; convert it with `chute convert video`")
+                              f"the dataset lacks {needed}; "
+                              + (why if why else "convert it with `chute convert video`"))
         self._frames = np.asarray(spec.dataset.column("num_frames"))
         self._rotation = np.asarray(spec.dataset.column("rotation"))
         self._heights = np.asarray(spec.dataset.column("height"))
