@@ -271,8 +271,8 @@ class MixedDataset(DatasetProtocol):
                 raise ValueError(f"chute.mix: optional field {name!r} is missing from "
                                  f"{lacking}; only json and bytes fields may be optional "
                                  "(their missing values are None)")
-            family = family_of(name, having[0].specs[name])
-            if lacking and not family.missing_ok:  # a decoder has nothing to decode: refused
+            family = family_of(name, having[0].specs[name]) if lacking else None
+            if family is not None and not family.missing_ok:  # nothing to decode: refused
                 raise ValueError(f"chute.mix: optional field {name!r} is missing from "
                                  f"{lacking} and is decoded as {family.name}, which needs it "
                                  "in every source: datasets of different modalities (e.g. "
