@@ -3,14 +3,16 @@
 `ImageOptions(...)`, `chute.mix(...)`, `FbankOptions.preset(...)`, ...) passes arguments its
 signature accepts: no renamed or removed keyword, no extra positional argument.
 
-This is the static half of issue 38's "docs that run verbatim": running every example on
-generated data is still to come (docs/testing.md)."""
+Every `chute ...` line of a shell example (`bash`, usage lines with their [optional] parts)
+parses with chute's own argument parser: a renamed or removed option fails. Running them needs
+the data they name (`/data/...`); the Python examples run in tests/test_docs_run.py."""
 
 from __future__ import annotations
 
 import ast
 import inspect
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,64 @@ def test_a_renamed_keyword_is_caught():
     """The check can fail: the round-2 spelling `image_size=` of ImageOptions is reported."""
     bad = _bad_calls("ImageOptions(image_size=224)\nchute.mix({}, weight={})", _public())
     assert len(bad) == 2 and "image_size" in bad[0] and "weight" in bad[1], bad
+
+
+_SHELL_OPEN = re.compile(r"^ {0,3}```(bash|sh|shell|console)\s*$")
+
+
+def _chute_lines() -> list[tuple[str, int, str]]:
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        inside, pending, start = False, "", 0
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _SHELL_OPEN.match(line):
+                inside = True
+            elif inside and line.strip().startswith("```"):
+                inside = False
+            elif inside:
+                pending, start = pending + " " + line.strip(), start or number
+                if pending.endswith("\\"):  # continued on the next line
+                    pending = pending[:-1]
+                    continue
+                command, pending, first = pending.strip().removeprefix("$ "), "", start
+                start = 0
+                if re.match(r"(\S+=\S+ )*chute\s", command):
+                    found.append((str(path.relative_to(ROOT)), first, command))
+    return found
+
+
+CHUTE_LINES = _chute_lines()
+
+
+def test_the_docs_have_shell_examples_to_check():
+    assert len(CHUTE_LINES) >= 20, CHUTE_LINES
+
+
+@pytest.mark.parametrize(("file", "line", "command"), CHUTE_LINES,
+                         ids=[f"{f}:{n}" for f, n, _ in CHUTE_LINES])
+def test_every_chute_command_line_parses(file, line, command, capsys):
+    from chute.cli import build_parser
+
+    # a usage line: its [optional] parts are checked too; "A|B" takes A; "..." says "and more"
+    usage = re.sub(r"\[same options\]|\.\.\.", " ", command).replace("[", " ").replace("]", " ")
+    words = [w.split("|")[0] if w.startswith("-") or "|" not in w[:1] else w
+             for w in shlex.split(usage, comments=True)]
+    words = ["1" if re.fullmatch(r"[A-Z]", w) else w for w in words]  # a number placeholder (N)
+    while words and "=" in words[0]:  # VAR=value before the command
+        words.pop(0)
+    if "|" in words:
+        words = words[:words.index("|")]
+    try:
+        build_parser().parse_args(words[1:])
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # --help exits 0
+            pytest.fail(f"{file}:{line}: `{command}`: {capsys.readouterr().err.strip()}")
+
+
+def test_a_renamed_option_is_caught(capsys):
+    from chute.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["bench", "train.chute", "--image-sizes", "224"])
+    assert exc.value.code == 2
+
