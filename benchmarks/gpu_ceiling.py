@@ -265,7 +265,7 @@ def step_environment(run: Run, notes: list[str]) -> None:
     import torch
 
     from chute.fallbacks import roi_decoder_status
-    from chute.pipelines._distributed import physical_cores
+    from chute.pipelines import physical_cores
 
     cpus = sorted(os.sched_getaffinity(0))
     physical = physical_cores(cpus)

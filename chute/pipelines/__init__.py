@@ -2,14 +2,13 @@
 field producers (image decoders, video clips, audio, array gathers, columns, metadata), with
 per-field typed options and one batching contract."""
 
-from chute.pipelines._distributed import default_threads, physical_cores
+from chute.pipelines._common._distributed import default_threads, physical_cores
+from chute.pipelines._common._options import image_size_of
+from chute.pipelines._common._request import BatchRequest, ParamSource
 from chute.pipelines._fields import default_fields
 from chute.pipelines._mix import MixedDataset, MixRef, MixSampler, mix
-from chute.pipelines._options import image_size_of
 from chute.pipelines._pipeline import Pipeline, PipelineStats
-from chute.pipelines._request import BatchRequest, ParamSource
 from chute.pipelines._torch_data import PipelineDataset
-from chute.pipelines._warmup import warm_cpu_decoder
 from chute.pipelines.producers._candidates import dali_import_error
 from chute.pipelines.producers._contract import (
     EpochReader,
@@ -25,6 +24,7 @@ from chute.pipelines.producers.image._auto import tune_dataset
 from chute.pipelines.producers.image._crops import CropConfig, CropParams, crop_boxes
 from chute.pipelines.producers.image._options import ImageOptions
 from chute.pipelines.producers.image._views import View, view_seed
+from chute.pipelines.producers.image._warmup import warm_cpu_decoder
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
 from chute.pipelines.producers.video._cpu import VideoProducer

@@ -26,8 +26,6 @@ import operator
 import os
 import sys
 import threading
-import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,25 +37,18 @@ import torch
 
 from chute._fork import ProcessLock
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
+from chute.pipelines._assembly import Assembly, EpochSizes, assemble, sample_unit
+from chute.pipelines._bad_samples import BadSamples, describe_sample
+from chute.pipelines._common._distributed import detect_rank_world, resolve_device
+from chute.pipelines._common._stages import StageTimes
 from chute.pipelines._compat import translate
-from chute.pipelines._distributed import detect_rank_world, resolve_device
+from chute.pipelines._cursor import EpochCursor, checked_state
 from chute.pipelines._fields import field_options
-from chute.pipelines._options import check_ring_memory
-from chute.pipelines._run import Run, SpareSlots
-from chute.pipelines._stages import StageTimes
-from chute.pipelines._staging import device_views, wait_ready
-from chute.pipelines.producers._contract import Output
+from chute.pipelines._order import epoch_order
+from chute.pipelines._run import Run, RunSettings, SpareSlots
 from chute.pipelines.producers._family import FieldContext
-from chute.pipelines.producers._registry import create_producer
 from chute.pipelines.producers._tune_runner import use_pipeline
-from chute.pipelines.sampling._batching import (
-    Batching,
-    FixedBatches,
-    Plan,
-    PlanContext,
-    as_batching,
-)
-from chute.pipelines.sampling._units import ByRecording, sample_durations
+from chute.pipelines.sampling._batching import Batching, Plan, PlanContext, as_batching
 from chute.pipelines.sampling._windows import ShardWindows
 from chute.readers import DatasetProtocol
 
@@ -144,20 +135,9 @@ class Pipeline:
                  **round2: Any):
         from chute.readers import open_dataset
 
-        self._producers: list | None = None
+        self._assembly: Assembly | None = None
         self._closed = True  # until construction succeeds (close() may run from __del__)
-        if isinstance(source, (list, tuple, set, dict)):
-            raise TypeError(f"source must be one dataset (a folder, URL or open dataset), got a "
-                            f"{type(source).__name__} of {len(source)}; mix datasets with "
-                            "chute.mix({'a': path_a, 'b': path_b}, weights={'a': 0.7, 'b': "
-                            "0.3}) (docs/mixing.md)")
-        if not isinstance(source, (str, Path, DatasetProtocol)):
-            # Optional capabilities are read as attributes (docs/design.md), so an object
-            # lacking one must be refused here, not fail with an AttributeError mid-epoch.
-            raise TypeError(f"source {source!r:.80} ({type(source).__name__}) is not a chute "
-                            "dataset: pass a folder or URL, an open_dataset(...) result, or an "
-                            "object of a class that subclasses chute.readers.DatasetProtocol "
-                            "(which supplies the optional capabilities' defaults)")
+        _check_source(source)
         self._own_dataset = isinstance(source, (str, Path))
         self.dataset: DatasetProtocol = (open_dataset(source) if isinstance(source, (str, Path))
                                          else source)
@@ -165,74 +145,44 @@ class Pipeline:
             self._build(batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
                         rank, world_size, prefetch, on_error, transform, copy, round2)
         except BaseException:
-            self._close_producers()
+            if self._assembly is not None:
+                self._assembly.close()
             if self._own_dataset:
                 self.dataset.close()
             raise
 
     def _build(self, batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
                rank, world_size, prefetch, on_error, transform, copy, round2) -> None:
-        if augment not in ("train", "eval"):
-            raise ValueError(f"augment must be 'train' or 'eval', got {augment!r}")
-        if on_error not in ("skip", "raise"):
-            raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
-        if transform is not None and not callable(transform):
-            raise TypeError(f"transform must be callable(batch) -> batch, got {transform!r}")
+        self.seed = _check_arguments(augment, on_error, transform, seed, shuffle, prefetch)
         if round2:
             batch_size, fields, batching = translate(self.dataset, batch_size, fields, batching,
                                                      round2)
         requested = field_options(self.dataset, fields)
         self.fields = tuple(requested)
-        self.augment = augment
-        try:  # an integer of any kind (numpy, a 0-d tensor); int("a") said "invalid literal"
-            self.seed = operator.index(seed)
-        except TypeError:
-            raise TypeError(f"Pipeline seed must be an integer, got {seed!r}") from None
-        if not isinstance(shuffle, (bool, np.bool_, ShardWindows)):  # bool("yes") is True
-            raise TypeError(f"Pipeline shuffle must be True, False or ShardWindows(...), got "
-                            f"{shuffle!r}")
-        windows = shuffle if isinstance(shuffle, ShardWindows) else None
+        self.augment, self.on_error, self.transform = augment, on_error, transform
         self.shuffle = bool(shuffle)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)
         self.rank, self.world_size = detect_rank_world(rank, world_size)
         self.device = resolve_device(device)
-        self.on_error = on_error
-        if int(prefetch) < 1:
-            raise ValueError(f"need prefetch >= 1, got {prefetch}")
-        self.prefetch = int(prefetch)
-        self.transform = transform
-        self.copy = bool(copy)
+        self.prefetch, self.copy = int(prefetch), bool(copy)
         self.batching = as_batching(batching).bind(
             {f: (family.name, options) for f, (family, options) in requested.items()})
         self.batch_size = self.batching.slot_size(batch_size)
-        self._unit = self._sample_unit(requested)
-        # a source with its own epoch order (chute.mix): which rows each epoch holds
-        self._sampler = self.dataset.sampler
-        if windows is not None:
-            if self._sampler is not None or self._unit is not None or \
-                    not isinstance(self.batching, FixedBatches):
-                raise ValueError(f"{self.dataset.path}: shuffle=ShardWindows(...) orders whole "
-                                 "samples of one dataset in fixed batches; it is not available "
-                                 "with chute.mix, MaxDuration, Buckets or audio segment units")
-            self._sampler = windows.bind(self.dataset)
-        if self._sampler is not None and (self._unit is not None
-                                          or not isinstance(self.batching, FixedBatches)):
-            raise ValueError(f"{self.dataset.path}: a chute.mix source takes fixed batches of "
-                             "whole rows; MaxDuration, Buckets and audio segment units are not "
-                             "available with it (build one Pipeline per dataset for them)")
-        self._durations: dict = {}  # (seed, epoch) -> seconds of every sample (MaxDuration)
-        self._epoch, self._position = 0, 0
-        self._params: tuple = ()  # the plan's parameter sources (set by _build_producers)
-        self._batch_state: dict = {}  # the batching's own resume state (e.g. bucket offsets)
+        self._unit = sample_unit(requested, self.dataset)
+        self._sizes = EpochSizes(self.dataset, self._unit,
+                                 epoch_order(self.dataset, shuffle, self._unit, self.batching))
+        self._cursor = EpochCursor()
         if self._n == 0:
             raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
                              "converted (`chute info`, and skipped.tsv next to it)")
-        self._build_producers(requested)
-        self._check_not_empty()
-        self._resume_pending = False
-        self._abandoned = False  # the last pass stopped before its epoch's end
-        self._pass_start: tuple[int, dict] | None = None  # where the last pass started
-        self._warned = False
+        self.stats = PipelineStats()
+        context = FieldContext(self.dataset, self.batch_size, str(self.device), self.prefetch,
+                               self.augment, self._unit)
+        self._assembly = assemble(requested, context, self.batching.field_options(),
+                                  self._unit, self.stats.stages, self.fields)
+        self.backend = _report_backends(self._assembly, self.stats)  # round-2 attribute
+        _check_not_empty(self.plan(0), self)  # a sample longer than MaxDuration raises here
+        self._bad = BadSamples(self.stats, self.dataset.path)
         self._run: Run | None = None
         self._run_thread: threading.Thread | None = None
         self._spare_slots: SpareSlots | None = None  # the last pass's slots, for the next
@@ -241,116 +191,22 @@ class Pipeline:
         self._closed = False
         _LIVE.add(self)
 
-    def _sample_unit(self, requested: dict):
-        """The sample unit a field's options ask for (audio segments), else None (rows)."""
-        units = [(f, family.unit(f, options, self.dataset))
-                 for f, (family, options) in requested.items() if family.unit is not None]
-        units = [(f, u) for f, u in units if u is not None]
-        if len(units) > 1:
-            raise ValueError(f"fields {[f for f, _ in units]} each set a sample unit; set "
-                             "unit= (and merge=) on one of them")
-        return units[0][1] if units else None
-
-    def _build_producers(self, requested: dict) -> None:
-        extra = self.batching.field_options()
-        self._producers = []
-        self._families = {f: family.name for f, (family, _) in requested.items()}
-        self._finishers: dict[str, Callable] = {}
-        self._parts: dict[str, tuple[str, ...]] = {}  # field -> output keys delivered as a list
-        self.stats = PipelineStats()
-        self.backend = None  # the first image field's producer (round-2 attribute)
-        by_recording = self._unit is not None and self._unit.name == "segment"
-        for f, (family, options) in requested.items():
-            context = FieldContext(self.dataset, self.batch_size, str(self.device),
-                                   self.prefetch, self.augment, self._unit, extra.get(f, {}))
-            built = family.build(f, options, context)
-            producer = create_producer(built.spec)
-            if hasattr(producer, "stages"):  # it times its own parts (pipelines/_stages.py)
-                producer.stages = self.stats.stages
-            # segments: the plan's ids are segment ids; fields are read from the recording
-            self._producers.append(ByRecording(producer) if by_recording else producer)
-            if built.finish is not None:
-                self._finishers[f] = built.finish
-            if built.parts:
-                self._parts[f] = built.parts
-            if built.decision is not None:
-                self.stats.field_backends[f] = built.decision
-                if family.name == "image" and self.backend is None:
-                    self.backend = producer
-                    self.stats.backend = built.decision["backend"]
-                    self.stats.backend_options = dict(built.decision["options"])
-                    self.stats.backend_reason = built.decision["reason"]
-        self._outputs: dict[str, Output] = {}
-        for producer in self._producers:
-            outputs = producer.outputs()
-            clash = sorted(set(outputs) & set(self._outputs))
-            if clash:  # e.g. a stored field named like another field's extra output ("ar")
-                raise ValueError(f"fields {self.fields} give the output key(s) {clash} twice "
-                                 "(a field named like another field's extra output); leave "
-                                 "one of them out of fields=")
-            self._outputs.update(outputs)
-        check_ring_memory(self.prefetch + 2, self.batch_size, self._outputs, self.dataset.path)
-        units = () if self._unit is None else (self._unit,)
-        self._params = _unique([*units, *(s for p in self._producers for s in p.param_sources())])
-        threaded = next((p for p in self._producers if getattr(p, "threads", None)), None)
-        if threaded is not None:
-            self.stats.threads = int(threaded.threads)
-            self.stats.threads_reason = getattr(threaded, "threads_reason", "")
-
     @property
     def _n(self) -> int:
         """Samples of the current epoch."""
-        return self._count(self.seed, self._epoch)
-
-    def _count(self, seed: int, epoch: int) -> int:
-        """Samples of epoch `epoch` (merged segments: a pure function of seed and epoch)."""
-        if self._sampler is not None:
-            return int(self._sampler.count)
-        return len(self.dataset) if self._unit is None else self._unit.count(seed, epoch)
-
-    def _durations_of(self, seed: int, epoch: int) -> np.ndarray:
-        """Seconds every sample of the epoch delivers (what MaxDuration packs): a producer's
-        `seconds` when it has one (audio: after speed perturbation and resampling), else
-        the stored durations."""
-        key = (seed, epoch)
-        if key not in self._durations:
-            self._durations.clear()  # one epoch at a time
-            timed = [p for p in self._producers or () if getattr(p, "seconds", None) is not None]
-            if timed:
-                ids = np.arange(self._count(seed, epoch), dtype=np.int64)
-                params: dict = {}
-                for source in self._params:
-                    params.update(source(seed, epoch, ids))
-                found = np.max([p.seconds(params) for p in timed], axis=0)
-            else:
-                found = sample_durations(self.dataset, self._unit, seed, epoch)
-            self._durations[key] = found
-        return self._durations[key]
-
-    def _check_not_empty(self) -> None:
-        plan = self.plan(0)  # a sample longer than MaxDuration as delivered raises here
-        if self.drop_last and len(plan) == 0:
-            n = self._n
-            raise ValueError(
-                f"batch_size={self.batch_size} on {self.world_size} rank(s) gives no full batch "
-                f"of the {n} samples of {self.dataset.path} (train drops the incomplete tail); "
-                f"use batch_size <= {max(1, n // self.world_size)} or drop_last=False")
+        return self._sizes.count(self.seed, self._cursor.epoch)
 
     # ---- epochs and state ------------------------------------------------------------------
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._cursor.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch `epoch` from its beginning -- unless a state just loaded by
         `load_state_dict` is for this same epoch, in which case it continues where it stopped."""
         self._stop_run()
-        if self._resume_pending and int(epoch) == self._epoch:
-            return
-        self._epoch, self._position, self._resume_pending = int(epoch), 0, False
-        self._batch_state = {}
-        self._abandoned, self._pass_start = False, None
+        self._cursor.set_epoch(int(epoch))
 
     def state_dict(self) -> dict:
         """{seed, epoch, position, fingerprint, ...}: position = samples of this epoch handed to
@@ -360,9 +216,7 @@ class Pipeline:
         batches are not counted. Ranks run in lockstep under DDP, so any rank's state is the
         job's state. `fingerprint` names the dataset, which `load_state_dict` checks; the
         batching adds its own keys (Buckets: "bucket_offsets")."""
-        epoch, position, extra = self._epoch, self._position, self._batch_state
-        if position >= self._n:
-            epoch, position, extra = epoch + 1, 0, {}
+        epoch, position, extra = self._cursor.saved(self._n)
         return {"seed": self.seed, "epoch": epoch, "position": position,
                 "fingerprint": self.dataset.fingerprint, **extra}
 
@@ -370,52 +224,29 @@ class Pipeline:
         """Continue exactly at `state` -- in O(1), with any world size: the positions
         [position, N) of that epoch are re-partitioned across the current ranks. A state
         saved at the end of an epoch continues with the next epoch."""
-        seed, epoch, position = self._checked_state(state)
-        n = self._count(seed, epoch)
-        extra = self.batching.load_state(
-            state, position, n, f"Pipeline.load_state_dict on dataset {self.dataset.path}")
-        self._stop_run()
-        if position >= n:
-            epoch, position, extra = epoch + 1, 0, {}
-        self.seed, self._epoch, self._position = seed, epoch, position
-        self._batch_state = dict(extra)
-        self._resume_pending = True
-        self._abandoned, self._pass_start = False, None
-
-    def _checked_state(self, state) -> tuple[int, int, int]:
         where = f"Pipeline.load_state_dict on dataset {self.dataset.path}"
-        if not isinstance(state, dict) or not {"seed", "epoch", "position"} <= set(state):
-            raise ValueError(f"{where}: expected the dict of Pipeline.state_dict() (seed, "
-                             f"epoch, position), got {state!r:.200}")
-        fingerprint = state.get("fingerprint")  # states saved before it was stored lack it
-        known = (self.dataset.fingerprint, *self.dataset.earlier_fingerprints)
-        if fingerprint is not None and fingerprint not in known:
-            raise ValueError(f"{where}: the state was saved for another dataset (fingerprint "
-                             f"{fingerprint}, this one is {self.dataset.fingerprint}); load the "
-                             "state of a Pipeline over this dataset")
-        try:
-            seed, epoch, position = (int(state[k]) for k in ("seed", "epoch", "position"))
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: seed, epoch and position must be integers, got "
-                             f"{state!r:.200}") from None
-        if epoch < 0 or not 0 <= position <= self._count(seed, epoch):
-            raise ValueError(f"{where}: state position {position} (epoch {epoch}) is outside "
-                             f"[0, {self._count(seed, max(epoch, 0))}]; was it saved for "
-                             "another dataset?")
-        return seed, epoch, position
+        seed, epoch, position = checked_state(
+            state, where, (self.dataset.fingerprint, *self.dataset.earlier_fingerprints),
+            self._sizes.count)
+        n = self._sizes.count(seed, epoch)
+        extra = self.batching.load_state(state, position, n, where)
+        self._stop_run()
+        self.seed = seed
+        self._cursor.load(epoch, position, extra, n)
 
     def plan(self, start_position: int | None = None) -> Plan:
         """This rank's plan of the current epoch from `start_position` (default: now), made by
         the Pipeline's batching (a BatchPlan, DurationPlan or BucketPlan)."""
-        start = self._position if start_position is None else start_position
-        state = self._batch_state if start_position is None else {}
-        seed, epoch = self.seed, self._epoch
+        cursor = self._cursor
+        start = cursor.position if start_position is None else start_position
+        state = cursor.batch_state if start_position is None else {}
+        seed, epoch, sizes, assembly = self.seed, cursor.epoch, self._sizes, self._assembly
         context = PlanContext(
             dataset=self.dataset, n=self._n, seed=seed, epoch=epoch, rank=self.rank,
             world_size=self.world_size, batch_size=self.batch_size, drop_last=self.drop_last,
             shuffle=self.shuffle, augment=self.augment, start_position=start, state=state,
-            params=self._params, durations=lambda: self._durations_of(seed, epoch),
-            sampler=self._sampler)
+            params=assembly.params if assembly is not None else (),
+            durations=lambda: sizes.durations(seed, epoch, assembly), sampler=sizes.sampler)
         return self.batching.plan(context)
 
     def __len__(self) -> int:
@@ -443,7 +274,7 @@ class Pipeline:
         the iterator before they call `set_epoch`)."""
         self._forget_parent_run()
         with self._lock:
-            if self._closed:
+            if self._closed or self._assembly is None:
                 raise RuntimeError("this Pipeline is closed; create a new one")
             owner = self._run_thread
             if (self._run is not None and owner is not None and owner is not
@@ -451,123 +282,45 @@ class Pipeline:
                 raise RuntimeError(
                     f"this Pipeline is already being iterated by thread {owner.name!r}; one "
                     "Pipeline feeds one loop at a time (create one Pipeline per thread)")
-            # a pass left unfinished (Lightning's sanity check takes 2 batches) is taken again
-            # from its start: a new iter() never skips what the abandoned one did not deliver
-            abandoned = self._run is not None or self._abandoned
+            abandoned = self._run is not None
             self._stop_run()
-            if abandoned and not self._resume_pending and self._pass_start is not None:
-                self._position, self._batch_state = self._pass_start
-            self._abandoned = False
-            if self._position >= self._n:
-                self._epoch, self._position = self._epoch + 1, 0  # previous epoch finished
-                self._batch_state = {}
-            self._resume_pending = False
-            self._pass_start = (self._position, dict(self._batch_state))
+            self._cursor.begin_pass(abandoned, lambda e: self._sizes.count(self.seed, e))
             plan = self.plan()
             spare, self._spare_slots = self._spare_slots, None
-            run = Run(self, plan, spare)
+            settings = RunSettings(
+                self.dataset, self.device, self.batch_size, self.prefetch,
+                leave_out=self.augment == "eval" and self.on_error == "skip",
+                on_error=self.on_error, stages=self.stats.stages, describe=self._describe)
+            run = Run(self._assembly, plan, settings, spare)
             self._run, self._run_thread = run, threading.current_thread()
         return run, plan
 
     def _iterate(self):
         run, plan = self._start()
-        # slots of the batches yielded last and before last: still valid (at first, those of
-        # the previous pass, when this one reuses its slots)
-        held = list(run.inherited)
+        cursor, assembly = self._cursor, self._assembly
         try:
-            for k in range(len(plan)):
-                while len(held) > 1:
-                    run.release(held.pop(0))  # the batch before the previous one expires now
-                t0 = time.perf_counter()
-                try:
-                    slot, (shapes, lists, replaced) = run.get()
-                except StopIteration:  # the run was stopped under us
-                    if self._closed:
-                        return  # close() during the loop ends it
-                    raise RuntimeError(
-                        "this iterator of the Pipeline was stopped by a newer pass (iter(), "
-                        "set_epoch or load_state_dict); iterate the new one") from None
-                waited = time.perf_counter() - t0
-                self.stats.wait_seconds += waited
-                self.stats.stages.add("wait", waited)
-                held.append(slot)
-                wait_ready(slot)
-                self._note_replaced(replaced)
-                batch = device_views(slot, shapes)
-                batch.update(lists)
-                n = shapes["index"][0]
-                # the epoch ends with its last batch (a dropped tail counts as done)
-                last = k + 1 == len(plan)
-                self._position = self._n if last else plan.position_after(k + 1)
-                self._batch_state = {} if last else plan.state_after(k + 1)
-                self.stats.samples += n
-                self.stats.batches += 1
-                yield self._finish(batch)
-            self._position = self._n
+            for k, batch, replaced in run.batches(self.stats, lambda: self._closed):
+                self._bad.note(replaced, self._describe)
+                last = k + 1 == len(plan)  # the epoch ends with it (a dropped tail is done)
+                cursor.delivered(last, self._n, *((0, {}) if last else (
+                    plan.position_after(k + 1), plan.state_after(k + 1))))
+                yield assembly.finish(batch, self.transform, self.copy)
+            cursor.position = self._n
         finally:
             run.close()
             if not self._closed and self._pid == os.getpid():
-                self._spare_slots = run.spare_slots(held)
+                self._spare_slots = run.spare_slots()
             if self._run is run:
                 self._run = self._run_thread = None
                 # a pass the parent started is not abandoned by a forked child: the child's
                 # next pass continues where the parent's stood (as state_dict() says)
-                self._abandoned = (self._position < self._n and not self._closed
-                                   and self._pid == os.getpid())
-
-    def _finish(self, batch: dict) -> dict:
-        """Output options applied on the device: each field's finish (dtype cast, memory
-        format), casts of stored fields, the transform, the copy. A field with parts (an image
-        field's views) becomes the list of its parts first."""
-        for name, keys in self._parts.items():
-            batch[name] = [batch.pop(k) for k in keys]
-        for key, finish in self._finishers.items():
-            batch[key] = finish(batch[key])
-        for key, output in self._outputs.items():
-            if output.cast is not None:
-                batch[key] = batch[key].to(output.cast)
-        if self.transform is not None:
-            batch = self.transform(batch)
-            if not isinstance(batch, dict):
-                raise TypeError(f"transform {self.transform!r:.80} returned "
-                                f"{type(batch).__name__}, not the batch dict; return the batch "
-                                "(e.g. `return {**batch, 'image': f(batch['image'])}`)")
-        if self.copy:
-            batch = {k: v.clone() if isinstance(v, torch.Tensor) else
-                     [x.clone() if isinstance(x, torch.Tensor) else x for x in v]
-                     for k, v in batch.items()}
-        return batch
-
-    def _note_replaced(self, replaced: list) -> None:
-        """Count the failed samples of a batch ((failed id, substitute id or None when eval
-        left it out, reason), ...) and warn at the first."""
-        if not replaced:
-            return
-        self.stats.decode_errors += len(replaced)
-        self.stats.skipped.extend(bad for bad, sub, _ in replaced if sub is None)
-        if not self._warned:
-            self._warned = True
-            bad, sub, reason = replaced[0]
-            why = f" ({reason})" if reason else ""
-            done = (f"replaced by sample {sub}" if sub is not None else
-                    "left out of this eval pass (eval never delivers a sample twice; its ids "
-                    "are in pipe.stats.skipped)")
-            warnings.warn(
-                f"chute: sample {bad} ({self._describe(bad)}) of {self.dataset.path} "
-                f"could not be decoded{why}; {done}. Further failures are "
-                "counted in pipe.stats.decode_errors without warning; run `chute verify` on the "
-                "dataset.",
-                RuntimeWarning, stacklevel=3,
-            )
+                cursor.abandoned = (cursor.position < self._n and not self._closed
+                                    and self._pid == os.getpid())
 
     def _describe(self, sample_id: int) -> str:
         """Where sample `sample_id` is (its segment and recording when samples are segments)."""
-        epoch = (self.seed, self._epoch)
-        where = "" if self._unit is None else self._unit.describe(sample_id, *epoch)
-        row = sample_id if self._unit is None else int(self._unit.recording([sample_id],
-                                                                            *epoch)[0])
-        shard, local = self.dataset.locate(row)
-        return f"{where}shard {shard}, local index {local}"
+        return describe_sample(self.dataset, self._unit, sample_id, self.seed,
+                               self._cursor.epoch)
 
     # ---- lifetime --------------------------------------------------------------------------
 
@@ -591,10 +344,9 @@ class Pipeline:
         self._closed = True
         self._stop_run()
         self._spare_slots = None
-        if self._producers is not None:
-            producers, self._producers = self._producers, None
-            for producer in producers:
-                producer.close()
+        if self._assembly is not None:
+            assembly, self._assembly = self._assembly, None
+            assembly.close()
             self.backend = None
             if self._own_dataset:
                 self.dataset.close()
@@ -620,9 +372,62 @@ class Pipeline:
                         "pipe.as_dataloader() where a torch DataLoader is expected "
                         "(DataLoader(pipe) would index it)")
 
-    def _close_producers(self) -> None:
-        for producer in self._producers or ():
-            producer.close()
+
+def _check_source(source) -> None:
+    if isinstance(source, (list, tuple, set, dict)):
+        raise TypeError(f"source must be one dataset (a folder, URL or open dataset), got a "
+                        f"{type(source).__name__} of {len(source)}; mix datasets with "
+                        "chute.mix({'a': path_a, 'b': path_b}, weights={'a': 0.7, 'b': "
+                        "0.3}) (docs/mixing.md)")
+    if not isinstance(source, (str, Path, DatasetProtocol)):
+        # Optional capabilities are read as attributes (docs/design.md), so an object
+        # lacking one must be refused here, not fail with an AttributeError mid-epoch.
+        raise TypeError(f"source {source!r:.80} ({type(source).__name__}) is not a chute "
+                        "dataset: pass a folder or URL, an open_dataset(...) result, or an "
+                        "object of a class that subclasses chute.readers.DatasetProtocol "
+                        "(which supplies the optional capabilities' defaults)")
+
+
+def _check_not_empty(plan: Plan, pipe: Pipeline) -> None:
+    if pipe.drop_last and len(plan) == 0:
+        n = pipe._n
+        raise ValueError(
+            f"batch_size={pipe.batch_size} on {pipe.world_size} rank(s) gives no full batch "
+            f"of the {n} samples of {pipe.dataset.path} (train drops the incomplete tail); "
+            f"use batch_size <= {max(1, n // pipe.world_size)} or drop_last=False")
+
+
+def _check_arguments(augment, on_error, transform, seed, shuffle, prefetch) -> int:
+    """The Pipeline's scalar arguments checked; returns the seed as an int."""
+    if augment not in ("train", "eval"):
+        raise ValueError(f"augment must be 'train' or 'eval', got {augment!r}")
+    if on_error not in ("skip", "raise"):
+        raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
+    if transform is not None and not callable(transform):
+        raise TypeError(f"transform must be callable(batch) -> batch, got {transform!r}")
+    if not isinstance(shuffle, (bool, np.bool_, ShardWindows)):  # bool("yes") is True
+        raise TypeError(f"Pipeline shuffle must be True, False or ShardWindows(...), got "
+                        f"{shuffle!r}")
+    if int(prefetch) < 1:
+        raise ValueError(f"need prefetch >= 1, got {prefetch}")
+    try:  # an integer of any kind (numpy, a 0-d tensor); int("a") said "invalid literal"
+        return operator.index(seed)
+    except TypeError:
+        raise TypeError(f"Pipeline seed must be an integer, got {seed!r}") from None
+
+
+def _report_backends(assembly: Assembly, stats: PipelineStats):
+    """Fill the stats' backend entries; returns the producer `pipe.backend` names (round 2)."""
+    stats.field_backends.update(assembly.decisions)
+    stats.threads, stats.threads_reason = assembly.threads, assembly.threads_reason
+    if assembly.primary is None:
+        return None
+    producer, decision = assembly.primary
+    stats.backend = decision["backend"]
+    stats.backend_options = dict(decision["options"])
+    stats.backend_reason = decision["reason"]
+    return producer
+
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # Pipelines not yet closed, closed at exit
 
@@ -640,15 +445,6 @@ def _close_live_pipelines() -> None:
             pipe.close()
         except Exception:
             pass
-
-
-def _unique(items) -> tuple:
-    """Distinct parameter sources in first-seen order (two image fields share their crops)."""
-    found: list = []
-    for item in items:
-        if item not in found:
-            found.append(item)
-    return tuple(found)
 
 
 use_pipeline(Pipeline)  # backend="auto" measures its candidates through Pipelines

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
 
 from chute.errors import DecodeError
-from chute.pipelines._options import ring_memory_error, slot_shape
+from chute.pipelines._common._options import ring_memory_error, slot_shape
+from chute.pipelines._common._stages import StageTimes
 from chute.pipelines._prefetch import Prefetcher
-from chute.pipelines._stages import StageTimes
 from chute.pipelines._staging import (
     allocate_slots,
     begin_fill,
@@ -21,10 +24,11 @@ from chute.pipelines._staging import (
     host_views,
     release,
     stage,
+    wait_ready,
 )
 from chute.pipelines._substitute import Substitutor, failure_reason
 
-__all__ = ["Run", "SpareSlots"]
+__all__ = ["Run", "RunSettings", "SpareSlots"]
 
 
 @dataclass(frozen=True)
@@ -40,57 +44,88 @@ class SpareSlots:
     held: list
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What a pass needs to know of its Pipeline besides the plan.
+
+    Attributes:
+        dataset: the open dataset.
+        device: the output device.
+        batch_size: rows of a slot.
+        prefetch: batches prepared ahead (the pass allocates prefetch + 2 slots).
+        leave_out: a failed sample is left out of its batch (eval under on_error="skip")
+            instead of replaced.
+        on_error: "skip" or "raise".
+        stages: the Pipeline's stage timers.
+        describe: sample id -> where it is (for error messages).
+    """
+
+    dataset: Any
+    device: torch.device
+    batch_size: int
+    prefetch: int
+    leave_out: bool
+    on_error: str
+    stages: StageTimes
+    describe: Callable[[int], str]
+
+
 class Run:
     """One pass over a plan: slots, every producer's epoch reader and the prefetch thread.
 
     Args:
-        pipe: the Pipeline.
+        assembly: the Pipeline's producers and outputs (`_assembly.Assembly`).
         plan: this pass's plan.
+        settings: the rest of what the pass needs (RunSettings).
         spare: the previous pass's slots (`spare_slots`), reused when their shapes, dtypes and
             device are this pass's.
     """
 
-    def __init__(self, pipe, plan, spare=None):
-        self.outputs = pipe._outputs
-        self.producers = pipe._producers
-        b = pipe.batch_size
+    def __init__(self, assembly, plan, settings: RunSettings, spare=None):
+        self.outputs = assembly.outputs
+        self.producers = assembly.producers
+        device, b = settings.device, settings.batch_size
         arrays = {k: (slot_shape(b, o), o.dtype) for k, o in self.outputs.items()
                   if o.dtype is not None}
         arrays["index"] = ((b,), np.dtype(np.int64))
         on_device = tuple(k for k, o in self.outputs.items() if o.on_device)
-        count = pipe.prefetch + 2
+        count = settings.prefetch + 2
         self.slot_key = (count, tuple(sorted((k, s, np.dtype(d).str) for k, (s, d)
                                              in arrays.items())),
-                         str(pipe.device), on_device, os.getpid())
-        self.inherited = []  # the previous pass's held slots (see SpareSlots)
+                         str(device), on_device, os.getpid())
+        inherited = []  # the previous pass's held slots (see SpareSlots)
         if spare is not None and spare.key == self.slot_key:
-            slots, self.inherited = list(spare.free), list(spare.held)
+            slots, inherited = list(spare.free), list(spare.held)
         else:
             try:
-                slots = allocate_slots(count, arrays, pipe.device, device_only=on_device)
+                slots = allocate_slots(count, arrays, device, device_only=on_device)
             except (MemoryError, torch.OutOfMemoryError) as exc:
-                raise ring_memory_error(count, b, self.outputs, pipe.dataset.path,
+                raise ring_memory_error(count, b, self.outputs, settings.dataset.path,
                                         f"which could not be allocated ({exc})") from None
-        self.slots = slots + self.inherited
-        self.reusable = pipe.device.type == "cpu"
-        self.stages: StageTimes = pipe.stats.stages
-        self.stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
+        self.slots = slots + inherited
+        # slots of the batches yielded last and before last: still valid (at first, those of
+        # the previous pass, when this one reuses its slots)
+        self.held = list(inherited)
+        self.reusable = device.type == "cpu"
+        self.stages: StageTimes = settings.stages
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.plan = plan
         self.readers = []
         self.read_ahead = None
         # eval delivers every sample at most once: a failed one is left out, since any
         # substitute is a sample the pass delivers anyway (docs/pipeline.md, "Bad samples")
-        self.leave_out = pipe.augment == "eval" and pipe.on_error == "skip"
-        # fields whose failures carry a JPEG decoder's status (chute.fallbacks._status)
-        self.images = frozenset(f for f, family in pipe._families.items() if family == "image")
+        self.leave_out = settings.leave_out
+        # fields whose failures carry a decoder's status (chute.fallbacks._status)
+        self.statused = frozenset(f for f, family in assembly.families.items()
+                                  if family.decoder_status)
         try:  # an epoch reader may hold batches in flight: closed whatever fails after it opens
             for producer in self.producers:
                 self.readers.append(producer.open_epoch(plan, 0))
-            self.substitutor = Substitutor(pipe.dataset, plan, self.producers, self.outputs,
-                                           pipe.on_error, describe=pipe._describe,
-                                           device=pipe.device)
+            self.substitutor = Substitutor(settings.dataset, plan, self.producers, self.outputs,
+                                           settings.on_error, describe=settings.describe,
+                                           device=device)
             # a remote dataset fetches the shards of this pass ahead of it (docs/storage.md)
-            self.read_ahead = _read_ahead(pipe.dataset, plan)
+            self.read_ahead = _read_ahead(settings.dataset, plan)
             self.prefetcher = Prefetcher(slots, self.fill, range(len(plan)))
         except BaseException:
             if self.read_ahead is not None:
@@ -114,7 +149,7 @@ class Run:
                     status = np.asarray(status).reshape(len(request.ids))
                     for row in np.flatnonzero((status != 0) & ~failed).tolist():
                         reasons[row] = failure_reason(producer.field, int(status[row]),
-                                                      producer.field in self.images)
+                                                      producer.field in self.statused)
                     failed |= status != 0
             with measure("substitute"):
                 if self.leave_out and failed.any():
@@ -160,17 +195,44 @@ class Run:
                                   "substitutes; run `chute verify` on the dataset")
         return request, shapes, host, out
 
-    def get(self):
-        return self.prefetcher.get()
+    def batches(self, stats, closed: Callable[[], bool]):
+        """Yield (iteration, batch on the device, failures) for every batch of the plan, each
+        valid until the next-but-one is taken, counting waits and samples in `stats`.
 
-    def spare_slots(self, held: list) -> SpareSlots | None:
-        """After close(): this pass's slots for the next pass, `held` (the slots the consumer
-        may still use) apart; None where slots are not reused (CUDA staging keeps its own)."""
+        Args:
+            stats: the Pipeline's PipelineStats.
+            closed: says whether the Pipeline was closed (a stopped run then just ends).
+        """
+        for k in range(len(self.plan)):
+            while len(self.held) > 1:
+                self.release(self.held.pop(0))  # the batch before the previous one expires
+            t0 = time.perf_counter()
+            try:
+                slot, (shapes, lists, replaced) = self.prefetcher.get()
+            except StopIteration:  # the run was stopped under us
+                if closed():
+                    return  # close() during the loop ends it
+                raise RuntimeError(
+                    "this iterator of the Pipeline was stopped by a newer pass (iter(), "
+                    "set_epoch or load_state_dict); iterate the new one") from None
+            stats.wait_seconds += (waited := time.perf_counter() - t0)
+            self.stages.add("wait", waited)
+            self.held.append(slot)
+            wait_ready(slot)
+            batch = device_views(slot, shapes)
+            batch.update(lists)
+            stats.samples += shapes["index"][0]
+            stats.batches += 1
+            yield k, batch, replaced
+
+    def spare_slots(self) -> SpareSlots | None:
+        """After close(): this pass's slots for the next pass, the slots the consumer may still
+        use apart; None where slots are not reused (CUDA staging keeps its own)."""
         if not self.reusable:
             return None
-        kept = {id(slot) for slot in held}
+        kept = {id(slot) for slot in self.held}
         return SpareSlots(self.slot_key, [s for s in self.slots if id(s) not in kept],
-                          list(held))
+                          list(self.held))
 
     def release(self, slot) -> None:
         release(slot)
@@ -194,7 +256,8 @@ class Run:
                 self._close_readers()
                 # An unfinished loop's generator keeps this run alive: drop what holds the
                 # dataset's maps, so Pipeline.close() releases them at once (not at gc).
-                self.readers, self.producers, self.substitutor = [], (), None
+                self.readers, self.producers = [], ()
+                self.substitutor = None  # type: ignore[assignment]  # the pass is over
 
 
 def _leave_out(slot, keep: np.ndarray, shapes: dict, out: dict):

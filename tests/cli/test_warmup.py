@@ -9,7 +9,7 @@ pytest.importorskip("chute.fallbacks._decode")
 
 
 def test_first_use_says_it_compiles_once_then_warmup_marks_it(tmp_path, monkeypatch, capsys):
-    import chute.pipelines._warmup as warmup
+    import chute.pipelines.producers.image._warmup as warmup
     from chute.pipelines import ImageOptions, Pipeline
 
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
@@ -33,7 +33,7 @@ def test_warmup_json(capsys):
     # `chute warmup --json` was refused as an unknown argument; the steps go to stderr
     import json
 
-    from chute.pipelines._warmup import VARIANTS
+    from chute.pipelines.producers.image._warmup import VARIANTS
 
     assert main(["warmup", "--json"]) == 0
     captured = capsys.readouterr()

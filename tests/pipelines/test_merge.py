@@ -1,4 +1,4 @@
-"""Dynamic segment merging: chute/pipelines/sampling/_merge.py and
+"""Dynamic segment merging: chute/pipelines/producers/audio/_merge.py and
 `Pipeline(fields={"audio": AudioOptions(unit="segment", merge=(min_s, max_s))})`."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from chute.pipelines.producers.audio._merge import MergeTable, SegmentMerge, check_merge
 from chute.pipelines.sampling._keyed_random import derive_key, uniform
-from chute.pipelines.sampling._merge import MergeTable, SegmentMerge, check_merge
 
 RATE = 100.0  # frames per second of the synthetic tables: easy numbers
 

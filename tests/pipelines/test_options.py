@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from chute import ArrayOptions, AudioOptions, Buckets, ImageOptions, VideoOptions
-from chute.pipelines._options import (
+from chute.pipelines._common._options import (
     check_backend_options,
     check_ring_memory,
     image_size_of,

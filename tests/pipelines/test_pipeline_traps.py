@@ -125,7 +125,7 @@ def test_mean_std_in_0_255_units_are_recognised(dataset_path):
 
 def test_thread_count_follows_torchrun(dataset_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    from chute.pipelines._distributed import default_threads
+    from chute.pipelines._common._distributed import default_threads
 
     assert default_threads()[0] == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
@@ -134,7 +134,7 @@ def test_thread_count_follows_torchrun(dataset_path, monkeypatch):
 
 
 def test_default_threads_count_physical_cores_not_smt_siblings(monkeypatch, tmp_path):
-    import chute.pipelines._distributed as distributed
+    import chute.pipelines._common._distributed as distributed
 
     # 4 logical CPUs: two cores with two SMT siblings each
     for cpu, core in enumerate([0, 1, 0, 1]):
@@ -223,7 +223,7 @@ def test_shuffle_of_the_wrong_kind_is_refused(dataset_path, value):
 
 def test_an_allocation_that_fails_says_how_much_memory_it_wanted(dataset_path, monkeypatch):
     # the machine's size unknown: the ring passes the early check, then cannot be allocated
-    monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: None)
+    monkeypatch.setattr("chute.pipelines._common._options._physical_memory", lambda: None)
     with make(dataset_path, batch_size=4, size=400_000, augment="eval") as pipe:
         # (it named image_size, a round-2 keyword that warns now: the options' size= instead)
         with pytest.raises(ValueError, match=r"GiB.*lower batch_size, the fields' output size "
@@ -252,7 +252,7 @@ def test_output_options(dataset_path):
     assert seen == [torch.bfloat16]
     crop = CropConfig(scale=(0.35, 1), ratio=(3 / 4, 4 / 3), flip_p=0.0)
     with make(dataset_path, crop=crop, size=(6, 10)) as pipe:
-        (params,) = [s for s in pipe._params if isinstance(s, CropParams)]
+        (params,) = [s for s in pipe._assembly.params if isinstance(s, CropParams)]
         assert params.config.size == (6, 10) and params.config.scale == (0.35, 1)
         boxes = pipe.plan().request(0).params["boxes"]
         assert not pipe.plan().request(0).params["flips"].any()

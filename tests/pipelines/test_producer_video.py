@@ -286,7 +286,7 @@ def test_bucket_slots_hold_the_largest_bucket_batch_not_the_largest_of_each(vide
     # 4 one-frame 16x16 clips or 1 sixteen-frame 32x48 clip: a slot needs 3 x 24576 bytes,
     # not 4 x 3 x 16 x 32 x 48 (the largest batch size with the largest clip); 4 slots of the
     # latter do not fit in 1 MB
-    monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: 1_000_000)
+    monkeypatch.setattr("chute.pipelines._common._options._physical_memory", lambda: 1_000_000)
     config = {"32x48": {16: {"3:2": (1.0, 1)}, 1: {"3:2": (1.0, 4)}}, "16x16": {1: (1.0, 4)}}
     with Pipeline(videos, None, batching=Buckets(config), device="cpu", seed=3,
                   fields={"video": VideoOptions(frame_interval=2)}) as pipe:

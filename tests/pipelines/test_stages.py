@@ -1,5 +1,5 @@
-"""Stage timers (chute/pipelines/_stages.py): every field's producer is timed by the Run, the
-image producers time their own parts, and the cpu backend's stages account for its pass."""
+"""Stage timers (chute/pipelines/_common/_stages.py): every field's producer is timed by the
+Run, the image producers time their own parts, and the cpu backend's stages account for its pass."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from chute import ImageOptions, Pipeline
-from chute.pipelines._stages import StageTimes
+from chute.pipelines._common._stages import StageTimes
 from chute.readers import open_dataset
 from tests.pipelines._pipeline_data import write_dataset
 

@@ -1,5 +1,6 @@
-"""Sample units (chute/pipelines/sampling/_units.py) and `AudioOptions(unit="segment")`: order,
-partition, resume and substitution over segments addressed through prefix sums."""
+"""Sample units (chute/pipelines/producers/audio/_units.py) and
+`AudioOptions(unit="segment")`: order, partition, resume and substitution over segments
+addressed through prefix sums."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from chute.errors import DecodeError, FormatError
 from chute.pipelines import AudioOptions, Pipeline
-from chute.pipelines.sampling._units import sample_unit
+from chute.pipelines.producers.audio._units import sample_unit
 from chute.readers import open_dataset, update_metadata
 from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
 
@@ -182,7 +183,7 @@ def test_a_producer_planning_ahead_reads_the_recordings_of_a_segment_plan(tmp_pa
     from dataclasses import dataclass
 
     from chute.pipelines import BatchRequest, ImageSpec, create_producer
-    from chute.pipelines.sampling._units import ByRecording
+    from chute.pipelines.producers.audio._units import ByRecording
     from tests.pipelines._dali_data import write_jpeg_dataset
 
     dataset = open_dataset(write_jpeg_dataset(tmp_path / "ds.chute", n=8))

@@ -34,7 +34,7 @@ def _pipe(path, **kw):
 
 
 def _producer_name(pipe) -> str:
-    return next(p.name for p in pipe._producers if p.field == "video")
+    return next(p.name for p in pipe._assembly.producers if p.field == "video")
 
 
 def _fake_rates(monkeypatch, rates: dict):
@@ -124,7 +124,7 @@ def test_under_buckets_the_largest_clips_are_measured_at_their_own_batch_size(vp
     # failed ("autotune could not measure any candidate"); 4 such batches do not fit in 300 kB
     from chute import Buckets
 
-    monkeypatch.setattr("chute.pipelines._options._physical_memory", lambda: 300_000)
+    monkeypatch.setattr("chute.pipelines._common._options._physical_memory", lambda: 300_000)
     config = {"32x32": {4: {"1:1": (1.0, 1)}}, "16x16": {1: {"1:1": (1.0, 8)}}}
     with Pipeline(vp9, None, device="cpu", batching=Buckets(config), fields={"video": VideoOptions(
             frame_interval=2, backend="auto")}) as pipe:

@@ -27,8 +27,8 @@ Rules:
   when `read` returns. It must not keep `out` after returning.
 - Errors that are not per-sample (missing library, no device) raise BackendUnavailableError.
 - Optional: a producer with an attribute `stages` is given the Pipeline's StageTimes there
-  (`chute/pipelines/_stages.py`) and records its parts as "FIELD/PART"; a producer that keeps
-  batches in flight uses `_inflight.InFlightEpoch` as its epoch reader (docs/pipeline.md).
+  (`chute/pipelines/_common/_stages.py`) and records its parts as "FIELD/PART"; a producer that
+  keeps batches in flight uses `_inflight.InFlightEpoch` as its epoch reader (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ class ProducerSpec:
             `ArrayOptions`, `Lookup`), or a dict of this producer's options (unknown ones
             raise), which the producers that take a dataclass convert with `typed_options`.
         augment: "train" (random choices keyed by seed, epoch, sample) or "eval".
-        unit: the Pipeline's sample unit (`chute/pipelines/sampling/_units.py`) when its samples are
-            not dataset rows (audio segments), else None.
+        unit: the Pipeline's sample unit (e.g. `producers/audio/_units.py`) when its samples
+            are not dataset rows (audio segments), else None.
     """
 
     name: str

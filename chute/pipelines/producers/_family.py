@@ -31,7 +31,7 @@ class FieldContext:
         device: "cpu" or "cuda:N".
         prefetch: batches the Pipeline keeps in flight.
         augment: "train" or "eval".
-        unit: the Pipeline's sample unit (`sampling/_units.py`), or None for dataset rows.
+        unit: the Pipeline's sample unit (`producers/audio/_units.py`), or None for dataset rows.
         batching: producer options the batching adds for this field (e.g. the bucket table of
             a video field under `Buckets`).
     """
@@ -89,6 +89,10 @@ class Family:
             table needs `Lookup(index)`); the message says what to pass.
         missing_ok: it delivers None for a sample that lacks the field (a mix's optional
             fields, docs/mixing.md); decoding families cannot.
+        reports_backend: the backend chosen for its first field is the Pipeline's
+            `stats.backend` (and the round-2 `pipe.backend`): images.
+        decoder_status: its producers' failure statuses are `chute.fallbacks.DecodeStatus`
+            codes, which failure messages name (images).
     """
 
     name: str
@@ -98,6 +102,8 @@ class Family:
     unit: Callable[[str, Any, Any], Any] | None = None
     needs_options: str | None = None
     missing_ok: bool = False
+    reports_backend: bool = False
+    decoder_status: bool = False
 
     def default_options(self, field_name: str) -> Any:
         if self.needs_options is not None:

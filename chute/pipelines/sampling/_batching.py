@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from chute.pipelines._request import BatchRequest
+from chute.pipelines._common._request import BatchRequest
 
 __all__ = ["Batching", "BoundBatching", "Plan", "PlanContext", "FixedBatches", "MaxDuration",
            "Buckets", "as_batching"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from chute.pipelines._request import BatchRequest
+from chute.pipelines._common._request import BatchRequest
 from chute.pipelines.sampling._buckets import BucketTable, schedule
 from chute.pipelines.sampling._clips import ClipParams
 

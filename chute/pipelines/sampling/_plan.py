@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from chute.pipelines._request import BatchRequest, ParamSource
+from chute.pipelines._common._request import BatchRequest, ParamSource
 from chute.pipelines.sampling._order import EpochOrder
 from chute.pipelines.sampling._partition import Partition
 

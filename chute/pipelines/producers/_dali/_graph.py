@@ -14,12 +14,12 @@ the CPU with device="cpu"). Then:
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
 from chute._output_types import check_layout, output_dtype
 from chute.errors import BackendUnavailableError
 from chute.pipelines.producers._dali._shm import check_shm
-from chute.pipelines.producers.image._dali_source import DaliBatchSource
 
 __all__ = ["DaliGraphConfig", "build_dali_pipeline", "decode_arguments", "import_dali"]
 
@@ -103,9 +103,11 @@ def _source_types(types, names) -> dict:
                 ndim=[kinds[name][1] for name in names])
 
 
-def build_dali_pipeline(source: DaliBatchSource, config: DaliGraphConfig, checkpoint=None):
-    """A built DALI Pipeline; its outputs are ("images", "index") for the native variant and
-    ("crops", "flip", "index") for the kernel variant (crops: uint8 HWC, one shape per sample)."""
+def build_dali_pipeline(source: Any, config: DaliGraphConfig, checkpoint=None):
+    """A built DALI Pipeline over `source`, a field's batch source (the image folder's
+    `DaliBatchSource`: `staging`, `with_roi`, callable per batch); its outputs are ("images",
+    "index") for the native variant and ("crops", "flip", "index") for the kernel variant
+    (crops: uint8 HWC, one shape per sample)."""
     dali = import_dali()
     fn, types = dali.fn, dali.types
     no_copy = source.staging == "pinned" and not config.parallel

@@ -4,8 +4,6 @@
   on the caller's CUDA stream for GPU outputs (the DALI outputs are bound to that stream).
 - `KernelWriter`: DALI produced variable-size decoded crops on the GPU: chute's fused kernel
   resizes/flips/normalizes them straight into `out`, on the caller's stream.
-- `decode_batch_on_cpu`: the CPU decoder on one batch, to tell which samples are corrupt when a
-  DALI pipeline fails (DALI reports a failure per batch, not per sample).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import ctypes
 
 import numpy as np
 
-__all__ = ["write_native", "KernelWriter", "decode_batch_on_cpu"]
+__all__ = ["write_native", "KernelWriter"]
 
 
 def write_native(images, out) -> None:
@@ -78,30 +76,6 @@ class KernelWriter:
             layout=self.layout, mean=self.mean, std=self.std, stream=stream,
         )
         self._held = crops  # as in write()
-
-
-def decode_batch_on_cpu(ids, boxes, flips, out, spec) -> np.ndarray:
-    """Decode one batch with chute's CPU decoder into `out`; returns its per-sample status.
-    Multi-crop views: `out` is the list of V view batches, boxes [B, V, 4] and flips [B, V]."""
-    import dataclasses
-
-    from chute.pipelines.producers.image._cpu import CpuBackend
-
-    # The cpu backend with its defaults (DALI's options mean nothing to it).
-    cpu = CpuBackend(dataclasses.replace(spec, name="cpu", options={}))
-    outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    hosts = [np.empty(tuple(o.shape), dtype=spec.numpy_dtype) for o in outs]
-    status = cpu.decode(np.asarray(ids, dtype=np.int64), np.asarray(boxes, dtype=np.float64),
-                        np.asarray(flips, dtype=bool),
-                        hosts if isinstance(out, (list, tuple)) else hosts[0])
-    for target, host in zip(outs, hosts, strict=True):
-        if isinstance(target, np.ndarray):
-            np.copyto(target, host)
-        else:
-            import torch
-
-            target.copy_(torch.from_numpy(host))
-    return np.asarray(status, dtype=np.uint8)
 
 
 def _host_array(out) -> np.ndarray:

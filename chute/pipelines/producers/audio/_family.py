@@ -4,9 +4,9 @@ Pipeline's samples segments of the recordings (`AudioOptions.unit`)."""
 from __future__ import annotations
 
 from chute.pipelines.producers._family import Family, FieldBuild, FieldContext
+from chute.pipelines.producers.audio._merge import check_merge
 from chute.pipelines.producers.audio._options import AudioOptions
-from chute.pipelines.sampling._merge import check_merge
-from chute.pipelines.sampling._units import sample_unit
+from chute.pipelines.producers.audio._units import sample_unit
 
 __all__ = ["FAMILY"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from chute.pipelines._options import suggest_options
+from chute.pipelines._common._options import suggest_options
 
 __all__ = ["AudioOptions", "FbankOptions"]
 

@@ -25,7 +25,7 @@ from chute._fork import ProcessPool
 from chute._lazy import require
 from chute._sndfile_read import read_frames
 from chute.fallbacks import decode_segment, segment_decoder_status
-from chute.pipelines._stages import StageTimes
+from chute.pipelines._common._stages import StageTimes
 from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,
@@ -39,10 +39,10 @@ from chute.pipelines.producers.audio._fbank import (
     fbank,
     fbank_frames,
 )
+from chute.pipelines.producers.audio._merge import check_merge
 from chute.pipelines.producers.audio._options import AudioOptions, FbankOptions
 from chute.pipelines.producers.audio._perturb import AudioPerturbation
-from chute.pipelines.sampling._merge import check_merge
-from chute.pipelines.sampling._units import sample_unit
+from chute.pipelines.producers.audio._units import sample_unit
 
 __all__ = ["AudioProducer", "create", "candidates", "segment_record"]
 
@@ -91,7 +91,7 @@ class AudioProducer(StoredFieldProducer):
     name = "audio"
 
     def __init__(self, spec: ProducerSpec):
-        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_common/_stages.py)
         options = typed_options(spec, AudioOptions)  # its defaults are the only ones
         self.sf = require("soundfile", "audio")
         self.field = spec.field

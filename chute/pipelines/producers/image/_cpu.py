@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from chute.pipelines._distributed import default_threads
-from chute.pipelines._options import parse_flag
-from chute.pipelines._stages import StageTimes
-from chute.pipelines._warmup import mark_compiled, note_first_compile
+from chute.pipelines._common._distributed import default_threads
+from chute.pipelines._common._options import parse_flag
+from chute.pipelines._common._stages import StageTimes
 from chute.pipelines.producers._contract import ImageSpec, check_options
 from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch, free_event
 from chute.pipelines.producers.image._producer import ImageProducerBase
+from chute.pipelines.producers.image._warmup import mark_compiled, note_first_compile
 
 __all__ = ["CpuBackend", "create", "candidates"]
 
@@ -62,7 +62,7 @@ class CpuBackend(ImageProducerBase):
         dct = parse_flag(spec.options.get("dct_scaling"), "dct_scaling")
         self.dct_scaling = spec.augment == "train" if dct is None else dct
         self.roi_decode = parse_flag(spec.options.get("roi_decode"), "roi_decode")
-        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_common/_stages.py)
         self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
         self._sync = _Gather()  # the scratch of decode() outside an epoch (substitutes)
         self.workers: DecodeWorkers | None = None  # made by the first open_epoch

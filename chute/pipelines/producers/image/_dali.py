@@ -196,7 +196,6 @@ class DaliBackend(ImageProducerBase):
 
     def fill(self, request, out: dict) -> np.ndarray:
         """Random access (substitutes): the CPU decoder, with this backend's output format."""
-        from chute.pipelines.producers._dali._output import decode_batch_on_cpu
 
         if self.spec.views:
             return decode_batch_on_cpu(request.ids, request.params[f"{self.field}.view_boxes"],
@@ -306,7 +305,6 @@ class DaliEpoch:
     def _recover(self, err, iteration, ids, boxes, flips, out) -> np.ndarray:
         """A DALI error kills its pipeline: find the bad samples with the CPU decoder, fill the
         batch from it, and continue with a new pipeline from the next iteration."""
-        from chute.pipelines.producers._dali._output import decode_batch_on_cpu
 
         status = decode_batch_on_cpu(ids, boxes, flips, out, self.backend.spec)
         if not status.any():
@@ -348,3 +346,26 @@ class DaliEpoch:
     def close(self) -> None:
         self.pipe = None
 
+
+def decode_batch_on_cpu(ids, boxes, flips, out, spec) -> np.ndarray:
+    """Decode one batch with chute's CPU decoder into `out`, to tell which samples are corrupt
+    when a DALI pipeline fails (DALI reports a failure per batch, not per sample); returns the
+    per-sample status. Multi-crop views: `out` is the list of V view batches, boxes [B, V, 4]
+    and flips [B, V]."""
+    from chute.pipelines.producers.image._cpu import CpuBackend
+
+    # The cpu backend with its defaults (DALI's options mean nothing to it).
+    cpu = CpuBackend(dataclasses.replace(spec, name="cpu", options={}))
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    hosts = [np.empty(tuple(o.shape), dtype=spec.numpy_dtype) for o in outs]
+    status = cpu.decode(np.asarray(ids, dtype=np.int64), np.asarray(boxes, dtype=np.float64),
+                        np.asarray(flips, dtype=bool),
+                        hosts if isinstance(out, (list, tuple)) else hosts[0])
+    for target, host in zip(outs, hosts, strict=True):
+        if isinstance(target, np.ndarray):
+            np.copyto(target, host)
+        else:
+            import torch
+
+            target.copy_(torch.from_numpy(host))
+    return np.asarray(status, dtype=np.uint8)

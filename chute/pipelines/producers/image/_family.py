@@ -9,7 +9,7 @@ from dataclasses import replace
 import torch
 
 from chute.errors import FormatError
-from chute.pipelines._options import (
+from chute.pipelines._common._options import (
     check_backend_options,
     dtype_name,
     image_size_of,
@@ -157,4 +157,4 @@ def _build_views(field: str, options: ImageOptions, ctx: FieldContext, user: dic
                       parts=tuple(view_key(field, v) for v in range(len(views))))
 
 
-FAMILY = Family("image", ImageOptions, build)
+FAMILY = Family("image", ImageOptions, build, reports_backend=True, decoder_status=True)

@@ -51,7 +51,7 @@ from chute._device import require_cuda
 from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
 from chute.kernels import roi_windows, union_windows
-from chute.pipelines._stages import StageTimes
+from chute.pipelines._common._stages import StageTimes
 from chute.pipelines.producers._contract import ImageSpec, check_options
 from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch, free_event
 from chute.pipelines.producers.image._header import header_checks
@@ -129,7 +129,7 @@ class NvImgCodecBackend(ImageProducerBase):
         super().__init__(spec)
         self.device_id = device_id
         self.output_on_device = device_id is not None
-        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_common/_stages.py)
         codec = import_nvimgcodec()
         self._codec = codec
         self._params = codec.DecodeParams(apply_exif_orientation=False,

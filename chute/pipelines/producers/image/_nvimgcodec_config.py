@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from chute.pipelines._options import parse_flag
+from chute.pipelines._common._options import parse_flag
 
 __all__ = ["DecoderConfig", "decoder_config", "make_decoder", "cpu_only_decoder", "size_hint",
            "GPU_BACKENDS", "OPTIONS", "candidate_grid"]

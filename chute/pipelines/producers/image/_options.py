@@ -9,7 +9,7 @@ from typing import Any, Literal
 import torch
 
 from chute._normalization import IMAGENET_MEAN, IMAGENET_STD
-from chute.pipelines._options import (
+from chute.pipelines._common._options import (
     image_size_of,
     mean_std_fractions,
     output_dtype,

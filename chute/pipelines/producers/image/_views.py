@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from chute.pipelines._options import image_size_of
+from chute.pipelines._common._options import image_size_of
 from chute.pipelines.producers.image._crops import CropConfig, crop_boxes
 from chute.pipelines.sampling._keyed_random import derive_key
 

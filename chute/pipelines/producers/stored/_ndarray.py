@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from chute.pipelines._options import field_cast
+from chute.pipelines._common._options import field_cast
 from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,

@@ -7,7 +7,7 @@ from typing import Literal
 
 import torch
 
-from chute.pipelines._options import suggest_options
+from chute.pipelines._common._options import suggest_options
 
 __all__ = ["ArrayOptions", "Lookup"]
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from chute._fork import ProcessPool
 from chute.errors import DecodeError, FormatError
-from chute.pipelines._stages import StageTimes
+from chute.pipelines._common._stages import StageTimes
 from chute.pipelines.producers._contract import (
     EpochReader,
     Output,
@@ -64,7 +64,7 @@ class VideoProducer(StoredFieldProducer):
     name = "video"
 
     def __init__(self, spec: ProducerSpec):
-        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_stages.py)
+        self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_common/_stages.py)
         check_options(self.name, spec.options, _OPTIONS)
         options = spec.options
         self.field = spec.field

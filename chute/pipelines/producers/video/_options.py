@@ -8,7 +8,7 @@ from typing import Literal, get_args, get_type_hints
 
 import numpy as np
 
-from chute.pipelines._options import suggest_options
+from chute.pipelines._common._options import suggest_options
 
 __all__ = ["VideoOptions", "clip_size"]
 

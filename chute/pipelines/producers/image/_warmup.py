@@ -78,7 +78,7 @@ def warm_cpu_decoder(report=None) -> float:
     import numpy as np
 
     from chute._sample_images import synthetic_jpeg
-    from chute.pipelines._pipeline import Pipeline
+    from chute.pipelines.producers._tune_runner import open_pipeline
     from chute.pipelines.producers.image._options import ImageOptions
     from chute.readers import ShardWriter
 
@@ -94,8 +94,8 @@ def warm_cpu_decoder(report=None) -> float:
             t0 = time.perf_counter()
             image = ImageOptions(size=16, backend="cpu", backend_options={"threads": 1},
                                  dtype=dtype, layout=layout)
-            with Pipeline(path, 2, fields={"image": image}, device="cpu", rank=0,
-                          world_size=1) as pipe:
+            with open_pipeline(path, 2, fields={"image": image}, device="cpu", rank=0,
+                               world_size=1) as pipe:
                 for _ in pipe:
                     pass
             if report is not None:

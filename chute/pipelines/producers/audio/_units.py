@@ -4,7 +4,7 @@ With `unit="recording"` sample k is row k of the dataset. With `unit="segment"` 
 one timestamped segment of one recording: the segments listed in each recording's metadata are
 numbered recording by recording, and a prefix sum over the per-recording counts maps k to its
 recording in O(log R) with no per-segment copy of any audio. With `merge=(min_s, max_s)`,
-sample k of an epoch is a run of adjacent segments (chute/pipelines/sampling/_merge.py), addressed
+sample k of an epoch is a run of adjacent segments (`_merge.py` beside this one), addressed
 through that epoch's prefix sums the same way. Order, partition, resume and
 substitution work on sample ids unchanged; a `SampleUnit` is the ParamSource that turns them
 into ("recording", "segment", "last_segment", "start_frame", "stop_frame"), and
@@ -19,9 +19,9 @@ import numpy as np
 
 from chute.errors import FormatError
 from chute.pipelines.producers._contract import Output
-from chute.pipelines.sampling._merge import MergeTable, SegmentMerge
+from chute.pipelines.producers.audio._merge import MergeTable, SegmentMerge
 
-__all__ = ["UNITS", "SampleUnit", "sample_unit", "sample_durations", "ByRecording"]
+__all__ = ["UNITS", "SampleUnit", "sample_unit", "ByRecording"]
 
 UNITS = ("recording", "segment")
 
@@ -34,7 +34,7 @@ class SampleUnit:
     covers, at the recording's own rate).
 
     With `merge`, the samples of an epoch are merged runs of adjacent segments
-    (chute/pipelines/sampling/_merge.py), so their number depends on (seed, epoch): `count`.
+    (chute/pipelines/producers/audio/_merge.py), so their number depends on (seed, epoch): `count`.
 
     Attributes:
         name: "recording" or "segment".
@@ -104,6 +104,25 @@ class SampleUnit:
         _, starts, stops = self._segment_arrays()
         return {"recording": self._recording_of(segments), "start_frame": starts,
                 "stop_frame": stops[self.table.reach]}
+
+    def durations(self, dataset, seed: int, epoch: int) -> np.ndarray | None:
+        """Seconds of audio of every sample of an epoch (float64 [n]), what duration batching
+        packs; None for unit "recording" (the rows' stored `duration` column says).
+
+        Args:
+            dataset: the open dataset (its `sample_rate` column).
+            seed, epoch: the epoch (merged samples differ from one to the next).
+        """
+        if self.name == "recording":
+            return None
+        rates = np.asarray(dataset.column("sample_rate"), np.float64)
+        params = self(seed, epoch, np.arange(self.count(seed, epoch), dtype=np.int64))
+        return (params["stop_frame"] - params["start_frame"]) / rates[params["recording"]]
+
+    def view(self, producer):
+        """The producer as a plan of this unit addresses it: segments read their recording's
+        row (ByRecording); recordings are dataset rows."""
+        return ByRecording(producer) if self.name == "segment" else producer
 
     def describe(self, sample_id: int, seed: int = 0, epoch: int = 0) -> str:
         """"segment s of recording r, " for a segment, "segments s-t of recording r, " for a
@@ -177,28 +196,6 @@ def _frames(dataset, meta, r: int, s: int, seg, rate: int, frames: int) -> tuple
             "Fix the segment list with `chute meta update` (which drops segments a recording "
             "cannot deliver).")
     return found
-
-
-def sample_durations(dataset, unit: SampleUnit | None, seed: int = 0,
-                     epoch: int = 0) -> np.ndarray:
-    """Seconds of audio of every sample of an epoch (float64 [n]): what duration batching
-    packs.
-
-    Args:
-        dataset: the open dataset (its `duration` and `sample_rate` columns).
-        unit: the Pipeline's unit, or None (one sample per row).
-        seed, epoch: the epoch (merged samples differ from one to the next).
-    """
-    if unit is None or unit.name == "recording":
-        if "duration" not in dataset.fields:  # (column() would raise a raw KeyError)
-            raise ValueError(f"batching=MaxDuration(...) packs samples by their `duration` "
-                             f"column, which {dataset.path} lacks (`chute convert audio` "
-                             "and `chute convert video` store one); use batch_size without "
-                             "batching= for this dataset")
-        return np.asarray(dataset.column("duration"), np.float64)
-    rates = np.asarray(dataset.column("sample_rate"), np.float64)
-    params = unit(seed, epoch, np.arange(unit.count(seed, epoch), dtype=np.int64))
-    return (params["stop_frame"] - params["start_frame"]) / rates[params["recording"]]
 
 
 class ByRecording:
