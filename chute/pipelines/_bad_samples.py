@@ -20,7 +20,7 @@ def describe_sample(dataset, unit, sample_id: int, seed: int, epoch: int) -> str
         seed, epoch: the epoch it belongs to (merged segments depend on it).
     """
     where = "" if unit is None else unit.describe(sample_id, seed, epoch)
-    row = sample_id if unit is None else int(unit.recording([sample_id], seed, epoch)[0])
+    row = sample_id if unit is None else int(unit.rows([sample_id], seed, epoch)[0])
     shard, local = dataset.locate(row)
     return f"{where}shard {shard}, local index {local}"
 

@@ -183,7 +183,7 @@ def test_a_producer_planning_ahead_reads_the_recordings_of_a_segment_plan(tmp_pa
     from dataclasses import dataclass
 
     from chute.pipelines import BatchRequest, ImageSpec, create_producer
-    from chute.pipelines.producers.audio._units import ByRecording
+    from chute.pipelines.producers._by_row import ByRow
     from tests.pipelines._dali_data import write_jpeg_dataset
 
     dataset = open_dataset(write_jpeg_dataset(tmp_path / "ds.chute", n=8))
@@ -205,7 +205,7 @@ def test_a_producer_planning_ahead_reads_the_recordings_of_a_segment_plan(tmp_pa
 
     spec = ImageSpec("cpu", "image", dataset, 3, "cpu", options={"threads": 1}, size=(8, 8),
                      dtype="uint8", layout="NHWC")
-    wrapped, plain = ByRecording(create_producer(spec)), create_producer(spec)
+    wrapped, plain = ByRow(create_producer(spec), "recording"), create_producer(spec)
     plan = SegmentPlan()
     epoch = wrapped.open_epoch(plan, 0)
     try:
@@ -213,7 +213,7 @@ def test_a_producer_planning_ahead_reads_the_recordings_of_a_segment_plan(tmp_pa
             request = plan.request(i)
             got, want = np.zeros((3, 8, 8, 3), np.uint8), np.zeros((3, 8, 8, 3), np.uint8)
             assert epoch.read(request, {"image": got}).tolist() == [0, 0, 0]
-            plain.fill(ByRecording._rows(request), {"image": want})
+            plain.fill(wrapped.rows(request), {"image": want})
             np.testing.assert_array_equal(got, want)
     finally:
         epoch.close()

@@ -83,8 +83,14 @@ class Family:
         build: `build(field, options, context) -> FieldBuild`; `options` is an instance of
             `options` (the defaults when the user gave None).
         by_default: delivered when a Pipeline is given no `fields=`.
-        unit: `unit(field, options, dataset) -> SampleUnit | None`, for families whose options
-            say what one sample is; None when they never do.
+        unit: `unit(field, options, dataset) -> unit | None`, for families whose options say
+            what one sample is; None when they never do. A unit is a ParamSource
+            (`unit(seed, epoch, ids) -> {name: array}`) with `count(seed, epoch)` (samples of
+            an epoch), `rows(ids, seed, epoch)` (each sample's dataset row),
+            `describe(id, seed, epoch)` (where a sample is, for messages), `view(producer)`
+            (a producer as the unit's samples address it, e.g. `_by_row.ByRow`) and
+            `durations(dataset, seed, epoch)` (seconds per sample for MaxDuration, or None
+            for the rows' stored durations); `producers/audio/_units.py` is one.
         needs_options: a field of this family cannot be delivered with default options (e.g. a
             table needs `Lookup(index)`); the message says what to pass.
         missing_ok: it delivers None for a sample that lacks the field (a mix's optional
@@ -93,6 +99,9 @@ class Family:
             `stats.backend` (and the round-2 `pipe.backend`): images.
         decoder_status: its producers' failure statuses are `chute.fallbacks.DecodeStatus`
             codes, which failure messages name (images).
+        producers: producer name -> module (exporting `create(spec)` and
+            `candidates(device)`) of producers the family brings itself, found once the family
+            is loaded; the built-in families list theirs in `_registry.PRODUCERS`.
     """
 
     name: str
@@ -104,6 +113,7 @@ class Family:
     missing_ok: bool = False
     reports_backend: bool = False
     decoder_status: bool = False
+    producers: dict[str, str] = field(default_factory=dict)
 
     def default_options(self, field_name: str) -> Any:
         if self.needs_options is not None:

@@ -64,11 +64,20 @@ def family_of(name: str, spec: dict) -> Family:
                          "chute/pipelines/producers/_registry.py (FAMILIES)")
     module = importlib.import_module(module_name)
     found = getattr(module, "FAMILIES", None)
-    return found[key] if found is not None else module.FAMILY
+    family = found[key] if found is not None else module.FAMILY
+    _LOADED[key] = family
+    return family
+
+
+# families looked up so far: where producers a family brings itself are found
+_LOADED: dict[str, Family] = {}
 
 
 def producer_module(name: str) -> ModuleType:
     module_name = PRODUCERS.get(name)
+    if module_name is None:
+        module_name = next((f.producers[name] for f in list(_LOADED.values())
+                            if name in f.producers), None)
     if module_name is None:
         choices = sorted(set(IMAGE_BACKENDS) | {"auto"})
         raise ValueError(f"unknown backend {name!r}; choose one of {choices}")

@@ -8,20 +8,20 @@ sample k of an epoch is a run of adjacent segments (`_merge.py` beside this one)
 through that epoch's prefix sums the same way. Order, partition, resume and
 substitution work on sample ids unchanged; a `SampleUnit` is the ParamSource that turns them
 into ("recording", "segment", "last_segment", "start_frame", "stop_frame"), and
-`ByRecording` lets a producer of a stored field read the recording row of each sample.
+`ByRow` lets a producer of a stored field read the recording row of each sample.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from chute.errors import FormatError
-from chute.pipelines.producers._contract import Output
+from chute.pipelines.producers._by_row import ByRow
 from chute.pipelines.producers.audio._merge import MergeTable, SegmentMerge
 
-__all__ = ["UNITS", "SampleUnit", "sample_unit", "ByRecording"]
+__all__ = ["UNITS", "SampleUnit", "sample_unit"]
 
 UNITS = ("recording", "segment")
 
@@ -122,7 +122,11 @@ class SampleUnit:
     def view(self, producer):
         """The producer as a plan of this unit addresses it: segments read their recording's
         row (ByRecording); recordings are dataset rows."""
-        return ByRecording(producer) if self.name == "segment" else producer
+        return ByRow(producer, "recording") if self.name == "segment" else producer
+
+    def rows(self, ids, seed: int = 0, epoch: int = 0) -> np.ndarray:
+        """The dataset row (recording) of each sample (the unit protocol's name)."""
+        return self.recording(np.asarray(ids, np.int64), seed, epoch)
 
     def describe(self, sample_id: int, seed: int = 0, epoch: int = 0) -> str:
         """"segment s of recording r, " for a segment, "segments s-t of recording r, " for a
@@ -196,66 +200,3 @@ def _frames(dataset, meta, r: int, s: int, seg, rate: int, frames: int) -> tuple
             "Fix the segment list with `chute meta update` (which drops segments a recording "
             "cannot deliver).")
     return found
-
-
-class ByRecording:
-    """A producer seen through a segment unit: it reads, for each sample, its recording's row
-    (a segment's transcript metadata, sample rate, ...), while the request keeps its sample ids
-    so substitution and `index` stay per segment."""
-
-    def __init__(self, producer):
-        self.inner = producer
-        self.name = producer.name
-        self.field = producer.field
-        self.seconds = getattr(producer, "seconds", None)  # what duration batching packs
-
-    @staticmethod
-    def _rows(request):
-        return replace(request, ids=np.asarray(request.params["recording"], np.int64))
-
-    def outputs(self) -> dict[str, Output]:
-        return self.inner.outputs()
-
-    def param_sources(self) -> tuple:
-        return self.inner.param_sources()
-
-    def shapes(self, request) -> dict[str, tuple[int, ...]]:
-        return self.inner.shapes(self._rows(request))
-
-    def open_epoch(self, plan, first_iteration: int):
-        # a producer that plans ahead (batches in flight) must see the rows it will be asked for
-        return _ByRecordingEpoch(self.inner.open_epoch(_RowsPlan(plan), first_iteration))
-
-    def fill(self, request, out: dict) -> np.ndarray:
-        return self.inner.fill(self._rows(request), out)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class _RowsPlan:
-    """A plan seen through a segment unit: its requests carry the recordings' rows as ids."""
-
-    def __init__(self, plan):
-        self.plan = plan
-
-    def request(self, iteration: int):
-        return ByRecording._rows(self.plan.request(iteration))
-
-    def __len__(self) -> int:
-        return len(self.plan)
-
-    def __getattr__(self, name: str):
-        return getattr(self.plan, name)
-
-
-class _ByRecordingEpoch:
-    def __init__(self, epoch):
-        self.epoch = epoch
-
-    def read(self, request, out: dict) -> np.ndarray:
-        return self.epoch.read(ByRecording._rows(request), out)
-
-    def close(self) -> None:
-        self.epoch.close()
-
