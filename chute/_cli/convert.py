@@ -1,5 +1,5 @@
-"""`chute convert imagefolder|csv|video|audio|zarr ...`: build a chute dataset from image files,
-videos, audio or a zarr group."""
+"""`chute convert imagefolder|csv|webdataset|hf|mds|litdata|video|audio|zarr ...`: build a chute
+dataset from image files, other loaders' datasets, videos, audio or a zarr group."""
 
 from __future__ import annotations
 
@@ -60,12 +60,14 @@ def _ratio(text: str) -> float:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "convert", help="convert images, videos, audio or a zarr group to a chute dataset",
+        "convert", help="convert images, other loaders' datasets (MDS, litdata), videos, audio "
+        "or a zarr group to a chute dataset",
         description="Convert images (a folder, a CSV, WebDataset shards, a Hugging Face "
-        "dataset), videos, audio recordings or a zarr group to a chute v1 dataset. JPEG files "
-        "are stored byte for byte (height/width read from their headers), other image formats "
-        "are transcoded to JPEG; video and audio files are stored as they are. Unreadable or "
-        "truncated files are skipped and listed in a report.")
+        "dataset), MosaicML Streaming (MDS) and litdata datasets, videos, audio recordings or a "
+        "zarr group to a chute v1 dataset. JPEG files are stored byte for byte (height/width "
+        "read from their headers), other image formats are transcoded to JPEG; video and audio "
+        "files are stored as they are. Unreadable or truncated files are skipped and listed "
+        "in a report.")
     kinds = parser.add_subparsers(dest="source_kind", metavar="SOURCE", required=True)
     folder = kinds.add_parser(
         "imagefolder", help="SRC/<class>/<image> folders -> integer labels + class names",
@@ -107,10 +109,46 @@ def add_parser(subparsers) -> None:
     hf.add_argument("--image-column", default="image", help="(default: image)")
     hf.add_argument("--label-column", default="label", help="(default: label)")
     _common(hf)
+    _add_peers(kinds)
     _add_video(kinds)
     convert_audio.add_parser(kinds, _size)
     _add_zarr(kinds)
     parser.set_defaults(func=run)
+
+
+def _mapping(table: dict[str, str]) -> str:
+    return "; ".join(f"{source} -> {chute}" for source, chute in table.items())
+
+
+def _add_peers(kinds) -> None:
+    """`chute convert mds` and `chute convert litdata`: other loaders' datasets, read by their
+    documented layout (chute/readers/convert/_mds.py, _litdata.py)."""
+    from chute.readers import LITDATA_MAPPING, MDS_MAPPING
+
+    mds = kinds.add_parser(
+        "mds", help="a MosaicML Streaming (MDS) dataset: index.json + shards",
+        description="Read a MosaicML Streaming dataset (MDSWriter output: index.json and raw "
+        "or compressed shards, e.g. shard.00000.mds.zstd) by its documented layout "
+        "(mosaicml-streaming is not needed) and store every column as a field of the same "
+        "name, samples in order. Column encodings: " + _mapping(MDS_MAPPING) + ". A column "
+        "that maps to no chute kind stops the convert, named in one line: --drop it. An "
+        "unreadable image skips its sample (listed in the report; --strict: stop).")
+    mds.add_argument("src", metavar="SRC", help="folder holding index.json, or s3://BUCKET/PREFIX")
+    mds.add_argument("--drop", action="append", default=[], metavar="COLUMN",
+                     help="a column not to convert (repeatable)")
+    _common(mds)
+    lit = kinds.add_parser(
+        "litdata", help="a litdata optimized dataset: index.json + chunk-*.bin",
+        description="Read a litdata dataset (litdata.optimize / BinaryWriter output: "
+        "index.json and chunk files, uncompressed or zstd) by its on-disk layout and store "
+        "every leaf of a sample as a field named by its path ('image', 'meta.a'), samples in "
+        "order. Leaf formats: " + _mapping(LITDATA_MAPPING) + ". litdata's binary-encoded "
+        "json leaves need `pip install litdata`; nothing else does. A leaf that maps to no "
+        "chute kind stops the convert, named in one line: --drop it.")
+    lit.add_argument("src", metavar="SRC", help="folder holding index.json, or s3://BUCKET/PREFIX")
+    lit.add_argument("--drop", action="append", default=[], metavar="COLUMN",
+                     help="a column (leaf) not to convert (repeatable)")
+    _common(lit)
 
 
 def _add_zarr(kinds) -> None:
@@ -221,6 +259,11 @@ def run(args) -> int:
     engine = engine_of(args)
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options, engine=engine)
+    elif args.source_kind in ("mds", "litdata"):
+        from chute.readers import convert_litdata, convert_mds
+
+        convert = convert_mds if args.source_kind == "mds" else convert_litdata
+        report = convert(args.src, args.dst, options, drop=args.drop, engine=engine)
     elif args.source_kind == "webdataset":
         from chute.readers import convert_webdataset
 

@@ -2,8 +2,8 @@
 writer), `storage/` (confined local files, atomic publish, URLs, object storage and the
 node cache), `kinds/` (the field kind
 registry), `zarr/` (zarr groups read as datasets), `convert/` (image folders, CSV, WebDataset,
-Hugging Face, audio, video, zarr); here the Dataset, Megatron-LM .bin/.idx import, inspection,
-verification and metadata updates.
+Hugging Face, MosaicML Streaming (MDS), litdata, audio, video, zarr); here the Dataset,
+Megatron-LM .bin/.idx import, inspection, verification and metadata updates.
 
 The reading/writing names load eagerly; the converters (which need PIL and tqdm) load on first
 use, so processes that only read a dataset stay light."""
@@ -52,6 +52,12 @@ _LAZY = {
     "convert_webdataset": "chute.readers.convert._webdataset",
     "WEBDATASET_MAX_MEMBER": "chute.readers.convert._webdataset",
     "hf_samples": "chute.readers.convert._hf",
+    "convert_mds": "chute.readers.convert._mds",
+    "MDSJob": "chute.readers.convert._mds",
+    "convert_litdata": "chute.readers.convert._litdata",
+    "LitdataJob": "chute.readers.convert._litdata",
+    "MDS_MAPPING": "chute.readers.convert._mds",
+    "LITDATA_MAPPING": "chute.readers.convert._litdata",
     "segment_frames": "chute.readers.convert._audio_sources",
     "compressors": "chute.readers.zarr._zarr_codecs",
     "is_zarr_group": "chute.readers.zarr._zarr",

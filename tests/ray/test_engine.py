@@ -16,6 +16,8 @@ from chute.readers import (
     ConvertOptions,
     HFJob,
     ImageJob,
+    LitdataJob,
+    MDSJob,
     VideoJob,
     WebDatasetJob,
     ZarrJob,
@@ -73,8 +75,33 @@ def _hf(root: Path, options: ConvertOptions):
                          shard_size=options.shard_size, progress=False)
 
 
+def _peer_rows(n: int = 16) -> list[dict]:
+    from tests.readers._peers import jpeg_bytes
+
+    rows = [{"image": jpeg_bytes(i), "label": i, "caption": f"c{i}"} for i in range(n)]
+    rows[5]["image"] = rows[5]["image"][:40]  # a truncated JPEG: skipped and listed
+    return rows
+
+
+def _mds(root: Path, options: ConvertOptions):
+    from tests.readers._peers import write_mds_layout
+
+    src = write_mds_layout(root / "src", _peer_rows(),
+                           {"image": "jpeg", "label": "int", "caption": "str"}, per_shard=2,
+                           compression="zstd")
+    return lambda: MDSJob(src, options)
+
+
+def _litdata(root: Path, options: ConvertOptions):
+    from tests.readers._peers import write_litdata_layout
+
+    src = write_litdata_layout(root / "src", _peer_rows(),
+                               {"image": "jpeg", "label": "int", "caption": "str"}, per_chunk=2)
+    return lambda: LitdataJob(src, options)
+
+
 CONVERTERS = {"imagefolder": _images, "csv": _csv, "webdataset": _webdataset, "video": _video,
-              "audio": _audio, "zarr": _zarr, "hf": _hf}
+              "audio": _audio, "zarr": _zarr, "hf": _hf, "mds": _mds, "litdata": _litdata}
 OPTIONS = ConvertOptions(shard_size="4KB", progress=False, workers=1)
 
 
@@ -102,7 +129,7 @@ def test_every_converter_writes_on_ray_what_it_writes_in_one_process(kind, tmp_p
     assert on_ray.skipped == local.skipped and on_ray.actions == local.actions
     assert_same_dataset(tmp_path / "ray.chute", tmp_path / "local.chute")
     assert skipped(tmp_path / "ray.chute") == skipped(tmp_path / "local.chute")
-    if kind in ("imagefolder", "webdataset", "video"):
+    if kind in ("imagefolder", "webdataset", "video", "mds", "litdata"):
         assert local.skipped  # the sources hold an input that is skipped
     shards = open_dataset(tmp_path / "ray.chute").manifest["shards"]
     assert len(shards) > 2  # several tasks, each with its shards

@@ -1,2 +1,2 @@
-"""chute.readers.convert: converters: image folders, CSV, WebDataset, Hugging Face, audio, video,
-zarr."""
+"""chute.readers.convert: converters: image folders, CSV, WebDataset, Hugging Face, MosaicML
+Streaming (MDS), litdata, audio, video, zarr."""
