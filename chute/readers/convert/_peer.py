@@ -157,9 +157,19 @@ class PeerJob(ConvertJob):
 
     def _first_values(self) -> dict[str, Any]:
         for unit in self.units:
-            for _key, raw in self.samples(unit):
-                return {c.name: c.decode(raw[c.name]) for c in self.columns
-                        if c.kind in (SCALAR, NDARRAY)}
+            for key, raw in self.samples(unit):
+                first = {}
+                for column in self.columns:
+                    if column.kind not in (SCALAR, NDARRAY):
+                        continue
+                    try:
+                        first[column.name] = column.decode(raw[column.name])
+                    except Exception as exc:  # noqa: BLE001  (named in one line)
+                        raise FormatError(
+                            f"{self.src}: sample {key}: column {column.name!r} "
+                            f"({column.encoding}) does not decode ({type(exc).__name__}: "
+                            f"{str(exc)[:120]}); drop it with --drop {column.name}") from None
+                return first
         raise FormatError(f"{self.src}: the dataset has no samples")
 
     def _sample(self, raw: dict[str, bytes], report) -> dict[str, Any]:
