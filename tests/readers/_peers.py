@@ -22,10 +22,14 @@ def import_streaming():
     """`streaming` (mosaicml-streaming), or skip. Its package __init__ imports its vision
     datasets, which import torchvision; chute's test environment has no torchvision (torch
     stays the pinned CPU build), so where it is absent a stand-in module is installed for that
-    import only: MDSWriter, the MDS reader and StreamingDataset never call it."""
+    import only and removed after it: MDSWriter, the MDS reader and StreamingDataset never call
+    it."""
     if importlib.util.find_spec("streaming") is None:
         pytest.skip("mosaicml-streaming is not installed (pip install 'chute[test-peers]')")
-    if importlib.util.find_spec("torchvision") is None and "torchvision" not in sys.modules:
+    if "streaming" in sys.modules:
+        return sys.modules["streaming"]
+    modules: dict[str, types.ModuleType] = {}
+    if importlib.util.find_spec("torchvision") is None:
         modules = {name: types.ModuleType(name) for name in
                    ("torchvision", "torchvision.datasets", "torchvision.transforms",
                     "torchvision.transforms.functional")}
@@ -43,6 +47,9 @@ def import_streaming():
         import streaming
     except ImportError as exc:
         pytest.skip(f"mosaicml-streaming does not import here ({exc})")
+    finally:
+        for name in modules:  # gone again: later code asking for torchvision finds none
+            sys.modules.pop(name, None)
     return streaming
 
 
