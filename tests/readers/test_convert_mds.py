@@ -235,3 +235,33 @@ def test_an_s3_prefix_converts_like_the_folder(tmp_path, s3):
         a, b = local[i], from_s3[i]
         assert bytes(np.asarray(a["image"], np.uint8)) == bytes(np.asarray(b["image"], np.uint8))
         assert a["meta"] == b["meta"] and int(a["label"]) == int(b["label"])
+
+
+def test_a_merged_index_of_sub_datasets_converts_in_its_order(tmp_path):
+    """streaming's merge_index: one index.json at the root naming the shards of each
+    sub-folder (what parallel MDS writers leave)."""
+    streaming = import_streaming()
+    from streaming.base.util import merge_index
+
+    rows = _rows(6)
+    root = tmp_path / "mds"
+    _write(streaming, root / "part0", rows[:3], compression="zstd")
+    _write(streaming, root / "part1", rows[3:], compression="zstd")
+    merge_index(str(root), keep_local=True)
+    names = [s["raw_data"]["basename"] for s in
+             json.loads((root / "index.json").read_text())["shards"]]
+    assert all("/" in name for name in names)  # part0/shard.00000.mds, ...
+    convert_mds(root, tmp_path / "out.chute", OPTIONS)
+    ours = open_dataset(tmp_path / "out.chute")
+    assert [int(ours[i]["label"]) for i in range(6)] == [r["label"] for r in rows]
+    _assert_same(ours, _theirs(streaming, root))
+
+
+def test_arrays_whose_inner_dimensions_vary_stop_the_convert_naming_the_column(tmp_path):
+    streaming = import_streaming()
+    arrays = [np.zeros((2, 3), np.float32), np.zeros((2, 4), np.float32)]
+    src = _write(streaming, tmp_path / "mds", [{"x": a} for a in arrays], {"x": "ndarray"})
+    with pytest.raises(FormatError, match=r"field 'x'.*the first dimension may vary") as info:
+        convert_mds(src, tmp_path / "out.chute", OPTIONS)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "out.chute").exists()

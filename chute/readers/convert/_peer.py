@@ -216,7 +216,8 @@ class PeerJob(ConvertJob):
                 try:
                     writer.write(sample)
                 except (ValueError, TypeError) as exc:
-                    raise FormatError(f"{self.src}: sample {key}: {exc}") from None
+                    raise FormatError(f"{self.src}: sample {key}: {exc} (--drop COLUMN "
+                                      "leaves a column out)") from None
                 if not any(c.kind == IMAGE for c in self.columns):
                     report.actions["stored"] += 1
             progress(1)
