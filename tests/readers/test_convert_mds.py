@@ -265,3 +265,20 @@ def test_arrays_whose_inner_dimensions_vary_stop_the_convert_naming_the_column(t
         convert_mds(src, tmp_path / "out.chute", OPTIONS)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "out.chute").exists()
+
+
+def test_a_pipeline_reads_the_converted_images(tmp_path):
+    """The converted dataset is what the image Pipeline needs, whatever the column's name."""
+    import chute
+
+    rows = [{"img": jpeg_bytes(i), "label": i} for i in range(6)]
+    src = write_mds_layout(tmp_path / "mds", rows, {"img": "jpeg", "label": "int"})
+    convert_mds(src, tmp_path / "out.chute", OPTIONS)
+    image = chute.ImageOptions(size=8, backend="cpu", backend_options={"threads": 1})
+    pipe = chute.Pipeline(str(tmp_path / "out.chute"), 3, fields={"img": image, "label": None},
+                          device="cpu", augment="eval")
+    labels = []
+    for batch in pipe:
+        assert tuple(batch["img"].shape[-2:]) == (8, 8)
+        labels += batch["label"].tolist()
+    assert sorted(labels) == list(range(6))
