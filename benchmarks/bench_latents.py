@@ -165,7 +165,7 @@ def run_chunked(path: Path, batch: int, samples: int, shuffle,
     try:
         ds = open_dataset(path, sample_array="base_frames", chunk_cache=cache)
         with Pipeline(ds, batch, fields={"base_frames": None}, device="cpu",
-                      shuffle=shuffle, seed=0) as pipe:
+                      order=shuffle, seed=0) as pipe:
             t0, done = time.perf_counter(), 0
             while done < samples:
                 for b in pipe:
@@ -195,8 +195,8 @@ def main_chunked(args) -> None:
         from chute import ShardWindows
 
         # a shuffle of windows of 4 chunks (ShardWindows on a zarr group: issue 27)
-        orders = {"shuffled": True, "windows of 4 chunks": ShardWindows(shards=4),
-                  "in order": False}
+        orders = {"shuffled": "shuffle", "windows of 4 chunks": ShardWindows(shards=4),
+                  "in order": "sequential"}
         for batch in (16, 64):
             for order, shuffle in orders.items():
                 for name, cache in caches.items():

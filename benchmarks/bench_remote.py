@@ -14,14 +14,14 @@ epoch each, cpu backend, batch --batch:
   (b) s3, cold node cache (empty cache folder), eval;
   (c) s3, warm node cache (the folder (b) filled, a new Pipeline), eval;
   (d) s3, cache limit 25% of the dataset's size, train (random resized crop 224),
-      shuffle=ShardWindows(shards=2), starting from an empty cache;
+      order=ShardWindows(shards=2), starting from an empty cache;
   (e) litdata (a peer, when importable: run this script with the virtualenv
       benchmarks/peer_streaming_env.sh makes): the same JPEGs written with litdata.optimize()
       in 8 MB chunks to a local folder, uploaded to the same server, read with
       StreamingDataset + StreamingDataLoader (--threads forked workers; its obstore client
       options get allow_http for the http:// loopback endpoint), PIL decode + resize 256 +
       center crop 224 + normalise (torchvision's eval transform, written out here): a cold
-      epoch, a warm one (same cache folder), and a shuffled one (shuffle=True) from an empty
+      epoch, a warm one (same cache folder), and a shuffled one (order="shuffle") from an empty
       cache with max_cache_size 25% of the dataset. It runs in a spawned process of its own
       (litdata_epochs says why). A peer that is not importable or fails is a row saying
       "not run" and why.
@@ -114,7 +114,7 @@ def folder_bytes(path: Path) -> int:
 
 def chute_epoch(dataset_path: str, batch: int, threads: int, *, augment: str,
                 cache_dir: Path | None = None, cache_limit: int | None = None,
-                shuffle=False) -> tuple[int, float]:
+                order="sequential") -> tuple[int, float]:
     """(samples, seconds) of one epoch, open included."""
     image = ImageOptions(size=224, backend="cpu", dtype="float32",
                          backend_options={"threads": threads})
@@ -124,7 +124,7 @@ def chute_epoch(dataset_path: str, batch: int, threads: int, *, augment: str,
     else:
         dataset = open_dataset(dataset_path)
     pipe = Pipeline(dataset, batch, fields={"image": image}, augment=augment, device="cpu",
-                    shuffle=shuffle, drop_last=False, rank=0, world_size=1)
+                    order=order, drop_last=False, rank=0, world_size=1)
     try:
         samples = sum(len(b["index"]) for b in pipe)
     finally:
@@ -183,7 +183,7 @@ def _litdata_epochs(folder: Path, tmp: Path, endpoint: str, batch: int, threads:
     JPEGs written with litdata.optimize() in 8 MB chunks, uploaded, read with StreamingDataset
     + StreamingDataLoader (`threads` forked workers, its default on Linux), the PIL eval
     transform: a cold epoch, a warm one (same cache folder); then a shuffled one (its
-    shuffle=True: chunks shuffled, then samples within them) from an empty cache with
+    order="shuffle": chunks shuffled, then samples within them) from an empty cache with
     max_cache_size=`limit` bytes, reading a copy in chunks of a fifth of the limit (as
     streaming's row does): with 8 MB chunks its cache holds three, fewer than its 2 workers
     x (chunk in use + one read ahead), and the epoch stalls until ChunkWaitTimeoutError."""
@@ -438,7 +438,7 @@ def main() -> None:
                          f"({largest} bytes each): pass more --images or a smaller --shard-size")
             n, s = chute_epoch(url, args.batch, args.threads, augment="train",
                                cache_dir=tmp / "small-cache", cache_limit=limit,
-                               shuffle=ShardWindows(shards=2))
+                               order=ShardWindows(shards=2))
             add(f"(d) chute, s3, cache limit 25% ({limit / 2**20:.0f} MiB), train, "
                 "ShardWindows(2)", n, s, counter.take())
             peer_rows("litdata", "(e) litdata, s3, {}, PIL eval", rows, add,

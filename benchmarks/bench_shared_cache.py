@@ -50,7 +50,7 @@ def _epoch(
     t0 = time.perf_counter()
     try:
         dataset = open_dataset(url, cache_dir=cache, cache_limit=limit)
-        shuffle = ShardWindows(shards=2) if order == "windows" else True
+        shuffle = ShardWindows(shards=2) if order == "windows" else "shuffle"
         image = ImageOptions(size=224, backend="cpu", dtype="uint8", backend_options={"threads": 1})
         pipe = Pipeline(
             dataset,
@@ -58,7 +58,7 @@ def _epoch(
             fields={"image": image},
             augment="eval",
             device="cpu",
-            shuffle=shuffle,
+            order=shuffle,
             drop_last=False,
             rank=rank,
             world_size=world,

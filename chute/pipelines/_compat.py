@@ -1,13 +1,16 @@
 """The round-2 keyword arguments of `Pipeline` (image_size=, backend=, field_options=,
 buckets=, unit=, max_duration=, ...), translated to the per-field options and batching of the
-current spelling, with a DeprecationWarning that shows the new spelling. They go away in the
-next release (docs/coming-from.md, "Migrating from round 2")."""
+current spelling, and round 3's `shuffle=` translated to `order=`, each with a
+DeprecationWarning that shows the new spelling. They go away in the next release
+(docs/coming-from.md, "Migrating from round 2 and round 3")."""
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
 from typing import Any
+
+import numpy as np
 
 from chute.pipelines._fields import default_fields
 from chute.pipelines.producers._family import options_from_dict
@@ -17,7 +20,7 @@ from chute.pipelines.producers.image._options import ImageOptions
 from chute.pipelines.producers.stored._options import Lookup
 from chute.pipelines.sampling._batching import Buckets, MaxDuration
 
-__all__ = ["LEGACY_KEYWORDS", "translate"]
+__all__ = ["LEGACY_KEYWORDS", "translate", "order_from_shuffle"]
 
 # round-2 keyword -> ImageOptions field
 _IMAGE = {"image_size": "size", "backend": "backend", "backend_options": "backend_options",
@@ -29,7 +32,7 @@ _INSTEAD = {
                    "ImageOptions(backend_options={'threads': N}) or VideoOptions(threads=N)",
     "pin_memory": "host staging is pinned automatically when device is CUDA",
     "collate_fn": "batches are collated by the producers; post-process them with transform=",
-    "sampler": "the order is a pure function of (seed, epoch): use seed=, shuffle=, rank= and "
+    "sampler": "the order is a pure function of (seed, epoch): use seed=, order=, rank= and "
                "world_size=",
     "batch_sampler": "use batch_size= or batching=MaxDuration(...) / Buckets(...)",
     "persistent_workers": "the prefetch thread lives as long as the Pipeline",
@@ -125,3 +128,30 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
                   f"spelling and goes away in the next release; write {', '.join(new)} "
                   "(docs/coming-from.md)", DeprecationWarning, stacklevel=4)
     return batch_size, out, batching
+
+
+def order_from_shuffle(shuffle: Any, order: Any) -> Any:
+    """The `order=` of a call that used round 3's `shuffle=` (True, False or ShardWindows),
+    with a DeprecationWarning that shows it.
+
+    Args:
+        shuffle: the call's shuffle=.
+        order: the call's order= (it must be left at its default).
+    """
+    from chute.pipelines.sampling._windows import ShardWindows
+
+    if order != "shuffle":
+        raise ValueError(f"Pipeline: pass either shuffle= or order=, not both (got shuffle="
+                         f"{shuffle!r}, order={order!r}); shuffle= is the round-3 spelling")
+    new: Any
+    if isinstance(shuffle, ShardWindows):
+        new = shuffle
+    elif isinstance(shuffle, (bool, np.bool_)):  # bool("yes") is True: only booleans
+        new = "shuffle" if shuffle else "sequential"
+    else:
+        raise TypeError(f"Pipeline shuffle must be True, False or ShardWindows(...), got "
+                        f"{shuffle!r}; write order='shuffle', 'sequential' or ShardWindows(...)")
+    warnings.warn(f"Pipeline(shuffle={shuffle!r}) is the round-3 spelling and goes away in the "
+                  f"next release; write order={new!r} (docs/coming-from.md)",
+                  DeprecationWarning, stacklevel=4)
+    return new

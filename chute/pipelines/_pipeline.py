@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
 from chute._fork import ProcessLock
@@ -41,15 +40,14 @@ from chute.pipelines._assembly import Assembly, EpochSizes, assemble, sample_uni
 from chute.pipelines._bad_samples import BadSamples, describe_sample
 from chute.pipelines._common._distributed import detect_rank_world, resolve_device
 from chute.pipelines._common._stages import StageTimes
-from chute.pipelines._compat import translate
+from chute.pipelines._compat import order_from_shuffle, translate
 from chute.pipelines._cursor import EpochCursor, checked_state
 from chute.pipelines._fields import field_options
-from chute.pipelines._order import epoch_order
+from chute.pipelines._order import Order, check_order, epoch_order
 from chute.pipelines._run import Run, RunSettings, SpareSlots
 from chute.pipelines.producers._family import FieldContext
 from chute.pipelines.producers._tune_runner import use_pipeline
 from chute.pipelines.sampling._batching import Batching, Plan, PlanContext, as_batching
-from chute.pipelines.sampling._windows import ShardWindows
 from chute.readers import DatasetProtocol
 
 __all__ = ["Pipeline", "PipelineStats", "IMAGENET_MEAN", "IMAGENET_STD"]
@@ -104,9 +102,10 @@ class Pipeline:
             out).
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
         seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
-        shuffle: False delivers the dataset's own order (e.g. a sequential evaluation);
-            `ShardWindows(shards=k)` shuffles the shards, then the samples within windows of
-            k shards (a dataset in object storage larger than its node cache: docs/storage.md).
+        order: "shuffle" (a keyed global shuffle, new each epoch), "sequential" (the
+            dataset's own order, e.g. a sequential evaluation) or `ShardWindows(shards=k)`
+            (the shards shuffled, then the samples within windows of k shards: a dataset in
+            object storage larger than its node cache, docs/storage.md).
         drop_last: drop the incomplete last batch (default: True in train, False in eval).
         rank: this process's DDP rank (default: from torch.distributed / the environment).
         world_size: the DDP world size (same default).
@@ -119,8 +118,8 @@ class Pipeline:
             the reused slots.
         **round2: the round-2 keywords (image_size, backend, dtype, layout, mean, std,
             backend_options, crop, eval_crop, memory_format, field_options, buckets, unit,
-            max_duration, merge, lookups) still work for this release, with a
-            DeprecationWarning that shows the new spelling.
+            max_duration, merge, lookups) and round 3's shuffle= still work for this release,
+            with a DeprecationWarning that shows the new spelling.
     """
 
     def __init__(self, source: str | Path | Any, batch_size: int | None = None, *,
@@ -128,7 +127,7 @@ class Pipeline:
                  batching: Batching | None = None,
                  augment: Literal["train", "eval"] = "train",
                  device: str | torch.device | None = None, seed: int = 0,
-                 shuffle: bool | ShardWindows = True, drop_last: bool | None = None,
+                 order: Order = "shuffle", drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: Literal["skip", "raise"] = "skip",
                  transform: Callable[[dict], dict] | None = None, copy: bool = False,
@@ -142,7 +141,7 @@ class Pipeline:
         self.dataset: DatasetProtocol = (open_dataset(source) if isinstance(source, (str, Path))
                                          else source)
         try:
-            self._build(batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
+            self._build(batch_size, fields, batching, augment, device, seed, order, drop_last,
                         rank, world_size, prefetch, on_error, transform, copy, round2)
         except BaseException:
             if self._assembly is not None:
@@ -151,16 +150,16 @@ class Pipeline:
                 self.dataset.close()
             raise
 
-    def _build(self, batch_size, fields, batching, augment, device, seed, shuffle, drop_last,
+    def _build(self, batch_size, fields, batching, augment, device, seed, order, drop_last,
                rank, world_size, prefetch, on_error, transform, copy, round2) -> None:
-        self.seed = _check_arguments(augment, on_error, transform, seed, shuffle, prefetch)
+        self.seed = _check_arguments(augment, on_error, transform, seed, prefetch)
+        self.order = _order_of(order, round2)
         if round2:
             batch_size, fields, batching = translate(self.dataset, batch_size, fields, batching,
                                                      round2)
         requested = field_options(self.dataset, fields)
         self.fields = tuple(requested)
         self.augment, self.on_error, self.transform = augment, on_error, transform
-        self.shuffle = bool(shuffle)
         self.drop_last = augment == "train" if drop_last is None else bool(drop_last)
         self.rank, self.world_size = detect_rank_world(rank, world_size)
         self.device = resolve_device(device)
@@ -169,8 +168,8 @@ class Pipeline:
             {f: (family.name, options) for f, (family, options) in requested.items()})
         self.batch_size = self.batching.slot_size(batch_size)
         self._unit = sample_unit(requested, self.dataset)
-        self._sizes = EpochSizes(self.dataset, self._unit,
-                                 epoch_order(self.dataset, shuffle, self._unit, self.batching))
+        self.shuffle, sampler = epoch_order(self.dataset, self.order, self._unit, self.batching)
+        self._sizes = EpochSizes(self.dataset, self._unit, sampler)
         self._cursor = EpochCursor()
         if self._n == 0:
             raise ValueError(f"dataset {self.dataset.path} holds no samples; check how it was "
@@ -192,8 +191,7 @@ class Pipeline:
         _LIVE.add(self)
 
     @property
-    def _n(self) -> int:
-        """Samples of the current epoch."""
+    def _n(self) -> int:  # samples of the current epoch
         return self._sizes.count(self.seed, self._cursor.epoch)
 
     # ---- epochs and state ------------------------------------------------------------------
@@ -397,7 +395,14 @@ def _check_not_empty(plan: Plan, pipe: Pipeline) -> None:
             f"use batch_size <= {max(1, n // pipe.world_size)} or drop_last=False")
 
 
-def _check_arguments(augment, on_error, transform, seed, shuffle, prefetch) -> int:
+def _order_of(order, round2: dict) -> Order:
+    """The checked order= (round 3's shuffle=, taken out of `round2`, translated)."""
+    if "shuffle" in round2:
+        order = order_from_shuffle(round2.pop("shuffle"), order)
+    return check_order(order)
+
+
+def _check_arguments(augment, on_error, transform, seed, prefetch) -> int:
     """The Pipeline's scalar arguments checked; returns the seed as an int."""
     if augment not in ("train", "eval"):
         raise ValueError(f"augment must be 'train' or 'eval', got {augment!r}")
@@ -405,9 +410,6 @@ def _check_arguments(augment, on_error, transform, seed, shuffle, prefetch) -> i
         raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
     if transform is not None and not callable(transform):
         raise TypeError(f"transform must be callable(batch) -> batch, got {transform!r}")
-    if not isinstance(shuffle, (bool, np.bool_, ShardWindows)):  # bool("yes") is True
-        raise TypeError(f"Pipeline shuffle must be True, False or ShardWindows(...), got "
-                        f"{shuffle!r}")
     if int(prefetch) < 1:
         raise ValueError(f"need prefetch >= 1, got {prefetch}")
     try:  # an integer of any kind (numpy, a 0-d tensor); int("a") said "invalid literal"

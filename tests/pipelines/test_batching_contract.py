@@ -41,7 +41,8 @@ def videos(tmp_path_factory):
 # name -> (dataset fixture, Pipeline arguments): one case per batching x sample unit
 CASES = {
     "fixed/rows": ("latents", dict(batch_size=4, fields=("latent", "label"))),
-    "fixed/rows/unshuffled": ("latents", dict(batch_size=4, fields=("latent",), shuffle=False)),
+    "fixed/rows/unshuffled": ("latents", dict(batch_size=4, fields=("latent",),
+                                              order="sequential")),
     "fixed/segments": ("recordings", dict(batch_size=2, fields={
         "audio": AudioOptions(unit="segment", sample_rate=8000)})),
     "max-duration/segments": ("recordings", dict(batch_size=3, batching=MaxDuration(2.5),
@@ -113,9 +114,9 @@ def test_resume_after_any_step_on_another_world_size_loses_and_repeats_nothing(
 
 
 def test_unshuffled_is_the_dataset_order(latents):
-    with Pipeline(latents, 4, fields=("label",), shuffle=False, augment="eval") as pipe:
+    with Pipeline(latents, 4, fields=("label",), order="sequential", augment="eval") as pipe:
         assert [i for b in pipe for i in b["index"].tolist()] == list(range(30))
-    ranks = [Pipeline(latents, 4, fields=("label",), shuffle=False, augment="eval", rank=r,
+    ranks = [Pipeline(latents, 4, fields=("label",), order="sequential", augment="eval", rank=r,
                       world_size=2) for r in range(2)]
     ids = [[i for b in p for i in b["index"].tolist()] for p in ranks]
     assert sorted(ids[0] + ids[1]) == list(range(30)) and ids[0][:4] == [0, 2, 4, 6]
@@ -124,16 +125,16 @@ def test_unshuffled_is_the_dataset_order(latents):
 def test_unshuffled_max_duration_packs_in_order(recordings):
     options = AudioOptions(unit="segment", sample_rate=8000)
     with Pipeline(recordings, 3, fields={"audio": options}, batching=MaxDuration(2.5),
-                  shuffle=False) as pipe:
+                  order="sequential") as pipe:
         ids = [i for b in pipe for i in b["index"].tolist()]
     assert ids == sorted(ids)
 
 
 def test_buckets_refuse_shuffle_false_and_a_batch_size(videos):
     buckets = Buckets({"32x48": {2: (1.0, 2)}})
-    with pytest.raises(ValueError, match="shuffle=False is not available"):
+    with pytest.raises(ValueError, match="order='sequential' is not available"):
         Pipeline(videos, None, fields={"video": VideoOptions()}, batching=buckets,
-                 shuffle=False)
+                 order="sequential")
     with pytest.raises(ValueError, match="pass batch_size=None"):
         Pipeline(videos, 4, fields={"video": VideoOptions()}, batching=buckets)
 

@@ -167,10 +167,10 @@ def test_images_of_different_sizes_mix(paths):
     mixed = chute.mix({"a": paths[0], "b": paths[1]}, weights={"a": 0.5, "b": 0.5})
     image = ImageOptions(size=16, backend="cpu", backend_options={"threads": 1})
     with Pipeline(mixed, 8, fields={"image": image, "label": None}, device="cpu", rank=0,
-                  world_size=1, augment="eval", shuffle=False) as pipe:
+                  world_size=1, augment="eval", order="sequential") as pipe:
         batches = run(pipe)
     with Pipeline(paths[1], 8, fields={"image": image}, device="cpu", rank=0,
-                  world_size=1, augment="eval", shuffle=False) as alone:
+                  world_size=1, augment="eval", order="sequential") as alone:
         b_images = torch.cat([b["image"] for b in run(alone)])
     # the payload views the nvimgcodec backend reads are the sources' own
     ids = np.array([NA + 3, 1, NA])

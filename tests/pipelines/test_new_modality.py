@@ -32,7 +32,7 @@ def _decode(batch, k: int) -> str:
 def test_a_new_modality_is_delivered_with_its_options(text_dataset):
     with Pipeline(text_dataset, 4, fields={"caption": TextOptions(max_len=20, upper=True),
                                            "label": None}, device="cpu", augment="train",
-                  shuffle=False) as pipe, pytest.warns(RuntimeWarning, match="replaced"):
+                  order="sequential") as pipe, pytest.warns(RuntimeWarning, match="replaced"):
         batches = [{k: v.clone() for k, v in b.items()} for b in pipe]
     seen = [(int(b["index"][k]), _decode(b, k)) for b in batches for k in range(len(b["index"]))]
     assert len(seen) == 20 and pipe.stats.decode_errors == 1
@@ -87,7 +87,7 @@ def test_its_own_sample_unit_makes_each_word_a_sample(text_dataset):
     fields = {"caption": TextOptions(max_len=20, unit="word"), "label": None}
     with pytest.warns(RuntimeWarning, match=r"word 0 of row 7, shard"):
         with Pipeline(text_dataset, 5, fields=fields, device="cpu", augment="eval",
-                      shuffle=False) as pipe:
+                      order="sequential") as pipe:
             got = _rows(pipe)
     assert pipe.stats.skipped == [words.index(("x" * 40, 7))]  # longer than max_len
     assert got == [(i, w, row) for i, (w, row) in enumerate(words) if row != 7]
@@ -101,7 +101,7 @@ def test_its_on_device_output_is_written_by_the_producer(text_dataset):
         with Pipeline(text_dataset, 4, fields={"caption": TextOptions(max_len=40,
                                                                       backend=backend),
                                                "label": None},
-                      device="cpu", augment="eval", shuffle=False) as pipe:
+                      device="cpu", augment="eval", order="sequential") as pipe:
             assert pipe._assembly.outputs["caption"].on_device == (backend != "test-text")
             return _rows(pipe)
 

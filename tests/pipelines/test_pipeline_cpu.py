@@ -95,7 +95,7 @@ def test_eval_skip_leaves_a_failed_sample_out_and_never_delivers_one_twice(corru
     # issue 27: a substitute in eval is a sample the epoch delivers anyway (counted twice)
     with pytest.warns(RuntimeWarning, match=rf"sample {BAD} \(shard \S+, local index \d+\)"
                       r".*left out of this eval pass"):
-        batches, stats = run_eval(corrupt_path, shuffle=False)
+        batches, stats = run_eval(corrupt_path, order="sequential")
     ids = torch.cat([b[0] for b in batches]).tolist()
     assert sorted(ids) == [i for i in range(N) if i != BAD]  # every other sample, once
     assert [len(b[0]) for b in batches] == [7, 8, 8]  # the failed row is gone, not padded
@@ -103,7 +103,7 @@ def test_eval_skip_leaves_a_failed_sample_out_and_never_delivers_one_twice(corru
     labels = torch.cat([b[1] for b in batches])
     assert torch.equal(labels, torch.tensor(ids) + 1000)  # rows moved up with every field
     # the delivered images are the clean dataset's (the same JPEGs apart from sample BAD)
-    clean, _ = run_eval(dataset_path, shuffle=False)
+    clean, _ = run_eval(dataset_path, order="sequential")
     want = {int(i): img for b in clean for i, img in zip(b[0], b[2], strict=True)}
     for b in batches:
         for i, img in zip(b[0], b[2], strict=True):
@@ -114,7 +114,7 @@ def test_eval_batch_whose_every_sample_fails_arrives_empty(tmp_path):
     # every rank keeps the same number of batches (DDP eval loops must not diverge)
     path = write_dataset(tmp_path / "all_bad.chute", n=N, corrupt=tuple(range(8, 16)))
     with pytest.warns(RuntimeWarning, match="left out"):
-        batches, stats = run_eval(path, shuffle=False)
+        batches, stats = run_eval(path, order="sequential")
     assert [len(b[0]) for b in batches] == [8, 0, 8]
     assert batches[1][2].shape == (0, 3, 16, 16)
     assert stats.decode_errors == 8 and stats.skipped == list(range(8, 16))

@@ -214,11 +214,16 @@ def test_a_seed_or_device_of_the_wrong_kind_is_one_line(dataset_path):
 
 @pytest.mark.parametrize("value", ["yes", "no", 1, None])
 def test_shuffle_of_the_wrong_kind_is_refused(dataset_path, value):
-    """Issue 38 item 12: shuffle="yes" (and "no", which bool() made True) were accepted."""
+    """Issue 38 item 12: shuffle="yes" (and "no", which bool() made True) were accepted; the
+    round-3 spelling still refuses them, and order= takes only its own values."""
     with pytest.raises(TypeError, match=r"shuffle must be True, False or ShardWindows\(\.\.\.\), "
                                         f"got {value!r}"):
         make(dataset_path, shuffle=value)
-    assert make(dataset_path, shuffle=np.bool_(False)).shuffle is False
+    with pytest.raises(TypeError, match=r"order must be 'shuffle', 'sequential' or "
+                                        rf"ShardWindows\(shards=k\), got {value!r}"):
+        make(dataset_path, order=value)
+    with pytest.warns(DeprecationWarning, match="write order='sequential'"):
+        assert make(dataset_path, shuffle=np.bool_(False)).shuffle is False
 
 
 def test_an_allocation_that_fails_says_how_much_memory_it_wanted(dataset_path, monkeypatch):

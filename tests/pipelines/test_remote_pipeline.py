@@ -88,7 +88,7 @@ def test_a_quarter_size_cache_completes_a_training_epoch_within_its_limit(s3, fo
     watcher.start()
     try:
         ds = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
-        got = batches(ds, augment="train", shuffle=ShardWindows(shards=1))
+        got = batches(ds, augment="train", order=ShardWindows(shards=1))
     finally:
         stop.set()
         watcher.join()

@@ -1,9 +1,12 @@
 """The round-2 keyword arguments (chute/pipelines/_compat.py) keep working for one release: each
 acceptance scenario of round 2 -- images, latents, audio segments by duration, merged segments,
 bucketed video, table lookups -- gives the same batches and the same resume state in the old
-spelling (with a DeprecationWarning that shows the new one) as in the new spelling."""
+spelling (with a DeprecationWarning that shows the new one) as in the new spelling. So does
+round 3's `shuffle=` (True, False, ShardWindows), now `order=`, on one dataset and on a mix."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -17,16 +20,19 @@ from chute import (
     Lookup,
     MaxDuration,
     Pipeline,
+    ShardWindows,
     VideoOptions,
 )
 from tests.pipelines._pipeline_data import write_dataset
 
 
-def _same(old_args: dict, new_args: dict, path, batch_size, steps: int = 3) -> None:
-    with pytest.warns(DeprecationWarning, match="round-2 spelling") as caught:
+def _same(old_args: dict, new_args: dict, path, batch_size, steps: int = 3,
+          spelling: str = "round-2") -> None:
+    with pytest.warns(DeprecationWarning, match=f"{spelling} spelling") as caught:
         old = Pipeline(path, batch_size, device="cpu", seed=3, **old_args)
     message = str(caught[0].message)
-    for cls in {type(o).__name__ for o in (new_args.get("fields") or {}).values() if o}:
+    fields = new_args.get("fields") if spelling == "round-2" else None  # round 3: order=
+    for cls in {type(o).__name__ for o in (fields or {}).values() if o}:
         assert f"{cls}(" in message, message  # the warning shows the new spelling
     new = Pipeline(path, batch_size, device="cpu", seed=3, **new_args)
     with old, new:
@@ -131,3 +137,29 @@ def test_field_options_of_an_image_field_merge_with_the_image_keywords(images):
     _same(dict(image_size=16, crop=crop, field_options={"image": {"backend": "cpu"}}),
           dict(fields={"image": ImageOptions(size=16, crop=crop, backend="cpu"),
                        "label": None}), images, 4)
+
+
+@pytest.mark.parametrize(("shuffle", "order"), [(True, "shuffle"), (False, "sequential"),
+                                                (ShardWindows(2), ShardWindows(2))])
+@pytest.mark.parametrize("augment", ["train", "eval"])
+def test_round3_shuffle_is_order(images, shuffle, order, augment):
+    with pytest.warns(DeprecationWarning, match=re.escape(f"write order={order!r}")):
+        Pipeline(images, 4, device="cpu", shuffle=shuffle).close()
+    fields = {"image": ImageOptions(size=8, backend="cpu"), "label": None}
+    _same(dict(fields=fields, shuffle=shuffle, augment=augment),
+          dict(fields=fields, order=order, augment=augment), images, 4, spelling="round-3")
+
+
+@pytest.mark.parametrize(("shuffle", "order"), [(True, "shuffle"), (False, "sequential")])
+def test_round3_shuffle_of_a_mix(images, tmp_path, shuffle, order):
+    import chute
+
+    other = write_dataset(tmp_path / "other", n=10, latent_shape=(2, 3))
+    mixed = chute.mix({"a": images, "b": other}, weights={"a": 0.5, "b": 0.5})
+    _same(dict(fields=("label",), shuffle=shuffle), dict(fields=("label",), order=order),
+          mixed, 4, spelling="round-3")
+
+
+def test_round3_shuffle_and_order_cannot_both_be_given(images):
+    with pytest.raises(ValueError, match="either shuffle= or order="):
+        Pipeline(images, 4, device="cpu", shuffle=False, order="sequential")

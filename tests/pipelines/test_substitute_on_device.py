@@ -40,7 +40,7 @@ def test_a_substitute_is_filled_into_a_device_tensor(dataset_path, handed, devic
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the substitution is reported
         # train substitutes (eval leaves a failed sample out: the test below)
-        with Pipeline(dataset_path, 4, fields={"image": image}, device=device, shuffle=False,
+        with Pipeline(dataset_path, 4, fields={"image": image}, device=device, order="sequential",
                       augment="train") as pipe:
             batches = [{k: v.cpu() for k, v in b.items()} for b in pipe]
     want = torch.device(device).type
@@ -58,7 +58,7 @@ def test_eval_leaves_a_failed_row_out_of_a_device_tensor(dataset_path, handed, d
     image = ImageOptions(size=4, dtype="float32", backend="test-on-device",
                          backend_options={"fail": [FAILING]})
     with pytest.warns(RuntimeWarning, match="left out"):
-        with Pipeline(dataset_path, 4, fields={"image": image}, device=device, shuffle=False,
+        with Pipeline(dataset_path, 4, fields={"image": image}, device=device, order="sequential",
                       augment="eval") as pipe:
             batches = [{k: v.cpu() for k, v in b.items()} for b in pipe]
             assert pipe.stats.skipped == [FAILING]

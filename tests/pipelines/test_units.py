@@ -169,7 +169,7 @@ def test_a_segment_is_delivered_as_its_own_record_with_its_index(tmp_path):
     # issue 27 item 14: per-segment fields were dropped, there was no segment index, and
     # start/end came back snapped to frames (0.35 s is frame 7717.5 at 22050 Hz)
     folder = convert_recordings(tmp_path, segments=_segments_with_fields)
-    pipe = Pipeline(folder, 4, fields=SEGMENTS, augment="eval", shuffle=False)
+    pipe = Pipeline(folder, 4, fields=SEGMENTS, augment="eval", order="sequential")
     got = [seg for b in pipe for seg in b["audio_segment"]]
     want = [{**seg, "key": name, "recording_key": name, "index": i}
             for name in NAMES for i, seg in enumerate(_segments_with_fields(name))]

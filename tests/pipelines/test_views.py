@@ -85,7 +85,7 @@ def test_each_view_equals_the_single_view_pipeline_with_its_crop(dataset_path, r
     options = {**CPU, "roi_decode": roi_decode}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no ROI decoder here: full frames
-        with views_pipe(dataset_path, backend_options=options, shuffle=False) as pipe:
+        with views_pipe(dataset_path, backend_options=options, order="sequential") as pipe:
             multi = collect(pipe)
         expanded = [v for v in DINO for _ in range(v.count)]
         for v, view in enumerate(expanded):
@@ -93,7 +93,7 @@ def test_each_view_equals_the_single_view_pipeline_with_its_crop(dataset_path, r
             image = ImageOptions(size=view.size, crop=crop, backend="cpu",
                                  backend_options=options)
             with Pipeline(dataset_path, B, fields={"image": image}, device="cpu", rank=0,
-                          world_size=1, seed=view_seed(7, v), shuffle=False) as single:
+                          world_size=1, seed=view_seed(7, v), order="sequential") as single:
                 for (ids, views), batch in zip(multi, single, strict=True):
                     assert torch.equal(ids, batch["index"])
                     assert torch.equal(views[v], batch["image"]), f"view {v}"
@@ -128,7 +128,7 @@ def test_resume_after_k_batches_continues_exactly(dataset_path, k):
 
 
 def test_views_change_with_the_epoch(dataset_path):
-    with views_pipe(dataset_path, shuffle=False) as pipe:
+    with views_pipe(dataset_path, order="sequential") as pipe:
         epoch0 = collect(pipe)
         pipe.set_epoch(1)
         epoch1 = collect(pipe)
@@ -174,7 +174,7 @@ def test_a_view_outside_its_image_fails_the_sample():
 def test_a_failed_sample_is_replaced_in_every_view(corrupt_path):
     with pytest.warns(RuntimeWarning, match="sample 5"):
         # train substitutes (eval leaves a failed sample out)
-        with views_pipe(corrupt_path, augment="train", shuffle=False) as pipe:
+        with views_pipe(corrupt_path, augment="train", order="sequential") as pipe:
             batches = collect(pipe)
     ids = torch.cat([i for i, _ in batches])
     assert 5 not in ids.tolist() and len(ids) == N

@@ -1,4 +1,4 @@
-"""`shuffle=ShardWindows(shards=k)` on a zarr group: the windows are windows of k chunks
+"""`order=ShardWindows(shards=k)` on a zarr group: the windows are windows of k chunks
 (shards, for a sharded array) along the first dimension, so a shuffled epoch decodes each
 chunk once even when the chunk cache holds only a window (docs/latents.md)."""
 
@@ -27,8 +27,8 @@ def _store(path, *, shards=None, tail=0):
     return path
 
 
-def _epoch(ds, shuffle, **kw):
-    with Pipeline(ds, BATCH, fields=("x",), device="cpu", shuffle=shuffle, seed=3,
+def _epoch(ds, order, **kw):
+    with Pipeline(ds, BATCH, fields=("x",), device="cpu", order=order, seed=3,
                   **kw) as pipe:
         batches = []
         for batch in pipe:
@@ -62,7 +62,7 @@ def test_a_window_sized_cache_decodes_each_chunk_once(tmp_path):
 
     _, cache = _epoch(opened(), ShardWindows(shards=K))
     assert cache.decoded == N // ROWS
-    _, cache = _epoch(opened(), True)
+    _, cache = _epoch(opened(), "shuffle")
     assert cache.decoded > 2 * (N // ROWS)  # a global shuffle decodes chunks again and again
 
 

@@ -89,7 +89,7 @@ def test_meta_update_checks_segments_as_convert_does(tmp_path):
     assert "not after start" in result.dropped[1][1]
     assert open_dataset(tmp_path / "ds")[0]["meta"]["segments"] == [segments[0], segments[3]]
     pipe = Pipeline(tmp_path / "ds", 8, fields={"audio": AudioOptions(unit="segment")},
-                    augment="eval", shuffle=False)
+                    augment="eval", order="sequential")
     got = [seg for batch in pipe for seg in batch["audio_segment"]]
     assert [(s["key"], s["txt"]) for s in got[:2]] == [("a.wav", "ok"),
                                                        ("a.wav", "to the last frame")]
@@ -118,7 +118,7 @@ def test_a_recording_listed_twice_is_stored_once_with_every_listings_segments(tm
         {"key": "u2", "start": 0.0, "end": 2.0, "txt": "whole b"},
         {"key": "u4", "start": 0.0, "end": 2.0, "txt": "b again", "speaker": "s4"}]
     pipe = Pipeline(tmp_path / "ds", 4, fields={"audio": AudioOptions(unit="segment")},
-                    augment="eval", shuffle=False)
+                    augment="eval", order="sequential")
     (batch,) = list(pipe)
     assert [(s["key"], s["txt"], s["start"], s["end"]) for s in batch["audio_segment"]] == [
         ("u1", "one", 0.1, 0.6), ("u3", "three", 0.5, 1.5), ("u2", "whole b", 0.0, 2.0),
@@ -164,7 +164,7 @@ def test_kaldi_data_folder_converts_each_file_once_with_its_utterances(tmp_path)
     assert ds[1]["meta"]["segments"][1] == {"key": "uB2", "start": 1.5, "end": 2.0, "txt": "",
                                             "speaker": "spk2"}
     assert ds[2]["meta"]["segments"] == []
-    pipe = Pipeline(tmp_path / "ds", 8, augment="eval", shuffle=False,
+    pipe = Pipeline(tmp_path / "ds", 8, augment="eval", order="sequential",
                     fields={"audio": AudioOptions(unit="segment", sample_rate=16000)})
     (batch,) = list(pipe)
     assert [s["key"] for s in batch["audio_segment"]] == ["uA1", "uA2", "uB1", "uB2"]

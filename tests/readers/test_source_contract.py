@@ -5,7 +5,7 @@ can hold them), meet the DatasetProtocol (`chute/readers/_protocol.py`) with one
 assertions: length, fields and specs, a fingerprint stable across opens and different for
 other content (a DatasetRef of the old content then refuses to open), column / read / reader /
 locate, pickling; they hold the same values for the same rows; and
-`Pipeline(source, 4, fields=..., device="cpu", shuffle=False, augment="eval")` delivers every
+`Pipeline(source, 4, fields=..., device="cpu", order="sequential", augment="eval")` delivers every
 row once, in order (docs/design.md, "Storage and identity", "Zarr groups", "Tables and
 lookups")."""
 
@@ -225,7 +225,7 @@ def test_pipeline_delivers_every_row_once_in_order(name, built):
     fields = {c: None for c in source.holds if c in PER_SAMPLE}
     if "emb" in source.holds:
         fields["emb"] = chute.Lookup("label")  # the table row of each sample's label
-    pipe = chute.Pipeline(ds, 4, fields=fields, device="cpu", shuffle=False, augment="eval")
+    pipe = chute.Pipeline(ds, 4, fields=fields, device="cpu", order="sequential", augment="eval")
     got: dict[str, list] = {"index": [], **{c: [] for c in fields}}
     sizes = []
     try:

@@ -128,12 +128,12 @@ def test_a_missing_chunk_fails_its_rows_unless_fill_is_asked_for(tmp_path, layou
     np.testing.assert_array_equal(out[[0, 2]], VALUES["base_frames"][[0, 39]])
     with pytest.raises(Exception, match="could not be decoded"), \
             Pipeline(ds, 8, fields=("base_frames",), device="cpu", on_error="raise",
-                     shuffle=False) as pipe:
+                     order="sequential") as pipe:
         for _ in pipe:
             pass
     with pytest.warns(RuntimeWarning, match="replaced"), \
             Pipeline(ds, 8, fields=("base_frames",), device="cpu", on_error="skip",
-                     shuffle=False) as pipe:
+                     order="sequential") as pipe:
         rows = (shard or chunk)
         bad = set(range(lost * rows, (lost + 1) * rows))
         for batch in pipe:

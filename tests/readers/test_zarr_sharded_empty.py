@@ -114,7 +114,7 @@ def test_eval_leaves_the_rows_of_an_empty_inner_chunk_out(tmp_path):
     path, _ = _store(tmp_path / "x.zarr", skip=[(slice(5, 6), slice(0, 4))])
     with pytest.warns(RuntimeWarning, match="left out"), \
             Pipeline(str(path), 4, fields=("x",), device="cpu", augment="eval",
-                     shuffle=False) as pipe:
+                     order="sequential") as pipe:
         seen = []
         for batch in pipe:
             ids = batch["index"].numpy()

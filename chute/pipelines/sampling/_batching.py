@@ -59,7 +59,7 @@ class PlanContext:
         seed, epoch, rank, world_size: the epoch and this process's place in the job.
         batch_size: the Pipeline's slot size (`Batching.slot_size`).
         drop_last: drop the incomplete tail.
-        shuffle: False delivers the dataset's own order.
+        shuffle: False delivers the dataset's own order (Pipeline order="sequential").
         augment: "train" or "eval".
         start_position: samples of the epoch delivered by all ranks before this plan starts.
         state: the batching's own resume state at `start_position` ({} at an epoch's start).
@@ -279,7 +279,7 @@ class BoundBuckets:
         c = context
         if not c.shuffle:
             raise ValueError("batching=Buckets(...) draws each step's bucket at random; "
-                             "shuffle=False is not available with it")
+                             "order='sequential' is not available with it")
         ds = c.dataset
         offsets = tuple(c.state.get("bucket_offsets", ()))
         columns = _bucket_columns(ds)

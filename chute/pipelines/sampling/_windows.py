@@ -26,7 +26,7 @@ __all__ = ["ShardWindows", "WindowOrder"]
 
 @dataclass(frozen=True)
 class ShardWindows:
-    """`Pipeline(shuffle=ShardWindows(shards=4))`: shuffle the shards, then the samples within
+    """`Pipeline(order=ShardWindows(shards=4))`: shuffle the shards, then the samples within
     windows of `shards` consecutive shards of that order (for datasets larger than the node
     cache of an `s3://` dataset; see docs/storage.md). On a zarr group the shards are its
     chunks along the first dimension (docs/latents.md).
@@ -46,9 +46,9 @@ class ShardWindows:
         """The windows over `dataset`'s shards."""
         starts = dataset.shard_starts
         if starts is None:
-            raise ValueError(f"shuffle=ShardWindows(...) needs a chute dataset or zarr group "
+            raise ValueError(f"order=ShardWindows(...) needs a chute dataset or zarr group "
                              f"(its shards or chunks); "
-                             f"{dataset.path} has none: use shuffle=True")
+                             f"{dataset.path} has none: use order='shuffle'")
         return BoundWindows(tuple(int(s) for s in np.asarray(starts)), self.shards)
 
 

@@ -701,7 +701,7 @@ class NodeCache:
                     f"{_wait_seconds():.0f} s ({n} process{'es' if n > 1 else ''} reading from "
                     "the cache, each needing one shard's payload files at once); raise "
                     "cache_limit (CHUTE_DATA_CACHE_LIMIT), or read in shard windows "
-                    "(shuffle=ShardWindows(...)) so fewer shards are in use at once")
+                    "(order=ShardWindows(...)) so fewer shards are in use at once")
             # waiting: this process's mapped files need no pin (their mappings stay valid),
             # and another process may need their room to let go of its own
             released += self._let_go(path)

@@ -710,7 +710,7 @@ class ZarrDataset(DatasetProtocol):
     @property
     def shard_starts(self) -> np.ndarray:
         """The first sample of every chunk along the first dimension, then the sample count
-        (int64, len chunks + 1): `Pipeline(ds, shuffle=ShardWindows(shards=k))` shuffles
+        (int64, len chunks + 1): `Pipeline(ds, order=ShardWindows(shards=k))` shuffles
         windows of k chunks, so a shuffled epoch decodes each chunk once. A chunk is a shard
         for a sharded array (a shard file is read whole). When the per-sample arrays are
         chunked differently, the chunks are those of the array with the largest rows (the

@@ -1,4 +1,4 @@
-"""shuffle=ShardWindows(...) (issue 23 item 3): shards in a keyed order, samples shuffled within
+"""order=ShardWindows(...) (issue 23 item 3): shards in a keyed order, samples shuffled within
 windows of a few shards; still a bijection per (seed, epoch), so DDP is disjoint, steps are
 equal and resume is exact, while each batch reads from at most two windows."""
 
@@ -57,7 +57,7 @@ def dataset(tmp_path_factory):
 
 def labels(path, **kw):
     kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 5, **kw}
-    return Pipeline(path, 6, fields=("label",), shuffle=ShardWindows(2), **kw)
+    return Pipeline(path, 6, fields=("label",), order=ShardWindows(2), **kw)
 
 
 def run(pipe, limit=None):
@@ -93,4 +93,4 @@ def test_refused_where_it_would_be_ignored(dataset):
 
     with pytest.raises(ValueError, match="ShardWindows.*not available with"):
         Pipeline(dataset, 8, fields=("label",), batching=MaxDuration(2.0),
-                 shuffle=ShardWindows(2), device="cpu")
+                 order=ShardWindows(2), device="cpu")
