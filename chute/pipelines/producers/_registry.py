@@ -26,6 +26,7 @@ PRODUCERS: dict[str, str] = {
     "bytes": "chute.pipelines.producers.stored._list",
     "video": "chute.pipelines.producers.video._cpu",
     "video-dali": "chute.pipelines.producers.video._dali",
+    "video-nvdec": "chute.pipelines.producers.video._nvdec",
     "audio": "chute.pipelines.producers.audio._producer",
     "lookup": "chute.pipelines.producers.stored._lookup",
 }

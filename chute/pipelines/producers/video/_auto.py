@@ -1,10 +1,11 @@
-"""`VideoOptions(backend="auto")`: the video family's auto hook. Its candidates (the cpu and
-dali video producers) are measured on this dataset by the autotune library through real
+"""`VideoOptions(backend="auto")`: the video family's auto hook. Its candidates (the cpu, dali
+and nvdec video producers) are measured on this dataset by the autotune library through real
 Pipelines, like the image family's: the same decision cache, table and `chute autotune`
 (docs/autotune.md).
 
-Where the dali producer cannot run (DALI not installed; device="cuda" without a GPU) "cpu" is
-chosen without measuring. A dataset DALI cannot decode here (e.g. H.264 in DALI's CPU mode)
+Where neither GPU-capable producer can run (DALI not installed; PyNvVideoCodec not importable
+or no CUDA device for nvdec, which only runs on device="cuda") "cpu" is chosen without
+measuring. A dataset DALI cannot decode here (e.g. H.264 in DALI's CPU mode)
 gives "cpu", with DALI's error in the reason. Under DDP rank 0 decides for every rank
 (`shared_across_ranks`).
 """
@@ -38,13 +39,23 @@ def _unavailable(device: str) -> str | None:
     return None
 
 
+def _nvdec_unavailable(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return "it decodes on the GPU and the device is the CPU"
+    from chute.pipelines.producers.video._nvdec import nvdec_import_error
+
+    return nvdec_import_error()
+
+
 def candidates(device: str) -> list[Candidate]:
-    """The video producers as autotune candidates (the dali one unavailable, with the reason,
-    where it cannot run)."""
-    why = _unavailable(device)
+    """The video producers as autotune candidates (the dali and nvdec ones unavailable, with
+    the reason, where they cannot run)."""
+    why, why_nvdec = _unavailable(device), _nvdec_unavailable(device)
     return [Candidate(name="video cpu (PyAV)", backend="cpu", cost=(0,)),
             Candidate(name="video dali", backend="dali", available=why is None,
-                      reason=why or "", cost=(1,))]
+                      reason=why or "", cost=(1,)),
+            Candidate(name="video nvdec", backend="nvdec", available=why_nvdec is None,
+                      reason=why_nvdec or "", cost=(1,))]
 
 
 def _measured_options(options: dict, batch_size: int) -> tuple[dict, int]:
@@ -118,9 +129,9 @@ def tune_video(dataset, *, field: str, options: dict, device: str, batch_size: i
 def resolve_video_backend(*, dataset, field: str, options: dict, device: str, batch_size: int,
                           augment: Literal["train", "eval"], budget: float = DEFAULT_VIDEO_BUDGET,
                           use_cache: bool = True) -> tuple[str, str]:
-    """("cpu" | "dali", reason) for a video field whose options say backend="auto": a decision
-    stored for this machine, dataset and clip shape, else "cpu" where dali cannot run, else a
-    quick tune (stored for next time).
+    """("cpu" | "dali" | "nvdec", reason) for a video field whose options say backend="auto": a
+    decision stored for this machine, dataset and clip shape, else "cpu" where neither dali
+    nor nvdec can run, else a quick tune (stored for next time).
 
     Args:
         dataset: the opened dataset.
@@ -132,9 +143,10 @@ def resolve_video_backend(*, dataset, field: str, options: dict, device: str, ba
         budget: seconds for the quick tune when one is needed.
         use_cache: read and store decisions.
     """
-    why = _unavailable(device)
-    if why is not None:
-        return "cpu", f"cpu without measuring: the dali video backend cannot run here ({why})"
+    why, why_nvdec = _unavailable(device), _nvdec_unavailable(device)
+    if why is not None and why_nvdec is not None:
+        return "cpu", (f"cpu without measuring: the dali video backend cannot run here ({why}) "
+                       f"and the nvdec one cannot either ({why_nvdec})")
     measured, measured_batch = _measured_options(options, batch_size)
     if use_cache:
         record = stored_decision(dataset, _params(field, measured, measured_batch, augment,
@@ -156,5 +168,5 @@ def _as_decision(**request) -> tuple[str, dict, str]:
 
 decide = shared_across_ranks(
     _as_decision, remedy="name the video field's backend on every rank "
-    "(VideoOptions(backend='cpu') or 'dali')")
+    "(VideoOptions(backend='cpu'), 'dali' or 'nvdec')")
 """`resolve_video_backend` decided once per distributed job, as a (backend, {}, reason)."""

@@ -233,9 +233,13 @@ class VideoProducer(StoredFieldProducer):
         pts = self.dataset.reader("pts").read(ids)
         keys = self._keyframes(ids)
         crops = self._crop_fractions(request)
-        return [self._pool.submit(self._clip, (views[k], pts[k], keys[k], int(ids[k]),
-                                               self.indices(request, k, t), (h, w), crops[k]))
+        return [self._submit_clip((views[k], pts[k], keys[k], int(ids[k]),
+                                   self.indices(request, k, t), (h, w), crops[k]))
                 for k in range(len(ids))]
+
+    def _submit_clip(self, job) -> Future:
+        """Queue one clip's job (`_clip`'s argument) on the decoding threads."""
+        return self._pool.submit(self._clip, job)
 
     def _keyframes(self, ids: np.ndarray) -> list:
         """Each sample's keyframes a decode may start at (None: a dataset without the field)."""

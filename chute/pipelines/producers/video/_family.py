@@ -1,4 +1,4 @@
-"""The video family: clips decoded by the cpu (PyAV) or dali producer."""
+"""The video family: clips decoded by the cpu (PyAV), dali or nvdec producer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from chute.pipelines.producers.video._options import VideoOptions
 __all__ = ["FAMILY", "BACKENDS"]
 
 # VideoOptions.backend -> producer
-BACKENDS = {"cpu": "video", "dali": "video-dali"}
+BACKENDS = {"cpu": "video", "dali": "video-dali", "nvdec": "video-nvdec"}
 
 
 def build(field: str, options: VideoOptions, ctx: FieldContext) -> FieldBuild:

@@ -26,8 +26,9 @@ class VideoOptions:
         dtype: "uint8", "float16" or "float32" (pixel values 0-255).
         layout: "CTHW" or "TCHW" per clip.
         crop: "center", or "random" (train only; eval is always centred).
-        backend: "cpu" (PyAV), "dali" (DALI's video reader) or "auto" (measured on this
-            dataset; the choice is in `pipe.stats.field_backends`).
+        backend: "cpu" (PyAV), "dali" (DALI's video reader), "nvdec" (the GPU's hardware
+            decoders through PyNvVideoCodec) or "auto" (measured on this dataset; the choice
+            is in `pipe.stats.field_backends`).
         threads: decoding threads (default: the usable CPUs).
         sampling: "window" (`num_frames` frames `frame_interval` apart: a keyed start in
             training, centred in eval) or "uniform" (spread over the whole video, one frame
@@ -43,7 +44,7 @@ class VideoOptions:
     dtype: Literal["uint8", "float16", "float32"] = "uint8"
     layout: Literal["CTHW", "TCHW"] = "CTHW"
     crop: Literal["center", "random"] = "center"
-    backend: Literal["cpu", "dali", "auto"] = "cpu"
+    backend: Literal["cpu", "dali", "nvdec", "auto"] = "cpu"
     threads: int | None = None
     sampling: Literal["window", "uniform"] = "window"
     short: Literal["repeat", "error"] = "repeat"
