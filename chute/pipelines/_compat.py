@@ -119,6 +119,8 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
         if batching is not None:
             raise ValueError(f"Pipeline: pass either {key}= or batching=, not both")
         batching = make(legacy[key])
+        if key == "max_duration" and batch_size is not None:
+            batching, batch_size = MaxDuration(legacy[key], max_samples=batch_size), None
         if key == "buckets":
             batch_size = None  # round 2 ignored it: the config gives each bucket's
     new = [f"fields={{{', '.join(f'{f!r}: {_short(o)}' for f, o in out.items())}}}"]

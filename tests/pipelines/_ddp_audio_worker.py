@@ -15,7 +15,7 @@ def run(rank: int, world_size: int, dataset: str, workdir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size)
     try:
-        pipe = Pipeline(dataset, 4, batching=MaxDuration(2.0),
+        pipe = Pipeline(dataset, batching=MaxDuration(2.0, max_samples=4),
                         fields={"audio": AudioOptions(unit="segment", sample_rate=8000)})
         ids, frames = [], []
         for batch in pipe:
@@ -36,7 +36,7 @@ def run_eval(rank: int, world_size: int, dataset: str, workdir: str, seconds: fl
     dist.init_process_group("gloo", init_method=f"file://{workdir}/rendezvous", rank=rank,
                             world_size=world_size)
     try:
-        pipe = Pipeline(dataset, 4, batching=MaxDuration(seconds), augment="eval",
+        pipe = Pipeline(dataset, batching=MaxDuration(seconds, max_samples=4), augment="eval",
                         fields={"audio": AudioOptions(unit="segment", sample_rate=8000)})
         ids, segments = [], []
         for batch in pipe:

@@ -45,10 +45,12 @@ CASES = {
                                               order="sequential")),
     "fixed/segments": ("recordings", dict(batch_size=2, fields={
         "audio": AudioOptions(unit="segment", sample_rate=8000)})),
-    "max-duration/segments": ("recordings", dict(batch_size=3, batching=MaxDuration(2.5),
+    "max-duration/segments": ("recordings", dict(batch_size=None,
+                                                 batching=MaxDuration(2.5, max_samples=3),
                                                  fields={"audio": AudioOptions(
                                                      unit="segment", sample_rate=8000)})),
-    "max-duration/merged": ("recordings", dict(batch_size=3, batching=MaxDuration(2.5),
+    "max-duration/merged": ("recordings", dict(batch_size=None,
+                                               batching=MaxDuration(2.5, max_samples=3),
                                                fields={"audio": AudioOptions(
                                                    unit="segment", merge=(0.3, 0.9),
                                                    sample_rate=8000)})),
@@ -124,7 +126,8 @@ def test_unshuffled_is_the_dataset_order(latents):
 
 def test_unshuffled_max_duration_packs_in_order(recordings):
     options = AudioOptions(unit="segment", sample_rate=8000)
-    with Pipeline(recordings, 3, fields={"audio": options}, batching=MaxDuration(2.5),
+    with Pipeline(recordings, None, fields={"audio": options},
+                  batching=MaxDuration(2.5, max_samples=3),
                   order="sequential") as pipe:
         ids = [i for b in pipe for i in b["index"].tolist()]
     assert ids == sorted(ids)

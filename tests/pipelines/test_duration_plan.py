@@ -66,7 +66,7 @@ def test_duration_batching_of_a_dataset_without_durations_is_one_line(tmp_path):
 
     dataset = write_dataset(tmp_path / "images.chute", n=6)
     with pytest.raises(ValueError, match=r"MaxDuration.*`duration` column.*images\.chute"):
-        Pipeline(dataset, 2, device="cpu", batching=MaxDuration(3.0))
+        Pipeline(dataset, device="cpu", batching=MaxDuration(3.0, max_samples=2))
 
 
 def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
@@ -76,19 +76,19 @@ def test_pipeline_duration_batches_never_exceed_the_limit(tmp_path):
     from tests._audio import convert_recordings
 
     folder = convert_recordings(tmp_path)
-    pipe = Pipeline(folder, 6, batching=MaxDuration(2.0),
+    pipe = Pipeline(folder, batching=MaxDuration(2.0, max_samples=6),
                     fields={"audio": AudioOptions(unit="segment", sample_rate=8000)})
     batches = [(b["audio_lengths"].sum().item(), len(b["index"])) for b in pipe]
     assert batches and all(frames <= 2.0 * 8000 and n <= 6 for frames, n in batches)
     state = pipe.state_dict()  # the epoch is over: the state is the next epoch's start
     assert (state["epoch"], state["position"]) == (1, 0)
     # slowed down by speed perturbation, samples deliver more seconds: the limit still holds
-    slow = Pipeline(folder, 6, batching=MaxDuration(2.5), fields={
+    slow = Pipeline(folder, batching=MaxDuration(2.5, max_samples=6), fields={
         "audio": AudioOptions(unit="segment", sample_rate=8000, speeds=(0.8,))})
     frames = [int(b["audio_lengths"].sum()) for b in slow]
     assert frames and max(frames) <= 2.5 * 8000
     with pytest.raises(ValueError, match=r"longer than max_duration=2.0 s \(e.g. sample 5: 2.250"):
-        Pipeline(folder, 6, batching=MaxDuration(2.0), fields={
+        Pipeline(folder, batching=MaxDuration(2.0, max_samples=6), fields={
             "audio": AudioOptions(unit="segment", sample_rate=8000, speeds=(0.8,))})
 
 

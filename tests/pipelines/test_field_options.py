@@ -100,8 +100,8 @@ def test_one_sample_unit_per_pipeline(tmp_path):
     from tests._audio import convert_recordings
 
     folder = convert_recordings(tmp_path)
-    with Pipeline(folder, 2, fields={"audio": AudioOptions(unit="segment")},
-                  batching=MaxDuration(2.5), device="cpu") as pipe:
+    with Pipeline(folder, fields={"audio": AudioOptions(unit="segment")},
+                  batching=MaxDuration(2.5, max_samples=2), device="cpu") as pipe:
         assert pipe._unit is not None and pipe._unit.name == "segment"
     with pytest.raises(ValueError, match="needs unit='segment'"):
         Pipeline(folder, 2, fields={"audio": AudioOptions(merge=(0.5, 1.0))}, device="cpu")

@@ -178,7 +178,8 @@ def test_merged_audio_equals_soundfile_read_of_the_whole_span(folder):
 def test_duration_batches_ranks_and_resume_with_merging(folder):
     from chute.pipelines import AudioOptions, MaxDuration, Pipeline
 
-    ranks = [_pipe(folder, rank=r, world_size=2, batching=MaxDuration(2.0), batch_size=4)
+    ranks = [_pipe(folder, rank=r, world_size=2, batching=MaxDuration(2.0, max_samples=4),
+                   batch_size=None)
              for r in range(2)]
     for epoch in (0, 1):
         for p in ranks:
@@ -192,7 +193,7 @@ def test_duration_batches_ranks_and_resume_with_merging(folder):
     assert unit.count(1, 0) != unit.count(1, 1) or not np.array_equal(
         unit.table.bounds(1, 0), unit.table.bounds(1, 1))  # a new merge every epoch
 
-    limits = dict(batch_size=3, batching=MaxDuration(2.0))
+    limits = dict(batch_size=None, batching=MaxDuration(2.0, max_samples=3))
     full = _pipe(folder, **limits)
     full.set_epoch(1)
     want = _collect(full)
@@ -210,7 +211,7 @@ def test_duration_batches_ranks_and_resume_with_merging(folder):
         assert (got["audio"] == expected["audio"]).all()
         assert got["audio_segment"] == expected["audio_segment"]
     with pytest.raises(ValueError, match="longer than max_duration"):
-        _pipe(folder, batching=MaxDuration(0.8))
+        _pipe(folder, batch_size=None, batching=MaxDuration(0.8, max_samples=3))
     with pytest.raises(ValueError, match="needs unit='segment'"):
         Pipeline(folder, 2, fields={"audio": AudioOptions(unit="recording", merge=(0.5, 1.0))})
     with pytest.raises(ValueError, match="min_s 2.0 > max_s 1.0"):

@@ -34,7 +34,9 @@ def _same(old_args: dict, new_args: dict, path, batch_size, steps: int = 3,
     fields = new_args.get("fields") if spelling == "round-2" else None  # round 3: order=
     for cls in {type(o).__name__ for o in (fields or {}).values() if o}:
         assert f"{cls}(" in message, message  # the warning shows the new spelling
-    new = Pipeline(path, batch_size, device="cpu", seed=3, **new_args)
+    batching = new_args.get("batching")  # a cap of its own: batch_size None
+    new = Pipeline(path, None if getattr(batching, "max_samples", None) else batch_size,
+                   device="cpu", seed=3, **new_args)
     with old, new:
         assert len(old) == len(new) > 0
         for k, (a, b) in enumerate(zip(old, new, strict=True)):
@@ -89,7 +91,7 @@ def test_audio_segments_by_duration(recordings):
                field_options={"audio": {"sample_rate": 8000, "speeds": (0.9, 1.1)}}),
           dict(fields={"audio": AudioOptions(unit="segment", sample_rate=8000,
                                              speeds=(0.9, 1.1))},
-               batching=MaxDuration(2.5)), recordings, 3)
+               batching=MaxDuration(2.5, max_samples=3)), recordings, 3)
 
 
 def test_merged_segments(recordings):
@@ -163,3 +165,14 @@ def test_round3_shuffle_of_a_mix(images, tmp_path, shuffle, order):
 def test_round3_shuffle_and_order_cannot_both_be_given(images):
     with pytest.raises(ValueError, match="either shuffle= or order="):
         Pipeline(images, 4, device="cpu", shuffle=False, order="sequential")
+
+
+def test_round3_batch_size_under_max_duration_is_max_samples(recordings):
+    audio = {"audio": AudioOptions(unit="segment", sample_rate=8000, speeds=(0.9, 1.1))}
+    _same(dict(fields=audio, batching=MaxDuration(2.5)),
+          dict(fields=audio, batching=MaxDuration(2.5, max_samples=3)), recordings, 3,
+          spelling="round-3")
+    with pytest.raises(ValueError, match="both cap a batch; pass batch_size=None"):
+        Pipeline(recordings, 3, fields=audio, batching=MaxDuration(2.5, max_samples=3))
+    with pytest.raises(ValueError, match=r"write batching=MaxDuration\(2.5, max_samples=N\)"):
+        Pipeline(recordings, fields=audio, batching=MaxDuration(2.5))

@@ -21,6 +21,7 @@ then, e.g. {"bucket_offsets": [...]}), so `Pipeline.state_dict()` is
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -159,30 +160,50 @@ class FixedBatches(_FieldFree):
 
 @dataclass(frozen=True)
 class MaxDuration(_FieldFree):
-    """Batches of at most `seconds` of audio (and at most `batch_size` samples): samples of
+    """Batches of at most `seconds` of audio and at most `max_samples` samples: samples of
     similar durations together. With drop_last (train's default) every rank gets the same
     number of batches and the incomplete last round is dropped; without it (eval's default)
-    every sample is delivered exactly once across the ranks.
+    every sample is delivered exactly once across the ranks. The Pipeline's `batch_size` is
+    None: the cap lives here (round 3 passed it as `batch_size`, which still works for this
+    release with a DeprecationWarning).
 
     Args:
         seconds: most seconds of audio in one batch, as delivered (after speed perturbation
             and resampling).
+        max_samples: most samples in one batch (what the output slots hold).
         window: samples sorted by duration and packed together (larger: less padding, less
             randomness).
     """
 
     seconds: float
+    max_samples: int | None = None
     window: int = 2048
 
     def __post_init__(self) -> None:
         if not float(self.seconds) > 0:
             raise ValueError(f"MaxDuration needs seconds > 0, got {self.seconds!r}")
+        if self.max_samples is not None:
+            _positive_batch(self.max_samples, "MaxDuration(max_samples=...)")
         if int(self.window) < 1:
             raise ValueError(f"MaxDuration needs window >= 1, got {self.window!r}")
 
     def slot_size(self, batch_size: int | None) -> int:
-        return _positive_batch(batch_size, "MaxDuration (batch_size: the most samples in one "
+        if batch_size is None:
+            if self.max_samples is None:
+                raise ValueError(f"MaxDuration needs the most samples in one batch: write "
+                                 f"batching=MaxDuration({self.seconds!r}, max_samples=N)")
+            return int(self.max_samples)
+        if self.max_samples is not None:
+            raise ValueError(f"Pipeline: batch_size={batch_size!r} and MaxDuration(max_samples="
+                             f"{self.max_samples!r}) both cap a batch; pass batch_size=None")
+        size = _positive_batch(batch_size, "MaxDuration (batch_size: the most samples in one "
                                            "batch)")
+        warnings.warn(f"Pipeline(batch_size={size}, batching=MaxDuration({self.seconds!r})) is "
+                      "the round-3 spelling and goes away in the next release; write "
+                      f"Pipeline(..., None, batching=MaxDuration({self.seconds!r}, "
+                      f"max_samples={size})) (docs/coming-from.md)", DeprecationWarning,
+                      stacklevel=4)
+        return size
 
     def plan(self, context: PlanContext) -> Plan:
         from chute.pipelines.sampling._duration_plan import DurationPlan

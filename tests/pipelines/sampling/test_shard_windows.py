@@ -92,5 +92,5 @@ def test_refused_where_it_would_be_ignored(dataset):
     from chute import MaxDuration
 
     with pytest.raises(ValueError, match="ShardWindows.*not available with"):
-        Pipeline(dataset, 8, fields=("label",), batching=MaxDuration(2.0),
+        Pipeline(dataset, fields=("label",), batching=MaxDuration(2.0, max_samples=8),
                  order=ShardWindows(2), device="cpu")
