@@ -179,6 +179,20 @@ gpu_bundle() {
   echo "        and CHUTE_GPU_BUNDLE=$dest python3 benchmarks/gpu_ceiling.py (issue 36)"
 }
 
+install_peers() {
+  # tests/readers/test_convert_{mds,litdata}.py write datasets with the real MosaicML Streaming
+  # and litdata writers (pyproject.toml, extra test-peers). Their dependencies would move torch
+  # and numpy (streaming pins numpy<2.2), so they come without them, plus the few light modules
+  # their writers and readers import, with torch and numpy held where they are.
+  local pip="$1" held
+  held=$(mktemp)
+  "$VENV/bin/python" -m pip freeze 2>/dev/null | grep -E '^(torch|numpy)==' > "$held" || true
+  $pip install --no-deps "mosaicml-streaming==0.13.0" "litdata==0.2.76"
+  $pip install -c "$held" "transformers==5.24.0" "zstd==1.5.7.2" "python-snappy==0.7.3" \
+    "Brotli==1.2.1" "catalogue==2.0.10" "tifffile==2026.3.3" "lightning-utilities==0.15.3"
+  rm -f "$held"
+}
+
 setup() {
   need_turbojpeg
   need_jpeg_headers
@@ -198,6 +212,7 @@ setup() {
   # shellcheck disable=SC2046  # torch_args holds several words on purpose
   $pip install $(torch_args "$device" "$cuda")
   $pip install -e "$(chute_extras "$device" "$cuda")"
+  install_peers "$pip"
   echo "$want" > "$stamp"
 }
 
