@@ -41,13 +41,15 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--clips", type=positive(int), default=None, metavar="N",
                         help="each request asks for N clips spread over its video (the "
                         "loader gives [N, 3, T, H, W] per request)")
-    parser.add_argument("--decode", choices=("auto", "cpu", "dali"), default=None,
+    parser.add_argument("--decode", choices=("auto", "cpu", "dali", "nvdec"), default=None,
                         help="how a chute.infer:VideoClipLoader first stage decodes its "
                         "requests, dataset and file ones alike (its backend option; default: "
                         "the config's, else auto): cpu (PyAV), dali (DALI: NVDEC when the "
                         "stage's devices are CUDA, DALI's CPU-only mode, VP8/VP9/MJPEG only, "
-                        "on the CPU; it needs DATASET), auto (dali on a CUDA device where DALI "
-                        "imports and there is a DATASET, else cpu)")
+                        "on the CPU; it needs DATASET), nvdec (NVDEC through PyNvVideoCodec on "
+                        "CUDA devices, for DATASET requests), auto (dali on a CUDA device "
+                        "where DALI imports and there is a DATASET, else nvdec where "
+                        "PyNvVideoCodec imports, else cpu)")
     parser.add_argument("--rate", type=positive(float), default=None,
                         help="offered requests/s (default: bulk, as fast as it goes)")
     parser.add_argument("--requests", type=positive(int), default=100, help="(default: 100)")

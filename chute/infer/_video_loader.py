@@ -1,9 +1,10 @@
 """The loader stage for video: a batch of requests -> their clips, decoded by the `video`
-producer (PyAV) or the `video-dali` producer (NVDEC on a GPU, DALI's CPU-only mode on the CPU)
-from the dataset's shards (span-only decoding; docs/design.md, "Video clips") or from video
-files under the loader's root (PyAV, or the `video-dali` producer's graph on backend "dali"),
-written straight into shared memory (or, on a CUDA device, into device memory) so that handing
-them to the next stage copies nothing (docs/inference.md, "Requests" and "Where the loader
+producer (PyAV), the `video-dali` producer (NVDEC on a GPU, DALI's CPU-only mode on the CPU)
+or the `video-nvdec` producer (NVDEC through PyNvVideoCodec, on a GPU) from the dataset's
+shards (span-only decoding; docs/design.md, "Video clips") or from video files under the
+loader's root (PyAV, or the `video-dali` producer's graph on backend "dali"), written straight
+into shared memory (or, on a CUDA device, into device memory) so that handing them to the next
+stage copies nothing (docs/inference.md, "Requests" and "Where the loader
 decodes")."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from chute.pipelines import (
     clip_to_output,
     create_producer,
     dali_import_error,
+    nvdec_import_error,
     spread_clips,
 )
 from chute.readers import UnreadableVideo, open_dataset, probe_video
@@ -38,7 +40,7 @@ __all__ = ["VideoClipLoader"]
 # probed files kept per replica (a file's frame timestamps: a few KB each)
 _PROBES_KEPT = 256
 
-BACKENDS = ("auto", "cpu", "dali")
+BACKENDS = ("auto", "cpu", "dali", "nvdec")
 
 log = logging.getLogger("chute.infer")
 
@@ -78,14 +80,26 @@ def _choose(backend, device: str, dataset) -> tuple[str, str]:
     if backend == "dali":
         where = "NVDEC" if device != "cpu" else "DALI's CPU-only mode (VP8, VP9, MJPEG)"
         return "dali", f"backend='dali' asked for: {where} decodes"
+    if backend == "nvdec":
+        if device == "cpu":
+            raise ValueError("VideoClipLoader(backend='nvdec'): NVDEC decodes on a CUDA "
+                             "device and this loader's device is 'cpu'; give device='cuda' "
+                             "or use backend 'cpu' or 'auto'")
+        return "nvdec", ("backend='nvdec' asked for: NVDEC decodes dataset requests through "
+                         "PyNvVideoCodec (file requests: PyAV on the CPU, copied)")
     if device == "cpu":
         return "cpu", ("device 'cpu': PyAV decodes (DALI's CPU-only mode reads only VP8, "
                        "VP9 and MJPEG)")
     missing = dali_import_error()
-    if missing is not None:
-        return "cpu", (f"device {device!r} but DALI cannot be imported ({missing}): PyAV "
-                       f"decodes on the CPU and the clips are copied to {device}")
-    return "dali", f"device {device!r} and DALI imports: NVDEC decodes"
+    if missing is None:
+        return "dali", f"device {device!r} and DALI imports: NVDEC decodes"
+    no_nvdec = nvdec_import_error()
+    if no_nvdec is None:
+        return "nvdec", (f"device {device!r}, DALI cannot be imported ({missing}) and "
+                         "PyNvVideoCodec imports: NVDEC decodes dataset requests")
+    return "cpu", (f"device {device!r} but neither DALI ({missing}) nor PyNvVideoCodec "
+                   f"({no_nvdec}) can run: PyAV decodes on the CPU and the clips are copied "
+                   f"to {device}")
 
 
 # what DALI's refusal of a codec tells a loader's user to do
@@ -129,9 +143,12 @@ class VideoClipLoader:
             config's folder.
         backend: the decoder: "cpu" (PyAV), "dali" (DALI: NVDEC on a CUDA device, DALI's
             CPU-only mode on "cpu", which reads VP8, VP9 and MJPEG only; it needs a dataset,
-            whose video-dali producer decodes the file requests too) or "auto" ("dali" on a
-            CUDA device where DALI imports and there is a dataset, else "cpu"). The choice
-            and its reason are `backend` and `backend_reason`, logged once (logger
+            whose video-dali producer decodes the file requests too), "nvdec" (NVDEC through
+            PyNvVideoCodec on a CUDA device, for dataset requests; file requests decode with
+            PyAV and are copied; a video NVDEC refuses falls back to PyAV per sample, counted
+            and logged as in a Pipeline) or "auto" ("dali" on a CUDA device where DALI imports
+            and there is a dataset, else "nvdec" where PyNvVideoCodec imports, else "cpu").
+            The choice and its reason are `backend` and `backend_reason`, logged once (logger
             "chute.infer"). A file DALI cannot read fails its request in one line naming
             backend='cpu'; a dataset sample DALI cannot read fails the call alike.
         device: where the clips are delivered, "cpu", "cuda" or "cuda:N" (an inference stage
@@ -172,7 +189,7 @@ class VideoClipLoader:
                        "size": size, "dtype": dtype, "layout": layout, "threads": threads}
             # video-dali on device "cpu": DALI's CPU-only mode; on "cuda:N": NVDEC, written into
             # CUDA memory. The video producer (PyAV) decodes on the CPU whatever the device.
-            name = {"dali": "video-dali", "cpu": "video"}[self.backend]
+            name = {"dali": "video-dali", "cpu": "video", "nvdec": "video-nvdec"}[self.backend]
             if field not in self.dataset.fields:  # the producer would say what it lacks
                 raise FormatError(
                     f"{getattr(self.dataset, 'path', dataset)}: no field {field!r} to load video "

@@ -28,6 +28,7 @@ from chute.pipelines.producers.image._warmup import warm_cpu_decoder
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
 from chute.pipelines.producers.video._cpu import VideoProducer
+from chute.pipelines.producers.video._nvdec import nvdec_import_error
 from chute.pipelines.producers.video._options import VideoOptions
 from chute.pipelines.producers.video._output import to_output as clip_to_output
 from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
@@ -50,6 +51,7 @@ __all__ = [
     "CropConfig",
     "CropParams",
     "dali_import_error",
+    "nvdec_import_error",
     "EpochOrder",
     "EpochReader",
     "FAMILIES",

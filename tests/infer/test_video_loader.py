@@ -123,8 +123,11 @@ def test_auto_on_the_cpu_picks_the_cpu_backend_and_says_why(video_dataset, caplo
 
 
 @pytest.mark.parametrize(("options", "error", "message"), [
+    ({"backend": "nvjpeg"}, ValueError,
+     r"^VideoClipLoader\(backend='nvjpeg'\): expected one of auto, cpu, dali, nvdec$"),
     ({"backend": "nvdec"}, ValueError,
-     r"^VideoClipLoader\(backend='nvdec'\): expected one of auto, cpu, dali$"),
+     r"^VideoClipLoader\(backend='nvdec'\): NVDEC decodes on a CUDA device and this "
+     r"loader's device is 'cpu'; give device='cuda'"),
     ({"device": "gpu0"}, ValueError, r"^VideoClipLoader\(device='gpu0'\): expected 'cpu'"),
     ({"dataset": None, "root": ".", "backend": "dali"}, ValueError,
      r"^VideoClipLoader\(backend='dali'\): DALI decodes through the dataset's "
@@ -138,7 +141,7 @@ def test_a_bad_backend_or_device_fails_in_one_line(video_dataset, options, error
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
-@pytest.mark.parametrize("backend", ["auto", "cpu", "dali"])
+@pytest.mark.parametrize("backend", ["auto", "cpu", "dali", "nvdec"])
 def test_a_cuda_device_without_a_gpu_fails_in_one_line(video_dataset, backend):
     with pytest.raises(BackendUnavailableError,
                        match=r"^VideoClipLoader\(device='cuda:0'\): this machine has no CUDA "
@@ -366,3 +369,34 @@ def test_a_corrupt_file_fails_its_request_alike_on_both_backends(vp9_root):
         assert isinstance(error, DecodeError) and "\n" not in str(error)
         assert str(error).startswith(f"request 'bad.webm': {vp9_root.parent / 'bad.webm'} "
                                      "does not decode (")
+
+
+@pytest.mark.parametrize(("dali", "nvdec", "chosen", "says"), [
+    (None, None, "dali", "DALI imports"),
+    ("no DALI here", None, "nvdec", "PyNvVideoCodec imports"),
+    ("no DALI here", "no driver", "cpu", "neither DALI (no DALI here) nor PyNvVideoCodec"),
+])
+def test_auto_on_a_cuda_device_prefers_dali_then_nvdec_then_cpu(monkeypatch, dali, nvdec,
+                                                                chosen, says):
+    import chute.infer._video_loader as loader
+
+    monkeypatch.setattr(loader, "dali_import_error", lambda: dali)
+    monkeypatch.setattr(loader, "nvdec_import_error", lambda: nvdec)
+    backend, why = loader._choose("auto", "cuda:0", dataset=object())
+    assert backend == chosen and says in why
+
+
+@pytest.mark.gpu
+def test_nvdec_dataset_requests_are_cuda_clips_like_the_cpu_ones(video_dataset):
+    pytest.importorskip("PyNvVideoCodec")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    cpu = VideoClipLoader(video_dataset, backend="cpu", **LOADER)
+    gpu = VideoClipLoader(video_dataset, backend="nvdec", device="cuda", **LOADER)
+    try:
+        for a, b in zip(cpu([0, 2]), gpu([0, 2]), strict=True):
+            assert b.is_cuda and a.shape == b.shape
+            assert float((a - b.cpu()).abs().mean()) * 127.5 <= _tolerance()
+    finally:
+        cpu.close()
+        gpu.close()
