@@ -1,11 +1,10 @@
-"""Datasets in object storage (`s3://bucket/prefix`): one client for every read and write.
+"""Datasets in object storage (`s3://`, `gs://`, `az://`, `abfs://`): one client for every
+read and write.
 
 The client is obstore, the Python binding of the Rust `object_store` crate (docs/storage.md
 says why): one wheel without Python dependencies, streaming and ranged reads, multipart
 uploads, and retries with exponential backoff on connection errors, timeouts and 5xx built in.
-Configuration comes from the standard AWS variables (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`,
-`AWS_REGION`, ...), then from the shared config and credentials files (`AWS_PROFILE`,
-`~/.aws/config`, `~/.aws/credentials`), which obstore alone does not read.
+Each scheme's store and settings (the provider's standard variables) are in `_schemes/`.
 
 Failures: a permanent one (404, 403, bad credentials) is a StorageError at once, naming the URL
 and what to check; anything else (connection refused or reset, timeouts, throttling, 5xx) is
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import configparser
 import contextlib
 import errno
 import os
@@ -37,11 +35,12 @@ from urllib.parse import urlparse
 import xxhash
 
 from chute.errors import ChuteError
+from chute.readers.storage._schemes import SCHEMES, scheme_of, url_forms
 
 __all__ = ["StorageError", "ConflictError", "UnreachableError", "Remote", "is_remote",
            "is_offline", "REMOTE_SCHEMES", "retry_seconds"]
 
-REMOTE_SCHEMES = ("s3",)
+REMOTE_SCHEMES = tuple(SCHEMES)
 _T = TypeVar("_T")
 _IDLE = 30.0  # seconds without a byte before a request is cut and retried (resumed)
 _UPLOAD_IDLE = 120.0  # ... for a multipart upload, whose parts are read ahead of sending
@@ -87,7 +86,7 @@ def is_offline() -> bool:
 
 
 def is_remote(path_or_url) -> bool:
-    """True for a URL of object storage (`s3://...`)."""
+    """True for a URL of object storage (`s3://...`, `gs://...`, `az://...`, `abfs://...`)."""
     text = str(path_or_url)
     return "://" in text and urlparse(text).scheme in REMOTE_SCHEMES
 
@@ -101,50 +100,6 @@ def retry_seconds() -> float:
         raise ChuteError(f"CHUTE_S3_RETRY_SECONDS={text!r} is not a number of seconds; set it "
                          "to e.g. 300") from None
     return max(value, 0.0)
-
-
-def _profile_settings() -> dict[str, str]:
-    """Settings of the AWS profile ($AWS_PROFILE or "default") from the shared config and
-    credentials files, as obstore config keys."""
-    profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "default"
-    home = Path.home() / ".aws"
-    found: dict[str, str] = {}
-    sources = [(os.environ.get("AWS_CONFIG_FILE") or str(home / "config"),
-                profile if profile == "default" else f"profile {profile}"),
-               (os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or str(home / "credentials"),
-                profile)]
-    names = {"aws_access_key_id": "access_key_id", "aws_secret_access_key": "secret_access_key",
-             "aws_session_token": "session_token", "region": "region",
-             "endpoint_url": "endpoint"}
-    for path, section in sources:
-        parser = configparser.RawConfigParser()
-        try:
-            parser.read(path)
-        except configparser.Error as exc:
-            raise ChuteError(f"{path}: not a valid AWS config file ({exc}); fix or move it") \
-                from None
-        if parser.has_section(section):
-            for key, name in names.items():
-                if parser.has_option(section, key):
-                    found.setdefault(name, parser.get(section, key).strip())
-    return found
-
-
-def _store_config() -> dict[str, str]:
-    """obstore S3 settings: the AWS variables first, the profile's files for what they lack."""
-    env = {"access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
-           "session_token": "AWS_SESSION_TOKEN", "region": "AWS_REGION",
-           "endpoint": "AWS_ENDPOINT_URL"}
-    config = {name: os.environ[var] for name, var in env.items() if os.environ.get(var)}
-    if "region" not in config and os.environ.get("AWS_DEFAULT_REGION"):
-        config["region"] = os.environ["AWS_DEFAULT_REGION"]
-    if "endpoint" not in config and os.environ.get("AWS_ENDPOINT_URL_S3"):
-        config["endpoint"] = os.environ["AWS_ENDPOINT_URL_S3"]
-    for name, value in _profile_settings().items():
-        config.setdefault(name, value)
-    if "session_token" in config and "access_key_id" not in config:
-        del config["session_token"]
-    return config
 
 
 def _short(exc: BaseException) -> str:
@@ -276,21 +231,28 @@ def _run(coro: Coroutine[Any, Any, _T]) -> _T:
 
 
 class Remote:
-    """A folder in object storage: `s3://bucket/prefix`; names are relative to it.
+    """A folder in object storage: `s3://bucket/prefix` (or gs://, az://, abfs://); names are
+    relative to it.
 
     Args:
-        url: `s3://bucket` or `s3://bucket/some/prefix` (a trailing slash is ignored).
+        url: `s3://bucket` or `s3://bucket/some/prefix` (a trailing slash is ignored); `gs://`
+            and `az://CONTAINER/...` (`abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/...`)
+            alike.
         offline: never ask the server (`CHUTE_OFFLINE=1` does the same): every request fails
             at once with a StorageError saying so.
     """
 
     def __init__(self, url: str, *, offline: bool = False):
         parsed = urlparse(str(url))
-        if parsed.scheme not in REMOTE_SCHEMES or not parsed.netloc:
-            raise ChuteError(f"{url}: not an object storage URL; write s3://BUCKET/PREFIX")
-        self.bucket = parsed.netloc
+        scheme = scheme_of(parsed.scheme)
+        if scheme is None or not parsed.netloc:
+            raise ChuteError(f"{url}: not an object storage URL; write {url_forms()}")
+        self.scheme = scheme
+        self.bucket = scheme.bucket(parsed.netloc)
+        self._host = parsed.netloc
         self.prefix = parsed.path.strip("/")
-        self.url = f"s3://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
+        self.url = f"{parsed.scheme}://{parsed.netloc}" + (f"/{self.prefix}" if self.prefix
+                                                           else "")
         self.offline = offline or is_offline()
         self._store = None
 
@@ -304,21 +266,31 @@ class Remote:
         """The URL of `name` inside this folder."""
         return f"{self.url}/{name}" if name else self.url
 
+    def settings(self) -> dict[str, Any]:
+        """The store's configuration now (the environment's settings, then shared files)."""
+        return self.scheme.settings(self._host)
+
+    def endpoint(self) -> str:
+        """The endpoint the requests go to, as messages name it."""
+        return str(self.settings().get(self.scheme.endpoint_key) or self.scheme.default_endpoint)
+
     @property
     def store(self):
         if self._store is None:
             try:
-                from obstore.store import S3Store
+                import obstore.store
             except ImportError:
                 raise ChuteError(f"{self.url}: reading object storage needs obstore: "
                                  "pip install 'chute[s3]'") from None
-            config = _store_config()
+            config = self.settings()
+            endpoint = str(config.get(self.scheme.endpoint_key, ""))
             # every retry and every wait is ours (`_call`, `_Clock.wait`): they end by the
             # deadline and say so while they last; the client's own request timeout would
             # cover a whole body (a slow but steady download), so it is only a far backstop
-            self._store = S3Store(
+            self._store = getattr(obstore.store, self.scheme.store)(
                 self.bucket, prefix=self.prefix or None, config=config,
-                client_options={"allow_http": config.get("endpoint", "").startswith("http:"),
+                client_options={"allow_http": endpoint.startswith("http:")
+                                or bool(config.get("use_emulator")),
                                 "connect_timeout": timedelta(seconds=5),
                                 "timeout": timedelta(days=1)},
                 retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=1),
@@ -336,8 +308,7 @@ class Remote:
             raise StorageError(f"{self.where(name)}: {what} not attempted: offline "
                                "(CHUTE_OFFLINE=1 or offline=True); the file is not in the node "
                                "cache: unset CHUTE_OFFLINE to fetch it")
-        clock = _Clock(self.where(name), what, seconds,
-                       _outage(_store_config().get("endpoint", "s3")))
+        clock = _Clock(self.where(name), what, seconds, _outage(self.endpoint()))
         return _run(self._retried(what, name, attempt, clock))
 
     async def _retried(self, what: str, name: str, attempt, clock: _Clock):
@@ -354,32 +325,27 @@ class Remote:
                 raise ConflictError(f"{self.where(name)}: {what} refused: the object was "
                                     f"created or changed meanwhile ({_short(exc)})") from None
             except (FileNotFoundError, obx.NotFoundError) as exc:
-                if "NoSuchBucket" in str(exc):
-                    raise StorageError(f"{self.where(name)}: the bucket {self.bucket!r} does not "
-                                       "exist; create it or check the URL") from None
+                self._missing_bucket(name, exc)
                 raise StorageError(f"{self.where(name)}: not found in object storage; check the "
                                    "URL (bucket and prefix) and that the dataset was written "
                                    "there completely") from None
             except (obx.PermissionDeniedError, obx.UnauthenticatedError, PermissionError) as exc:
                 raise StorageError(f"{self.where(name)}: access denied ({_short(exc)}); check "
-                                   "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) "
-                                   "and the bucket's permissions") from None
+                                   f"{self.scheme.credentials} and the {self.scheme.holder}'s "
+                                   "permissions") from None
             except (obx.InvalidPathError, obx.UnknownConfigurationKeyError,
                     obx.NotSupportedError) as exc:
                 raise StorageError(f"{self.where(name)}: {what} refused ({_short(exc)}); check "
-                                   "the URL and the AWS_* settings") from None
+                                   f"the URL and {self.scheme.credentials}") from None
             except (obx.BaseError, OSError, TimeoutError, ConnectionError) as exc:
                 if isinstance(exc, StorageError) or getattr(exc, "errno", None) in _LOCAL:
                     raise  # a full or read-only local disk: retrying does not help
                 if _IMDS in str(exc) and "status code: 4" in str(exc):
                     # no credentials configured, and the instance metadata service refused
                     raise StorageError(
-                        f"{self.where(name)}: no AWS credentials found; set AWS_ACCESS_KEY_ID "
-                        "and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), plus AWS_ENDPOINT_URL for "
-                        "an S3-compatible store") from None
-                if "NoSuchBucket" in str(exc):
-                    raise StorageError(f"{self.where(name)}: the bucket {self.bucket!r} does not "
-                                       "exist; create it or check the URL") from None
+                        f"{self.where(name)}: no {self.scheme.label} credentials found; set "
+                        f"{self.scheme.credentials}") from None
+                self._missing_bucket(name, exc)
                 if clock.since > began:
                     delay = 0.1  # it made progress: a new outage starts small again
                 clock.failing(max(began, clock.since))
@@ -391,8 +357,14 @@ class Remote:
                     raise UnreachableError(
                         f"{self.where(name)}: {what} failed for {clock.seconds:.0f} s "
                         f"({_short(exc)}); check that the endpoint "
-                        f"({_store_config().get('endpoint', 'AWS S3')}) is reachable, or raise "
+                        f"({self.endpoint()}) is reachable, or raise "
                         "CHUTE_S3_RETRY_SECONDS") from None
+
+    def _missing_bucket(self, name: str, exc: BaseException) -> None:
+        """Raise a StorageError saying so when `exc` is the provider's missing-bucket answer."""
+        if any(code in str(exc) for code in self.scheme.missing_bucket):
+            raise StorageError(f"{self.where(name)}: the {self.scheme.holder} {self.bucket!r} "
+                               "does not exist; create it or check the URL") from None
 
     async def _stream(self, clock: _Clock, name: str, state: _Transfer, sink) -> None:
         """Stream object `name` into `sink(chunk)` from `state.offset` on, resuming where an
@@ -568,8 +540,9 @@ class Remote:
 
     def put_bytes(self, name: str, data: bytes, *, create: bool = False,
                   if_match: str | None = None) -> str | None:
-        """Write `data` as object `name`; returns its ETag. A conditional write raises
-        ConflictError when the object exists (`create`) or no longer has the ETag `if_match`.
+        """Write `data` as object `name`; returns its tag (the ETag; a GCS object's
+        generation, what GCS compares). A conditional write raises ConflictError when the
+        object exists (`create`) or no longer has the tag `if_match`.
 
         Args:
             name: the object.
@@ -579,24 +552,28 @@ class Remote:
         """
         import obstore
 
+        tag = self.scheme.tag_key
         mode: Any = "create" if create else \
-            {"e_tag": if_match} if if_match is not None else "overwrite"
+            {tag: if_match} if if_match is not None else "overwrite"
 
         async def attempt(clock: _Clock):
             return await clock.wait(obstore.put_async(self.store, name, data, mode=mode))
-        return self._call("upload", name, attempt).get("e_tag")
+        return self._call("upload", name, attempt).get(tag)
 
     def head(self, name: str) -> dict | None:
-        """The metadata of object `name` (`e_tag`, `last_modified`, `size`); None when it
-        does not exist."""
+        """The metadata of object `name` (`e_tag`: the tag `put_bytes(if_match=...)` takes,
+        `last_modified`, `size`); None when it does not exist."""
         import obstore
         import obstore.exceptions as obx
 
         async def attempt(clock: _Clock) -> dict | None:
             try:
-                return dict(await clock.wait(obstore.head_async(self.store, name)))
-            except (FileNotFoundError, obx.NotFoundError):
+                meta = dict(await clock.wait(obstore.head_async(self.store, name)))
+            except (FileNotFoundError, obx.NotFoundError) as exc:
+                self._missing_bucket(name, exc)
                 return None
+            meta["e_tag"] = meta.get(self.scheme.tag_key)
+            return meta
         return self._call("metadata request", name, attempt)
 
     def delete(self, names: builtins.list[str]) -> None:
