@@ -79,7 +79,7 @@ def test_video_and_audio_producers_time_their_parts(tmp_path):
     pytest.importorskip("av")
     pytest.importorskip("soundfile")
     from chute import AudioOptions, VideoOptions
-    from tests.pipelines.test_contract import _audio_dataset
+    from tests.pipelines.producers.test_contract import _audio_dataset
     from tests.pipelines.test_producer_video import write_videos
 
     folder = tmp_path / "videos"

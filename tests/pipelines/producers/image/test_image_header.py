@@ -19,7 +19,7 @@ from chute.pipelines.producers.image._placeholder import (
     refused_index,
 )
 from tests._media import encode, smooth_image
-from tests.pipelines.test_decompression_bombs import bomb
+from tests.pipelines.producers.image.test_decompression_bombs import bomb
 
 
 def _encode(image: Image.Image, fmt: str, **kw) -> bytes:

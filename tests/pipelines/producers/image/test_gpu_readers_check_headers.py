@@ -11,7 +11,14 @@ from chute.errors import DecodeError
 from chute.pipelines import ImageOptions, Pipeline
 from tests._datasets import write_samples
 from tests._media import jpeg
-from tests.pipelines.test_decompression_bombs import BOMB, FIELDS, N, _peak_rss_reset, _rss, write
+from tests.pipelines.producers.image.test_decompression_bombs import (
+    BOMB,
+    FIELDS,
+    N,
+    _peak_rss_reset,
+    _rss,
+    write,
+)
 
 MODULES = {"dali-native": "nvidia.dali", "nvimgcodec": "nvidia.nvimgcodec"}
 
