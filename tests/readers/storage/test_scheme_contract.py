@@ -1,0 +1,203 @@
+"""One storage contract for every object storage scheme (issue 41 item 5, docs/storage.md):
+`s3://` against moto's S3 server (tests/_s3.py), `az://` against Azurite and `gs://` against
+a GCS emulator (tests/_emulators.py), each on loopback through chute's real client. Convert
+writes the dataset there, it opens, an epoch equals the local copy's, the node cache stays
+within its limit, a killed convert leaves the old dataset whole, and the conditional writes
+the write lease relies on refuse a lost race."""
+
+from __future__ import annotations
+
+import secrets
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from chute import ImageOptions, Pipeline, ShardWindows, cli
+from chute.readers import ConvertOptions, convert_imagefolder, open_dataset, verify_dataset
+from chute.readers.storage._object_store import ConflictError, Remote, StorageError
+from tests._emulators import Azurite, EmulatorMissing
+from tests._media import jpeg
+
+pytestmark = pytest.mark.slow  # the emulators are processes
+
+SCHEMES = ("s3", "az", "gs")
+IMAGE = {"image": ImageOptions(size=16, backend="cpu", dtype="uint8")}
+
+# why gs:// has no emulator run yet (docs/storage.md, "Schemes")
+GCS_NO_EMULATOR = ("no GCS emulator installable here works with obstore's GCSStore "
+                   "(docs/storage.md, 'Schemes')")
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory):
+    try:
+        server = Azurite(tmp_path_factory.mktemp("azurite"))
+    except EmulatorMissing as exc:
+        pytest.skip(f"Azurite is not available: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=SCHEMES)
+def bucket(request, monkeypatch, tmp_path) -> str:
+    """A fresh, empty bucket (container) of the scheme, the variables pointing at its server;
+    its URL."""
+    monkeypatch.setenv("CHUTE_S3_RETRY_SECONDS", "20")
+    monkeypatch.setenv("CHUTE_DATA_CACHE", str(tmp_path / "node-cache"))
+    if request.param == "s3":
+        return request.getfixturevalue("s3")[1]
+    if request.param == "gs":
+        pytest.skip(GCS_NO_EMULATOR)
+    server = request.getfixturevalue("azurite")
+    for var in ("AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_TOKEN", "AZURE_STORAGE_USE_EMULATOR",
+                "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in server.environment().items():
+        monkeypatch.setenv(var, value)
+    name = f"chute-{secrets.token_hex(6)}"
+    server.create_container(name)
+    return f"az://{name}"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("src")
+    for c in range(2):
+        (root / f"class{c}").mkdir()
+        for i in range(12):
+            (root / f"class{c}" / f"{i:03d}.jpg").write_bytes(
+                jpeg(40 + (i % 3) * 4, 48, seed=c * 100 + i))
+    return root
+
+
+@pytest.fixture(scope="module")
+def larger(tmp_path_factory) -> Path:
+    """72 images whose shards outweigh the indices, so a quarter of it holds a few shards."""
+    root = tmp_path_factory.mktemp("larger")
+    for c in range(3):
+        (root / f"class{c}").mkdir()
+        for i in range(24):
+            (root / f"class{c}" / f"{i:03d}.jpg").write_bytes(
+                jpeg(112 + (i % 5) * 4, 150, seed=c * 100 + i))
+    return root
+
+
+def convert(src, dst, shard_size: str = "8KB") -> None:
+    convert_imagefolder(src, dst, ConvertOptions(shard_size=shard_size, workers=1,
+                                                 progress=False))
+
+
+def batches(dataset, **kw) -> list[dict]:
+    kw = {"device": "cpu", "rank": 0, "world_size": 1, "seed": 3, **kw}
+    with Pipeline(dataset, 4, fields={**IMAGE, "label": None}, **kw) as pipe:
+        return [{k: v.clone() for k, v in b.items()} for b in pipe]
+
+
+def test_convert_open_and_an_epoch_equal_the_local_copy(bucket, folder, tmp_path, capsys):
+    url = f"{bucket}/train"
+    assert cli.main(["convert", "imagefolder", str(folder), url, "--no-progress",
+                     "--shard-size", "8KB", "--workers", "1"]) == 0
+    assert f"to {url}" in capsys.readouterr().out
+    convert(folder, tmp_path / "local")
+    remote = open_dataset(url, cache_dir=tmp_path / "c")
+    local = open_dataset(tmp_path / "local")
+    assert remote.url == url and len(remote) == len(local) == 24
+    assert len(remote.manifest["shards"]) >= 3
+    got, want = batches(remote, augment="eval"), batches(local, augment="eval")
+    assert len(got) == len(want) == 6
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+        assert torch.equal(a["label"], b["label"])
+    assert verify_dataset(url) == []
+
+
+def test_the_node_cache_stays_within_its_limit(bucket, larger, tmp_path):
+    convert(larger, f"{bucket}/ds", "64KB")
+    probe = open_dataset(f"{bucket}/ds", cache_dir=tmp_path / "probe")
+    sizes = [e["size"] for s in probe.manifest["shards"] for e in s["files"].values()]
+    limit = sum(sizes) // 4
+    cache = tmp_path / "c"
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen = {}  # by inode: a file being renamed may be listed under both names
+            for path in cache.rglob("*"):
+                try:
+                    info = path.lstat()
+                except FileNotFoundError:  # evicted or renamed since listed
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    seen[info.st_ino] = info.st_size
+            peak[0] = max(peak[0], sum(seen.values()))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        ds = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
+        got = batches(ds, augment="train", order=ShardWindows(shards=1))
+    finally:
+        stop.set()
+        watcher.join()
+    indices = torch.cat([b["index"] for b in got]).tolist()
+    assert len(indices) == len(set(indices)) == 72
+    assert 0 < peak[0] <= limit + max(sizes)
+
+
+# a convert killed (SIGKILL) after it has uploaded several shards of the new version
+_KILLED = """
+import os, signal, sys
+from chute.readers import ShardWriter
+writer = ShardWriter(sys.argv[1], {"image": "bytes", "label": "int64"}, shard_size="4KB",
+                     overwrite=True)
+for i in range(40):
+    writer.write({"image": bytes([i]) * 3000, "label": i})
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_convert_leaves_the_old_dataset_whole(bucket, folder, tmp_path):
+    url = f"{bucket}/ds"
+    convert(folder, url)
+    before = open_dataset(url, cache_dir=tmp_path / "c1")
+    objects = {name for name, _ in Remote(url).list()}
+    run = subprocess.run([sys.executable, "-c", _KILLED, url], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == -9, run.stderr
+    assert len({name for name, _ in Remote(url).list()} - objects) >= 3  # new shards landed
+    after = open_dataset(url, cache_dir=tmp_path / "c2")
+    assert after.fingerprint == before.fingerprint and len(after) == 24
+    for i in range(len(after)):
+        assert bytes(after[i]["image"]) == bytes(before[i]["image"])
+    assert verify_dataset(url) == []
+
+
+def test_conditional_writes_refuse_a_lost_race(bucket):
+    remote = Remote(f"{bucket}/lease")
+    first = remote.put_bytes("holder", b"a", create=True)
+    with pytest.raises(ConflictError, match="created or changed meanwhile"):
+        remote.put_bytes("holder", b"b", create=True)
+    meta = remote.head("holder")
+    assert meta is not None and meta["e_tag"] == first
+    second = remote.put_bytes("holder", b"c", if_match=first)
+    assert second != first and remote.get_bytes("holder") == b"c"
+    with pytest.raises(ConflictError, match="created or changed meanwhile"):
+        remote.put_bytes("holder", b"d", if_match=first)  # a stale tag: someone wrote since
+    assert remote.get_bytes("holder") == b"c"
+    assert remote.head("absent") is None
+
+
+def test_a_missing_bucket_is_one_line_naming_it(bucket, tmp_path):
+    scheme = bucket.split("://")[0]
+    missing = f"{scheme}://chute-missing-{secrets.token_hex(4)}/ds"
+    with pytest.raises(StorageError, match="does not exist; create it") as info:
+        open_dataset(missing, cache_dir=tmp_path / "c")
+    assert "\n" not in str(info.value) and missing.split("/")[2] in str(info.value)
