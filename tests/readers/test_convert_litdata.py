@@ -126,6 +126,7 @@ def _assert_same(ours, theirs: list[dict], formats: dict[str, str]) -> None:
     {}, {"compression": "zstd"}, {"compression": "zstd", "compression_level": "chunk"},
     {"compression": "zstd", "compression_level": "sample"}, {"compression": "zstd:9"}],
     ids=["raw", "zstd-batch", "zstd-chunk", "zstd-sample", "zstd9"])
+@pytest.mark.slow  # litdata's reader takes seconds (docs/testing.md)
 def test_every_litdata_leaf_converts_to_what_litdata_reads(compression, tmp_path):
     import_litdata()
     images = tmp_path / "images"
@@ -149,6 +150,7 @@ def test_every_litdata_leaf_converts_to_what_litdata_reads(compression, tmp_path
     _assert_same(ours, _theirs(src), formats)
 
 
+@pytest.mark.slow  # litdata.optimize starts worker processes
 def test_optimize_output_converts_in_order(tmp_path):
     litdata = import_litdata()
 

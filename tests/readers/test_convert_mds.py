@@ -105,6 +105,7 @@ def _assert_same(ours, theirs: list[dict], columns=COLUMNS) -> None:
                 assert np.asarray(value).dtype == np.dtype(dtype), (i, name)
 
 
+@pytest.mark.slow  # 1.5-4 s each: MosaicML Streaming's reader (docs/testing.md)
 @pytest.mark.parametrize("compression", [None, "zstd", "zstd:7", "gz", "bz2", "br", "snappy"])
 def test_every_mds_encoding_converts_to_what_streaming_reads(compression, tmp_path):
     streaming = import_streaming()
