@@ -122,6 +122,8 @@ gpu_bundle() {
   # `dpkg -x`), a few real JPEGs, and the cpu backend's ROI decoder built here (native/, from
   # chute's cache) with the libjpeg it links (Debian's libjpeg62-turbo, `dpkg -x`), which
   # benchmarks/gpu_ceiling.py puts in place there (the lent machines have no libjpeg headers).
+  # PyNvVideoCodec for the nvdec video backend (issue 40), trimmed to its Python 3.12 package (no FFmpeg
+  # source, samples or benchmarks; one copy of each FFmpeg library, under its soname).
   # Under 64 MiB, so that it travels with the repository.
   local dest=${1:-.gpu-bundle} py=${PYTHON:-$VENV/bin/python}
   [ -x "$py" ] || py=python3
@@ -137,7 +139,8 @@ gpu_bundle() {
   "$py" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
     --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/wheels" \
-    "nvidia-nvimgcodec-cu13==0.9.0.20" "nvidia-nvjpeg==13.3.2.43" "tqdm>=4.60"
+    "nvidia-nvimgcodec-cu13==0.9.0.20" "nvidia-nvjpeg==13.3.2.43" "tqdm>=4.60" \
+    "pynvvideocodec==2.2.4"
   (cd "$tmp" && apt-get download -q libturbojpeg0 libjpeg62-turbo >/dev/null 2>&1) || {
     echo "[chute] error: apt-get download libturbojpeg0 libjpeg62-turbo failed; run apt-get update and try again" >&2
     exit 1
@@ -166,8 +169,13 @@ gpu_bundle() {
     ! -name 'libnvjpeg_ext.*' ! -name 'libjpeg_turbo_ext.*' -delete
   rm -rf "$dest/site/nvidia/nvimgcodec/include" "$dest/site/nvidia/nvimgcodec/tools" \
     "$dest/site/nvidia/cu13/include" "$dest/turbojpeg/usr/share" "$dest/libjpeg/usr/share"
+  rm -rf "$dest"/site/pynvvideocodec-*.data "$dest/site/samples" "$dest/site/benchmarks" \
+    "$dest/site/PyNvVideoCodec/libavformat.so" "$dest"/site/PyNvVideoCodec/libavformat.so.*.* \
+    "$dest/site/PyNvVideoCodec/libavutil.so" "$dest"/site/PyNvVideoCodec/libavutil.so.*.*
   local images=(../shared/data/imagenet-sample/images/*.JPEG)  # real JPEGs, where present
   if [ -f "${images[0]}" ]; then cp -t "$dest/jpegs" "${images[@]:0:48}"; fi
+  # the video step's dataset and the cpu backend's reference clips (the GPU machine has no PyAV)
+  "$py" benchmarks/gpu_video.py --prepare "$dest/video" >/dev/null
   local bytes
   bytes=$(du -sb "$dest" | cut -f1)
   if [ "$bytes" -gt $((64 * 1024 * 1024)) ]; then

@@ -24,6 +24,9 @@ E. chute end to end (nvimgcodec, RRC 224, float16 NCHW, cuda:0), batch 64 and 25
 F. the cpu backend at 1/2/4/8/16 threads (up to the logical CPUs), ROI decoder on and off.
 G. training: ResNet-50, bf16 autocast, channels_last, batch 256, SGD, fed by chute nvimgcodec,
    chute cpu, torchvision decode + v2, and by synthetic tensors already on the GPU.
+V. video (issue 40; benchmarks/gpu_video.py, at most 3 minutes): the nvdec backend's clips
+   against the cpu backend's references from the bundle, clips/s of nvdec vs cpu for 16 x 4 @
+   256 with NVDEC %, and the inference loader on nvdec. `--video-only` runs A and V alone.
 Then the issue's goals, as ratios of the rows (measured, target, met or not).
 
 Every row: img/s, CPU core-seconds per 1,000 images (the process's CPU time), mean SM % and
@@ -65,9 +68,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NEEDS_GPU = "needs a GPU"
 
 # seconds per step on the GPU machine (the whole run stays under 8 minutes); the dry run's
-BUDGETS = {"A": 15, "B": 40, "C": 80, "D": 15, "E": 135, "F": 55, "G": 75}
-DRY_BUDGETS = {"A": 10, "B": 15, "C": 15, "D": 5, "E": 20, "F": 10, "G": 15}
+BUDGETS = {"A": 15, "B": 40, "C": 80, "D": 15, "E": 135, "F": 55, "G": 75, "V": 180}
+DRY_BUDGETS = {"A": 10, "B": 15, "C": 15, "D": 5, "E": 20, "F": 10, "G": 15, "V": 60}
 TOTAL = 470  # the watchdog's limit: a step that hangs past its budget ends the run here
+VIDEO_TOTAL = 210  # the same with --video-only (steps A and V)
 
 
 @dataclass
@@ -1005,6 +1009,14 @@ def training_model(run: Run, sizes: Sizes):
     return model, f"{name} bf16 channels_last b{sizes.train_batch}"
 
 
+# ---- V. video ----------------------------------------------------------------------------------
+
+def step_video(run: Run, bundle: Path, work: Path) -> None:
+    from gpu_video import step_video as video
+
+    video(run, bundle, work)
+
+
 # ---- goals -----------------------------------------------------------------------------------
 
 def compute_goals(run: Run, physical: int) -> None:
@@ -1082,6 +1094,9 @@ def main(argv=None) -> int:
     parser.add_argument("--jpegs", type=Path, help="source JPEGs (default: the bundle's)")
     parser.add_argument("--dry-run", action="store_true",
                         help="the CPU twins, tiny (also CHUTE_GPU_DRY_RUN=1)")
+    parser.add_argument("--video-only", action="store_true",
+                        help="steps A and V only (the nvdec video backend, issue 40)")
+    parser.add_argument("--no-video", action="store_true", help="steps A-G without V")
     args = parser.parse_args(argv)
 
     bundle = Path(os.environ.get("CHUTE_GPU_BUNDLE") or ROOT / ".gpu-bundle").resolve()
@@ -1099,7 +1114,8 @@ def main(argv=None) -> int:
                        Path(tempfile.mkdtemp(prefix="chute-gpu-ceiling-")))
     run = Run(out, dry, gpu)
     sizes, budgets = (DRY_SIZES, DRY_BUDGETS) if dry else (GPU_SIZES, BUDGETS)
-    watchdog(run, TOTAL if gpu else 4 * sum(DRY_BUDGETS.values()))
+    limit = VIDEO_TOTAL if args.video_only else TOTAL + (0 if args.no_video else BUDGETS["V"])
+    watchdog(run, limit if gpu else 4 * sum(DRY_BUDGETS.values()))
     work = Path(tempfile.mkdtemp(prefix="chute-gpu-ceiling-data-"))
     try:
         run.step = "run"
@@ -1112,6 +1128,13 @@ def main(argv=None) -> int:
         with run.stage("A", "environment", budgets):
             step_environment(run, notes)
             physical = run.env["physical_cores"]
+        if args.video_only:
+            with run.stage("V", "video", budgets):
+                step_video(run, bundle, work)
+            run.goals = run.env.get("video_goals", [])
+            run.write()
+            print(run.table())
+            return 0
         sets: dict[str, Images] = {}
         sources: list[Path] = []
         with run.stage("B", "datasets", budgets):
@@ -1128,7 +1151,11 @@ def main(argv=None) -> int:
             step_cpu_scaling(run, sets, sizes, cores, physical)
         with run.stage("G", "training", budgets):
             step_training(run, sets, sizes, chosen["k"], cores)
+        if not args.no_video:
+            with run.stage("V", "video", budgets):
+                step_video(run, bundle, work)
         compute_goals(run, physical)
+        run.goals += run.env.get("video_goals", [])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     run.write()
