@@ -101,6 +101,7 @@ class FakeNvc:
     def SimpleDecoder(self, source, **kwargs):  # noqa: N802
         nvc = self
         nvc.decoders += 1
+        nvc.made_with = kwargs
 
         class Decoder:
             def __init__(self):
@@ -245,6 +246,9 @@ def test_sessions_are_kept_across_batches_and_epochs(videos, fake):
                 pass
     decoded = 2 * (len(MEDIA) - 2)
     assert nvc.decoders == 1 and nvc.reconfigured == decoded - 1
+    made = nvc.made_with  # frames in device memory, RGB, on the worker's own stream
+    assert made["use_device_memory"] and made["output_color_type"] == "rgb"
+    assert made["cuda_stream"] not in (0, KERNEL_STREAM) and made["gpu_id"] == 0
 
 
 def test_the_kernel_waits_for_each_clips_decode_and_keeps_its_frames(videos, fake):

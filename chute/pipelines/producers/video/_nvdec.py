@@ -254,10 +254,12 @@ class NvdecVideoProducer(VideoProducer):
             except Exception:  # a source it cannot move to: a new session below
                 session.decoder = None
         self.stages.count(f"{self.field}/nvdec:sessions")
+        # scanned metadata: a container whose header holds no frame count (Matroska) is
+        # counted from its packets, and `_on_nvdec` holds that count to the stored one
         session.decoder = self.nvc.SimpleDecoder(
             source, gpu_id=self.device_id, cuda_stream=_stream_pointer(session.stream),
             use_device_memory=True, max_width=self._max_side, max_height=self._max_side,
-            output_color_type=self.nvc.OutputColorType.RGB)
+            need_scanned_stream_metadata=True, output_color_type=self.nvc.OutputColorType.RGB)
         return session.decoder
 
     # ---- on the Pipeline's thread ------------------------------------------------------------
