@@ -45,17 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# the commands whose DST is a dataset, read or written (s3:// allowed)
+# the commands whose DST is a dataset, read or written (s3://, gs://, az:// allowed)
 _DST_COMMANDS = ("convert", "convert-audio", "info", "verify")
 # the arguments that name files or folders, in any command
 _PATH_ARGS = ("src", "dst", "dataset", "out", "workdir", "config")
 
 
 def _refuse_urls(args) -> None:
-    """A URL other than file:// names no place chute can read or write, except `s3://` for a
-    dataset read (info, verify, bench, show, autotune, infer-bench) or written (convert's
-    DST): refuse it before anything is created (a destination s3://b/x became a folder
-    "s3:")."""
+    """A URL other than file:// names no place chute can read or write, except object storage
+    (`s3://`, `gs://`, `az://`, `abfs://`) for a dataset read (info, verify, bench, show,
+    autotune, infer-bench) or written (convert's DST): refuse it before anything is created (a
+    destination s3://b/x became a folder "s3:")."""
     from chute.readers import is_remote, local_path
 
     for name in _PATH_ARGS:

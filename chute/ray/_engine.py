@@ -146,8 +146,8 @@ def _write_slice(job: Any, target: PartTarget, task: int, start: int, stop: int,
     result: dict[str, Any] = {"task": task, "units": stop - start, "error": ""}
     if not target.remote and not os.path.isdir(target.location):
         return {**result, "error": f"{target.location}: the destination's staging folder is not "
-                f"on the node that ran task {task} ({socket.gethostname()}); write to s3:// or "
-                "a shared file system every node mounts (docs/ray.md)"}
+                f"on the node that ran task {task} ({socket.gethostname()}); write to s3://, "
+                "gs://, az:// or a shared file system every node mounts (docs/ray.md)"}
     units = job.units[start:stop]
     writer = PartWriter(target)
     report = ConvertReport()

@@ -34,7 +34,7 @@ def read_dataset(path: Any, *, fields: list[str] | None = None) -> Any:
     dataset = open_url(str(path)) if isinstance(path, (str, Path)) else path
     if not hasattr(dataset, "shard_starts"):
         raise ChuteError(f"{path}: read_dataset reads chute datasets (folders with chute.json, "
-                         "or s3://...); convert this one first with `chute convert`")
+                         "or s3://, gs://, az://...); convert this one first with `chute convert`")
     per_sample = [name for name, kind in dataset.fields.items() if kind != "table"]
     names = per_sample if fields is None else list(fields)
     unknown = sorted(set(names) - set(per_sample))

@@ -39,7 +39,8 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
     Args:
         path: a chute dataset folder (or its chute.json), a zarr group folder (`x.zarr`,
             read directly: see `chute.readers.zarr._zarr`), a `file://` URL, a chute dataset
-            in object storage (`s3://bucket/prefix`, docs/storage.md), or a Megatron pair
+            in object storage (`s3://bucket/prefix`, `gs://`, `az://`, `abfs://`,
+            docs/storage.md), or a Megatron pair
             given as PREFIX, PREFIX.bin or PREFIX.idx.
         bytes_field: the name of a Megatron pair's one bytes field ("data" unless told
             otherwise, e.g. "image" for a pair of encoded images).
@@ -69,7 +70,8 @@ def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
                               offline=offline)
     if cache_dir is not None or cache_limit is not None or offline:
         raise ValueError(f"{path}: cache_dir, cache_limit and offline are for datasets in "
-                         "object storage (s3://...); a local dataset is read in place")
+                         "object storage (s3://, gs://, az://...); a local dataset is read in "
+                         "place")
     local = local_path(path)
     if is_zarr_group(Path(local)):
         return ZarrDataset(local, sample_array=sample_array, missing_chunks=missing_chunks,

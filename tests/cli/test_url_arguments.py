@@ -1,5 +1,5 @@
-"""URLs on the command line: `s3://` is a dataset in object storage (tests/readers/storage),
-anything else but file:// is refused before anything is written (`chute convert ...
+"""URLs on the command line: `s3://` (`gs://`, `az://`, `abfs://`) is a dataset in object
+storage (tests/readers/storage), anything else but file:// is refused before anything is written (`chute convert ...
 s3://bucket/x` used to write a local folder named "s3:" and exit 0), and so is `s3://` where a
 command needs a local path."""
 
@@ -19,9 +19,13 @@ def images(tmp_path):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["convert", "imagefolder", "gs://bucket/src", "{tmp}/out"], "scheme 'gs' is not supported"),
-    (["convert", "imagefolder", "{src}", "gs://bucket/x"], "cannot write to storage scheme 'gs'"),
-    (["info", "gs://bucket/x"], "scheme 'gs' is not supported"),
+    (["convert", "imagefolder", "hdfs://nn/src", "{tmp}/out"],
+     "scheme 'hdfs' is not supported (chute reads local folders, file://, s3://, gs://, az://"),
+    (["convert", "imagefolder", "{src}", "hdfs://nn/x"],
+     "cannot write to storage scheme 'hdfs' (chute writes local folders, file://, s3://, gs://"),
+    (["info", "hdfs://nn/x"], "scheme 'hdfs' is not supported"),
+    (["convert", "imagefolder", "gs://bucket/src", "{tmp}/out"],
+     "is in object storage, not a local folder"),
     (["meta", "update", "s3://bucket/x", "{tmp}/m.jsonl"],
      "is in object storage, not a local folder"),
 ])

@@ -261,7 +261,8 @@ class ShardWriter:
                     raise ChuteError(
                         f"{self.path}: shard {shard['name']} of a part is not in "
                         f"{self._folder}; parts written on other machines need a destination "
-                        "every machine sees (a shared file system, or s3://)") from None
+                        "every machine sees (a shared file system, or s3://, gs://, az://)") \
+                        from None
             self._shards.append({**shard, "name": name})
         self._count += part["num_samples"]
 
