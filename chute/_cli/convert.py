@@ -1,5 +1,5 @@
-"""`chute convert imagefolder|csv|webdataset|hf|mds|litdata|video|audio|zarr ...`: build a chute
-dataset from image files, other loaders' datasets, videos, audio or a zarr group."""
+"""`chute convert imagefolder|csv|webdataset|hf|mds|litdata|ffcv|video|audio|zarr ...`: build a
+chute dataset from image files, other loaders' datasets, videos, audio or a zarr group."""
 
 from __future__ import annotations
 
@@ -149,6 +149,25 @@ def _add_peers(kinds) -> None:
     lit.add_argument("--drop", action="append", default=[], metavar="COLUMN",
                      help="a column (leaf) not to convert (repeatable)")
     _common(lit)
+    _add_ffcv(kinds)
+
+
+def _add_ffcv(kinds) -> None:
+    """`chute convert ffcv`: an FFCV .beton file, read by its layout (_ffcv.py)."""
+    from chute.readers import FFCV_MAPPING
+
+    ffcv = kinds.add_parser(
+        "ffcv", help="an FFCV dataset: one .beton file",
+        description="Read an FFCV .beton file (DatasetWriter output) by its file layout (ffcv "
+        "is not needed) and store every field as a field of the same name, samples in order. "
+        "Fields: " + _mapping(FFCV_MAPPING) + ". Every offset and size in the file is checked "
+        "first: a truncated or corrupt file stops the convert in one line, before anything "
+        "is written. An unreadable JPEG skips its sample (listed in the report; --strict: "
+        "stop).")
+    ffcv.add_argument("src", metavar="FILE", help="the .beton file")
+    ffcv.add_argument("--drop", action="append", default=[], metavar="FIELD",
+                      help="a field not to convert (repeatable)")
+    _common(ffcv)
 
 
 def _add_zarr(kinds) -> None:
@@ -259,6 +278,10 @@ def run(args) -> int:
     engine = engine_of(args)
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options, engine=engine)
+    elif args.source_kind == "ffcv":
+        from chute.readers import convert_ffcv
+
+        report = convert_ffcv(args.src, args.dst, options, drop=args.drop, engine=engine)
     elif args.source_kind in ("mds", "litdata"):
         from chute.readers import convert_litdata, convert_mds
 

@@ -1,2 +1,2 @@
 """chute.readers.convert: converters: image folders, CSV, WebDataset, Hugging Face, MosaicML
-Streaming (MDS), litdata, audio, video, zarr."""
+Streaming (MDS), litdata, FFCV, audio, video, zarr."""

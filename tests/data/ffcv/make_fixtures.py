@@ -100,7 +100,8 @@ def expected(path: Path) -> dict[str, np.ndarray]:
     """Every field as FFCV reads it: payloads as its Reader locates them (metadata pointer,
     allocation table size), values through its Loader's decoders."""
     reader = Reader(str(path))
-    sizes = dict(zip(reader.alloc_table["ptr"].tolist(), reader.alloc_table["size"].tolist()))
+    table = reader.alloc_table
+    sizes = dict(zip(table["ptr"].tolist(), table["size"].tolist(), strict=True))
     raw = path.read_bytes()
 
     def metadata(name: str) -> np.ndarray:  # the Reader's records name fields f0, f1, ...
