@@ -199,6 +199,18 @@ def test_a_corrupt_or_truncated_file_is_one_line_naming_it_and_writes_nothing(
     assert not (tmp_path / "out.chute").exists()
 
 
+def test_a_file_rewritten_after_its_check_fails_rather_than_giving_a_wrong_sample(tmp_path):
+    from chute.readers import FFCVJob
+
+    path = _beton(tmp_path)
+    job = FFCVJob(path, OPTIONS)
+    at = _record_at(path, 2, "blob")
+    ptr = np.frombuffer(path.read_bytes()[at:at + 8], "<u8")[0]
+    _patch(path, at, np.uint64(ptr + 1))
+    with pytest.raises(FormatError, match=f"no payload is allocated at byte {ptr + 1}"):
+        list(job.samples(job.units[0]))
+
+
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(FormatError, match="no such file"):
         convert_ffcv(tmp_path / "none.beton", tmp_path / "out.chute", OPTIONS)

@@ -11,6 +11,7 @@ before a sample is written, so a truncated or corrupt file stops the convert in 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -81,6 +82,17 @@ def _read(path: str, fd: int, at: int, size: int) -> bytes:
         raise _corrupt(path, f"it ends at byte {at + len(data)}, inside the {size} bytes at "
                        f"{at}")
     return data
+
+
+@functools.lru_cache(maxsize=2)
+def _payload_sizes(path: str, table_at: int, size: int,
+                   mtime_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The allocation table's payload offsets, sorted, and their sizes: read once per process
+    and file version (size, mtime_ns), as every run of samples looks its payloads up in it."""
+    with open(path, "rb") as f:
+        table = np.frombuffer(_read(path, f.fileno(), table_at, size - table_at), _ALLOCATION)
+    order = np.argsort(table["ptr"], kind="stable")
+    return table["ptr"][order], table["size"][order]
 
 
 def _same(value: Any) -> Any:
@@ -342,8 +354,17 @@ class FFCVJob(PeerJob):
                               f"({exc.strerror or exc})") from None
         with f:
             fd = f.fileno()
-            table = self._allocations(fd, os.fstat(fd).st_size)
-            size_at = dict(zip(table["ptr"].tolist(), table["size"].tolist(), strict=True))
+            stat = os.fstat(fd)
+            ptrs, sizes = _payload_sizes(self.src, self.table_at, stat.st_size,
+                                         stat.st_mtime_ns)
+
+            def size_at(ptr: int) -> int:
+                i = min(int(np.searchsorted(ptrs, ptr)), len(ptrs) - 1)
+                if ptrs[i] != ptr:
+                    raise _corrupt(self.src, f"no payload is allocated at byte {ptr} (the file "
+                                   "changed since it was checked)")
+                return int(sizes[i])
+
             metadata = self._metadata(fd, start, stop)
             fields = [(c, f"f{self.names.index(c.name)}") for c in self.columns]
             for row, record in enumerate(metadata):
@@ -352,17 +373,20 @@ class FFCVJob(PeerJob):
                     value = record[member]
                     if column.kind == SCALAR:
                         values[column.name] = value
-                    elif column.kind == IMAGE:
-                        ptr = int(value["data_ptr"])
-                        values[column.name] = (int(value["mode"]), int(value["height"]),
-                                               int(value["width"]),
-                                               _read(self.src, fd, ptr, size_at[ptr]))
-                    elif column.kind == NDARRAY:
-                        ptr = int(value)
-                        values[column.name] = _read(self.src, fd, ptr, size_at[ptr])
-                    else:
-                        ptr = int(value["ptr"])
-                        values[column.name] = _read(self.src, fd, ptr, int(value["size"]))
+                        continue
+                    ptr = int(value["data_ptr"] if column.kind == IMAGE else
+                              value["ptr"] if value.dtype.names else value)
+                    # the sizes _check compared with the metadata, looked up again: a file
+                    # rewritten since then fails here rather than giving a wrong sample
+                    payload = _read(self.src, fd, ptr, size_at(ptr))
+                    if column.kind != IMAGE:
+                        values[column.name] = payload
+                        continue
+                    mode, height, width = (int(value[k]) for k in ("mode", "height", "width"))
+                    if mode == _RAW and len(payload) != height * width * 3:
+                        raise _corrupt(self.src, f"image {column.name!r} of sample "
+                                       f"{start + row} changed since it was checked")
+                    values[column.name] = (mode, height, width, payload)
                 yield f"{Path(self.src).name}:{start + row}", values
 
     # -- writing -------------------------------------------------------------------------
