@@ -323,3 +323,28 @@ def test_real_nvdec_clips_match_the_cpu_backend(videos):
                for i, v in zip(b["index"].tolist(), b["video"], strict=True)}
     for i in cpu:
         assert np.allclose(_levels(gpu[i]), _levels(cpu[i]), atol=3), MEDIA[i][0]
+
+
+def test_auto_measures_nvdec_only_where_it_imports_and_a_cuda_device_is_there(monkeypatch):
+    from chute.pipelines.producers.video._auto import candidates
+
+    def nvdec_of(device):
+        return next(c for c in candidates(device) if c.backend == "nvdec")
+
+    assert not nvdec_of("cpu").available and "device is the CPU" in nvdec_of("cpu").reason
+    monkeypatch.setattr(nvdec, "import_nvc", lambda: FakeNvc({}))
+    monkeypatch.setattr(nvdec, "cuda_device_count", lambda: 0)
+    assert nvdec_of("cuda").reason == "no CUDA device"
+    monkeypatch.setattr(nvdec, "cuda_device_count", lambda: 1)
+    assert nvdec_of("cuda").available
+
+
+def test_without_pynvvideocodec_the_reason_says_what_to_install():
+    try:
+        import PyNvVideoCodec  # noqa: F401
+    except Exception:
+        pass
+    else:
+        pytest.skip("PyNvVideoCodec imports here")
+    why = nvdec.nvdec_import_error()
+    assert why is not None and "pip install 'chute[gpu-cu13]'" in why and "\n" not in why
