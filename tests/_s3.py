@@ -10,12 +10,44 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import stat
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["S3Server", "FaultProxy"]
+__all__ = ["S3Server", "FaultProxy", "cache_peak"]
+
+
+@contextlib.contextmanager
+def cache_peak(cache: Path) -> Iterator[list[int]]:
+    """The most bytes of files in `cache` at once while the block runs (sampled every 5 ms),
+    in the one-item list yielded, final when the block ends."""
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            sizes = {}  # by inode: a file being renamed may be listed under both names
+            for path in cache.rglob("*"):
+                try:
+                    info = path.lstat()
+                except FileNotFoundError:  # evicted or renamed since listed
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    sizes[info.st_ino] = info.st_size
+            peak[0] = max(peak[0], sum(sizes.values()))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        watcher.join()
 
 
 class S3Server:

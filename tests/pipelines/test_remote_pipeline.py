@@ -4,7 +4,6 @@ the dataset's size, and an endpoint that goes away mid-epoch and comes back."""
 
 from __future__ import annotations
 
-import stat
 import threading
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import torch
 from chute import ImageOptions, Pipeline, ShardWindows
 from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
 from tests._media import jpeg
+from tests._s3 import cache_peak
 
 IMAGE = {"image": ImageOptions(size=24, backend="cpu", dtype="uint8")}
 
@@ -68,30 +68,9 @@ def test_a_quarter_size_cache_completes_a_training_epoch_within_its_limit(s3, fo
     largest = max(e["size"] for s in probe.manifest["shards"] for e in s["files"].values())
     limit = total // 4
     cache = tmp_path / "c"
-    peak = [0]
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            sizes = {}  # by inode: a file being renamed may be listed under both names
-            for path in cache.rglob("*"):
-                try:
-                    info = path.lstat()
-                except FileNotFoundError:  # evicted or renamed since listed
-                    continue
-                if stat.S_ISREG(info.st_mode):
-                    sizes[info.st_ino] = info.st_size
-            peak[0] = max(peak[0], sum(sizes.values()))
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with cache_peak(cache) as peak:
         ds = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
         got = batches(ds, augment="train", order=ShardWindows(shards=1))
-    finally:
-        stop.set()
-        watcher.join()
     seen = torch.cat([b["index"] for b in got]).tolist()
     assert len(seen) == len(set(seen)) == 72  # drop_last: 9 full batches of 8
     assert 0 < peak[0] <= limit + largest

@@ -8,11 +8,8 @@ the write lease relies on refuse a lost race."""
 from __future__ import annotations
 
 import secrets
-import stat
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from chute.readers import ConvertOptions, convert_imagefolder, open_dataset, ver
 from chute.readers.storage._object_store import ConflictError, Remote, StorageError
 from tests._emulators import Azurite, EmulatorMissing
 from tests._media import jpeg
+from tests._s3 import cache_peak
 
 pytestmark = pytest.mark.slow  # the emulators are processes
 
@@ -65,27 +63,25 @@ def bucket(request, monkeypatch, tmp_path) -> str:
     return f"az://{name}"
 
 
+def image_folder(root: Path, classes: int, per_class: int, width: int) -> Path:
+    for c in range(classes):
+        (root / f"class{c}").mkdir()
+        for i in range(per_class):
+            (root / f"class{c}" / f"{i:03d}.jpg").write_bytes(
+                jpeg(width + (i % 5) * 4, width + 38, seed=c * 100 + i))
+    return root
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("src")
-    for c in range(2):
-        (root / f"class{c}").mkdir()
-        for i in range(12):
-            (root / f"class{c}" / f"{i:03d}.jpg").write_bytes(
-                jpeg(40 + (i % 3) * 4, 48, seed=c * 100 + i))
-    return root
+    """24 small images: a few shards of 8 KB."""
+    return image_folder(tmp_path_factory.mktemp("src"), 2, 12, 40)
 
 
 @pytest.fixture(scope="module")
 def larger(tmp_path_factory) -> Path:
     """72 images whose shards outweigh the indices, so a quarter of it holds a few shards."""
-    root = tmp_path_factory.mktemp("larger")
-    for c in range(3):
-        (root / f"class{c}").mkdir()
-        for i in range(24):
-            (root / f"class{c}" / f"{i:03d}.jpg").write_bytes(
-                jpeg(112 + (i % 5) * 4, 150, seed=c * 100 + i))
-    return root
+    return image_folder(tmp_path_factory.mktemp("larger"), 3, 24, 112)
 
 
 def convert(src, dst, shard_size: str = "8KB") -> None:
@@ -123,30 +119,9 @@ def test_the_node_cache_stays_within_its_limit(bucket, larger, tmp_path):
     sizes = [e["size"] for s in probe.manifest["shards"] for e in s["files"].values()]
     limit = sum(sizes) // 4
     cache = tmp_path / "c"
-    peak = [0]
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            seen = {}  # by inode: a file being renamed may be listed under both names
-            for path in cache.rglob("*"):
-                try:
-                    info = path.lstat()
-                except FileNotFoundError:  # evicted or renamed since listed
-                    continue
-                if stat.S_ISREG(info.st_mode):
-                    seen[info.st_ino] = info.st_size
-            peak[0] = max(peak[0], sum(seen.values()))
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with cache_peak(cache) as peak:
         ds = open_dataset(f"{bucket}/ds", cache_dir=cache, cache_limit=limit)
         got = batches(ds, augment="train", order=ShardWindows(shards=1))
-    finally:
-        stop.set()
-        watcher.join()
     indices = torch.cat([b["index"] for b in got]).tolist()
     assert len(indices) == len(set(indices)) == 72
     assert 0 < peak[0] <= limit + max(sizes)

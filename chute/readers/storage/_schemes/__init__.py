@@ -4,11 +4,12 @@ and how its errors read; adding a scheme is one module and one entry in `SCHEMES
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Scheme", "SCHEMES", "scheme_of", "url_forms"]
+__all__ = ["Scheme", "SCHEMES", "scheme_of", "url_forms", "from_environment"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,21 @@ class Scheme:
     missing_bucket: tuple[str, ...]
     tag_key: str = "e_tag"
     holder: str = "bucket"
+
+
+def from_environment(variables: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Any]:
+    """Store settings from the environment: for each (config key, its variables), the value
+    of the first variable set.
+
+    Args:
+        variables: (obstore config key, the variables that give it, first wins) pairs.
+    """
+    config: dict[str, Any] = {}
+    for name, names in variables:
+        value = next((os.environ[var] for var in names if os.environ.get(var)), None)
+        if value is not None:
+            config[name] = value
+    return config
 
 
 def _registry() -> dict[str, Scheme]:

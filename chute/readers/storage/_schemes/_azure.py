@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from chute.errors import ChuteError
-from chute.readers.storage._schemes import Scheme
+from chute.readers.storage._schemes import Scheme, from_environment
 
 __all__ = ["SCHEME"]
 
@@ -46,12 +46,7 @@ def _split(host: str) -> tuple[str, str | None]:
 
 def _settings(host: str) -> dict[str, Any]:
     """obstore Azure settings from the environment (first variable found wins) and the URL."""
-    config: dict[str, Any] = {}
-    for name, variables in _VARIABLES:
-        for var in variables:
-            if os.environ.get(var):
-                config[name] = os.environ[var]
-                break
+    config: dict[str, Any] = from_environment(_VARIABLES)
     account = _split(host)[1]
     if account is not None:
         config["account_name"] = account  # the URL names it: it wins over the environment

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from chute.readers.storage._schemes import Scheme
+from chute.readers.storage._schemes import Scheme, from_environment
 
 __all__ = ["SCHEME"]
 
@@ -24,12 +24,7 @@ _CREDENTIALS = ("service_account", "service_account_key", "application_credentia
 
 def _settings(host: str) -> dict[str, str]:
     """obstore GCS settings from the environment, first variable found wins."""
-    config: dict[str, str] = {}
-    for name, variables in _VARIABLES:
-        for var in variables:
-            if os.environ.get(var):
-                config[name] = os.environ[var]
-                break
+    config: dict[str, str] = from_environment(_VARIABLES)
     emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
     if emulator and not emulator.startswith(("http://", "https://")):
         emulator = f"http://{emulator}"  # the variable is a host:port for Google's libraries
