@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -128,9 +128,7 @@ class NvdecVideoProducer(VideoProducer):
 
     def outputs(self) -> dict[str, Output]:
         found = super().outputs()
-        found[self.field] = Output(found[self.field].sample_shape, found[self.field].dtype,
-                                   on_device=True, exact=found[self.field].exact,
-                                   batch_elements=found[self.field].batch_elements)
+        found[self.field] = replace(found[self.field], on_device=True)  # the kernel writes it
         return found
 
     # ---- on the decode workers -------------------------------------------------------------
