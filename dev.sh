@@ -201,9 +201,26 @@ install_peers() {
   rm -f "$held"
 }
 
+install_emulators() {
+  # The storage contract test runs az:// against Azurite (npm package azurite, docs/storage.md,
+  # "Schemes"), installed outside .venv where the tests look for it. Without Node.js and npm,
+  # or when npm fails, that run is skipped with the reason: a warning here, not an error.
+  local prefix="${CHUTE_EMULATORS:-$HOME/.cache/chute-emulators}/azurite"
+  [ -x "$prefix/node_modules/.bin/azurite-blob" ] && return 0
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "[chute] warning: no Node.js/npm: the az:// storage tests will be skipped (apt-get install nodejs npm)" >&2
+    return 0
+  fi
+  echo "[chute] installing Azurite (Azure Storage emulator, for the az:// tests) into $prefix"
+  mkdir -p "$prefix"
+  npm install --no-audit --no-fund --silent --prefix "$prefix" azurite@3 >/dev/null ||
+    echo "[chute] warning: npm install azurite@3 failed: the az:// storage tests will be skipped" >&2
+}
+
 setup() {
   need_turbojpeg
   need_jpeg_headers
+  install_emulators
   if [ ! -x "$VENV/bin/python" ]; then
     echo "[chute] creating $VENV"
     "$PY" -m venv "$VENV"
