@@ -348,3 +348,24 @@ def test_without_pynvvideocodec_the_reason_says_what_to_install():
         pytest.skip("PyNvVideoCodec imports here")
     why = nvdec.nvdec_import_error()
     assert why is not None and "pip install 'chute[gpu-cu13]'" in why and "\n" not in why
+
+
+def test_under_buckets_nvdec_clips_equal_the_cpu_backends(videos, fake):
+    from chute.pipelines import Buckets
+
+    def run(backend):
+        opts = VideoOptions(frame_interval=2, dtype="uint8", backend=backend)
+        with Pipeline(videos, batch_size=None, device="cpu", seed=2, fields={"video": opts},
+                      batching=Buckets({"32x32": {12: (1.0, 2), 3: (1.0, 3)}}),
+                      drop_last=False) as pipe:
+            return [(b["index"].tolist(), b["video"].clone(), b["clip_height"].tolist())
+                    for b in pipe]
+
+    cpu, gpu = run("cpu"), run("nvdec")
+    assert [b[0] for b in cpu] == [b[0] for b in gpu] and [b[2] for b in cpu] == \
+        [b[2] for b in gpu]
+    assert [b[1].shape for b in cpu] == [b[1].shape for b in gpu]
+    assert len({b[1].shape[2:] for b in gpu}) == 2  # both buckets' frame counts and sizes
+    for (_, a, _), (_, b, _) in zip(cpu, gpu, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert np.allclose(_levels(x), _levels(y), atol=4)
