@@ -280,7 +280,7 @@ def open_remote(url: str, *, cache_dir=None, cache_limit=None,
     """Fetch what opening the dataset at `url` needs into the node cache.
 
     Args:
-        url: `s3://bucket/prefix` of a chute dataset.
+        url: `s3://bucket/prefix` (or `gs://`, `az://`, `abfs://`) of a chute dataset.
         cache_dir: the node cache folder (default: CHUTE_DATA_CACHE, else chute's cache).
         cache_limit: bytes the cache may hold ("50GB"; default CHUTE_DATA_CACHE_LIMIT, else
             none).
@@ -338,7 +338,7 @@ def verify_remote(url: str, *, progress: bool = False) -> list[str]:
     `_VERIFY_READS` reads repeats is reported. Returns the problems, each naming its URL.
 
     Args:
-        url: `s3://bucket/prefix` of the dataset.
+        url: `s3://bucket/prefix` (or `gs://`, `az://`, `abfs://`) of the dataset.
         progress: show a progress bar of the bytes checked.
     """
     from tqdm import tqdm

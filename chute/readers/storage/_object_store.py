@@ -331,8 +331,8 @@ class Remote:
                                    "there completely") from None
             except (obx.PermissionDeniedError, obx.UnauthenticatedError, PermissionError) as exc:
                 raise StorageError(f"{self.where(name)}: access denied ({_short(exc)}); check "
-                                   f"{self.scheme.credentials} and the {self.scheme.holder}'s "
-                                   "permissions") from None
+                                   f"the {self.scheme.holder}'s permissions and "
+                                   f"{self.scheme.credentials}") from None
             except (obx.InvalidPathError, obx.UnknownConfigurationKeyError,
                     obx.NotSupportedError) as exc:
                 raise StorageError(f"{self.where(name)}: {what} refused ({_short(exc)}); check "

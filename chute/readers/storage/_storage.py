@@ -1,5 +1,6 @@
 """Storage addressed by URL: one place that turns a dataset URL into something readable:
-local files (`file://` URLs and plain paths) here, object storage (`s3://`) through
+local files (`file://` URLs and plain paths) here, object storage (`s3://`, `gs://`, `az://`,
+`abfs://`) through
 `readers/storage/_object_store.py` and the node cache (docs/storage.md)."""
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def local_path(path_or_url: str | os.PathLike[str], *, writing: bool = False) ->
 
 
 def destination(path_or_url) -> Path | str:
-    """Where a dataset is written: a local path, or the URL (`s3://bucket/prefix`) of one in
-    object storage (ShardWriter uploads it there)."""
+    """Where a dataset is written: a local path, or the URL (`s3://bucket/prefix`, `gs://...`,
+    `az://...`) of one in object storage (ShardWriter uploads it there)."""
     from chute.readers.storage._object_store import Remote, is_remote
 
     if is_remote(path_or_url):
