@@ -176,3 +176,16 @@ def test_a_missing_bucket_is_one_line_naming_it(bucket, tmp_path):
     with pytest.raises(StorageError, match="does not exist; create it") as info:
         open_dataset(missing, cache_dir=tmp_path / "c")
     assert "\n" not in str(info.value) and missing.split("/")[2] in str(info.value)
+
+
+def test_an_abfs_url_names_the_same_container_as_az(azurite, monkeypatch, tmp_path):
+    for var, value in azurite.environment().items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "someone-else")  # the abfs URL's wins
+    monkeypatch.setenv("CHUTE_DATA_CACHE", str(tmp_path / "node-cache"))
+    name = f"chute-{secrets.token_hex(6)}"
+    azurite.create_container(name)
+    abfs = f"abfs://{name}@devstoreaccount1.dfs.core.windows.net/ds"
+    Remote(abfs).put_bytes("probe", b"written through abfs")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1")
+    assert Remote(f"az://{name}/ds").get_bytes("probe") == b"written through abfs"
