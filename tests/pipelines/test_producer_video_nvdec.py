@@ -29,7 +29,7 @@ from chute.pipelines.producers.video._nvdec_plan import (  # noqa: E402
     frame_request,
 )
 from chute.readers import open_dataset  # noqa: E402
-from tests._video_media import convert_videos, level, make_video  # noqa: E402
+from tests._video_media import convert_videos, level, make_asp_avi, make_video  # noqa: E402
 from tests.pipelines._fake_cuda import FakeEvent, FakeStream  # noqa: E402
 
 KERNEL_STREAM = 0x5EED
@@ -45,8 +45,9 @@ MEDIA = [
     ("vfr.mp4", dict(n=20, codec="libx264", pts_ms=np.cumsum([0] + [40, 40, 80] * 7)[:20])),
     ("rotated.mp4", dict(n=22, codec="libx264", rotation=90)),
     ("short.mp4", dict(n=5, codec="libx264")),
+    ("packed.avi", dict(n=30, packed=True)),
 ]
-VFR = 5
+VFR, PACKED = 5, 8
 REFUSED = "VP9"  # the fake GPU's decoder refuses it
 
 
@@ -58,6 +59,9 @@ def videos(tmp_path_factory):
         kw = {"height": H, "width": W, "gop": 6, **kw}
         if kw.get("rotation"):
             kw["height"], kw["width"] = W, H
+        if kw.pop("packed", False):
+            made.append((name, make_asp_avi(kw["n"], H, W, packed=True)))
+            continue
         made.append((name, make_video(**kw)))
     return convert_videos(folder, made, shard_size="60KB")
 
@@ -168,6 +172,7 @@ def _clips(path, backend, **kw):
     options = dict(num_frames=4, frame_interval=4, size=(32, 32), dtype="uint8", backend=backend)
     options.update(kw.pop("options", {}))
     with Pipeline(path, 4, device="cpu", seed=5, augment=kw.pop("augment", "train"),
+                  drop_last=False,
                   fields={"video": VideoOptions(**options)}, **kw) as pipe:
         clips = {int(i): v.clone() for b in pipe
                  for i, v in zip(b["index"].tolist(), b["video"], strict=True)}
@@ -194,7 +199,7 @@ def test_the_frames_asked_of_the_decoder_are_the_cpu_backends_selection(videos, 
     cpu = dict(cpu_asked)
     cpu_asked.clear()
     _clips(videos, "nvdec")
-    refused = {i for i, (name, _) in enumerate(MEDIA) if name.startswith("vp9")} | {VFR}
+    refused = {i for i, (name, _) in enumerate(MEDIA) if name.startswith("vp9")} | {VFR, PACKED}
     assert set(nvc.asked) == set(range(len(MEDIA))) - refused
     for i, asked in nvc.asked.items():
         assert asked == [sorted(set(cpu[i]))], MEDIA[i][0]
@@ -227,24 +232,26 @@ def test_a_codec_the_decoder_refuses_falls_back_per_sample_counted_and_said_once
     with caplog.at_level(logging.WARNING, logger="chute"):
         _, stats = _clips(videos, "nvdec", augment="eval", options={"num_frames": 2})
     counts = stats.stages.as_dict()["counts"]
-    # one clip of each: the VP9 video and the variable-rate one
+    # one clip of each: the VP9 video, the variable-rate one and the packed AVI
     assert counts["video/nvdec:cpu:VP9"] == 1
     assert counts["video/nvdec:cpu:variable frame rate"] == 1
+    assert counts["video/nvdec:cpu:packed MPEG-4 B-frames"] == 1
     said = [r.getMessage() for r in caplog.records if "'nvdec'" in r.getMessage()]
-    assert len(said) == 2, said  # one line per reason, not per clip or batch
-    assert "VP9: no decoder engine takes it" in said[0] + said[1]
+    assert len(said) == 3, said  # one line per reason, not per clip or batch
+    assert "VP9: no decoder engine takes it" in " ".join(said)
 
 
 def test_sessions_are_kept_across_batches_and_epochs(videos, fake):
     nvc, _ = fake
     options = VideoOptions(num_frames=4, frame_interval=4, size=(32, 32), backend="nvdec",
                            threads=1)
-    with Pipeline(videos, 2, device="cpu", seed=1, fields={"video": options}) as pipe:
+    with Pipeline(videos, 2, device="cpu", seed=1, drop_last=False,
+                  fields={"video": options}) as pipe:
         for epoch in range(2):
             pipe.set_epoch(epoch)
             for _ in pipe:
                 pass
-    decoded = 2 * (len(MEDIA) - 2)
+    decoded = 2 * (len(MEDIA) - 3)
     assert nvc.decoders == 1 and nvc.reconfigured == decoded - 1
     made = nvc.made_with  # frames in device memory, RGB, on the worker's own stream
     assert made["use_device_memory"] and made["output_color_type"] == "rgb"
@@ -258,7 +265,7 @@ def test_the_kernel_waits_for_each_clips_decode_and_keeps_its_frames(videos, fak
     keeps = [e for e in log if e[0] == "keep"]
     records = [e for e in log if e[0] == "record"]
     assert waits and all(stream == KERNEL_STREAM for _, _, stream in waits)
-    assert len(keeps) == len(waits) == len(records) == len(MEDIA) - 2
+    assert len(keeps) == len(waits) == len(records) == len(MEDIA) - 3
     assert all(stream != KERNEL_STREAM for _, _, stream in records)  # decoded on the workers
 
 

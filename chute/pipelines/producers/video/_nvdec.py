@@ -22,7 +22,8 @@ Pipeline's device tensor (docs/video.md, "The nvdec backend").
   the current one, so several clips are in flight on the K workers.
 - Fallback: a video NVDEC cannot decode on this GPU -- its codec, chroma format or bit depth
   refused by `GetDecoderCaps` (read per stream format, not a fixed list), its size out of the
-  decoder's range, a variable frame rate, or a frame count other than the stored one -- is
+  decoder's range, a variable frame rate, an MPEG-4 packed bitstream (whose chunks hold two
+  pictures), or a frame count other than the stored one -- is
   decoded by the cpu backend, per sample, counted in the Pipeline's stage counters
   ("FIELD/nvdec:cpu:REASON") and said once per reason in the log. A sample that the cpu
   backend cannot decode either fails (status 1: the Pipeline substitutes it).
@@ -48,6 +49,7 @@ from chute.pipelines.producers.video._nvdec_plan import (
     clip_box,
     constant_rate,
     frame_request,
+    packed_mpeg4,
 )
 
 __all__ = ["NvdecVideoProducer", "create", "candidates", "import_nvc", "nvdec_import_error"]
@@ -160,7 +162,9 @@ class NvdecVideoProducer(VideoProducer):
         if self._verdicts[i] != _UNKNOWN:
             return int(self._verdicts[i])
         frames = int(self._frames[i])
-        if not constant_rate(pts[:frames]):
+        if packed_mpeg4(data):  # (its guessed timestamps may also look variable)
+            self._to_cpu(i, "packed MPEG-4 B-frames")
+        elif not constant_rate(pts[:frames]):
             self._to_cpu(i, "variable frame rate")
         else:
             refusal = self._refusal(i, data)

@@ -12,11 +12,17 @@ are decoded by the cpu backend instead.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from chute.fallbacks import fill_and_crop
 
-__all__ = ["frame_request", "clip_box", "constant_rate", "caps_refusal"]
+__all__ = ["frame_request", "clip_box", "constant_rate", "caps_refusal", "packed_mpeg4"]
+
+# MPEG-4 Part 2 user data of a "packed bitstream" (DivX 5 / Xvid: "DivX503b1393p"), on which
+# FFmpeg keys its packed B-frame handling (docs/video.md, "AVI and packed B-frames")
+_PACKED = re.compile(rb"\x00\x00\x01\xb2DivX\d+(?:Build|b)\d+p")
 
 
 def frame_request(indices) -> tuple[list[int], np.ndarray]:
@@ -55,6 +61,18 @@ def constant_rate(pts) -> bool:
     """Whether stored timestamps are evenly spaced (within one tick of rounding)."""
     steps = np.diff(np.asarray(pts, np.int64))
     return steps.size == 0 or int(steps.max()) - int(steps.min()) <= 1
+
+
+def packed_mpeg4(data) -> bool:
+    """Whether a video's bytes mark an MPEG-4 Part 2 packed bitstream (each P-frame sharing
+    its chunk with a B-frame), whose frames the cpu backend's FFmpeg reorders itself.
+
+    Args:
+        data: the container's bytes (bytes-like or a uint8 array).
+    """
+    # numpy's stubs give ndarray __buffer__ on Python >= 3.12 only
+    view = memoryview(np.ascontiguousarray(data)).cast("B")  # type: ignore[arg-type]
+    return _PACKED.search(view) is not None
 
 
 def caps_refusal(caps, height: int, width: int) -> str | None:
