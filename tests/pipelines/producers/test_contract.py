@@ -19,6 +19,7 @@ from chute.pipelines import (
     ImageSpec,
     ProducerSpec,
     create_producer,
+    nvdec_import_error,
 )
 from chute.pipelines.producers._registry import IMAGE_BACKENDS
 from chute.readers import DatasetRef, ShardWriter, open_dataset
@@ -145,6 +146,10 @@ def _case(name: str, datasets) -> Case:
     if name == "video-dali":  # DALI's CPU mode: a VP9 twin of the video dataset
         return Case(ProducerSpec(name, "video", datasets["video-vp9"], options=dict(VIDEO),
                                  **common), _video_ref, VIDEO_DALI_TOLERANCE)
+    if name == "video-nvdec":  # NVDEC writes CUDA tensors; YUV -> RGB within 2 levels
+        return Case(ProducerSpec(name, "video", datasets["video"], options=dict(VIDEO),
+                                 **{**common, "device": "cuda:0"}), _video_ref,
+                    VIDEO_DALI_TOLERANCE)
     if name == "ndarray-ragged":
         return Case(ProducerSpec("ndarray", "seq", datasets["ragged"], **common), _ragged_ref)
     if name == "scalar":
@@ -208,6 +213,9 @@ def _names() -> list:
             marks.append(pytest.mark.skip(reason="PyAV not installed"))
         if name == "nvimgcodec" and importlib.util.find_spec("nvidia.nvimgcodec") is None:
             marks.append(pytest.mark.skip(reason="nvidia-nvimgcodec not installed"))
+        if name == "video-nvdec" and (why := nvdec_import_error()) is not None:
+            # the fake decoder drives it on the CPU: tests/pipelines/test_producer_video_nvdec.py
+            marks.append(pytest.mark.skip(reason=f"nvdec cannot run here: {why}"))
         if "dali" in name and importlib.util.find_spec("nvidia.dali") is None:
             marks.append(pytest.mark.skip(reason="nvidia-dali not installed"))
         if name == "audio" and not _HAVE_SOUNDFILE:
