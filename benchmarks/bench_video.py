@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from chute.pipelines import Pipeline, VideoOptions
-from chute.pipelines.sampling._clips import ClipParams, clip_indices
+from chute.pipelines.producers.video._clips import ClipParams, clip_indices
 from chute.readers import open_dataset
 from chute.readers.convert._convert_video import convert_video_csv
 

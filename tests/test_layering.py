@@ -490,7 +490,6 @@ _NAMING_KINDS = {
     "_compat.py": "translates the round-2 keywords, which were per kind (image_size=, unit=)",
     "_fields.py": "the documented default of fields=: 'image' and 'label'",
     "_mix.py": "MixedDataset.views/gather default to the 'image' field, as Dataset's do",
-    "sampling/_batching.py": "Buckets batches the one video field (moves to producers/video/)",
 }
 _KINDS = {"image", "video", "audio", "segment", "recording", "ndarray", "stored"}
 

@@ -27,12 +27,13 @@ from chute.pipelines.producers.image._views import View, view_seed
 from chute.pipelines.producers.image._warmup import warm_cpu_decoder
 from chute.pipelines.producers.stored._options import ArrayOptions, Lookup
 from chute.pipelines.producers.video._auto import tune_video
+from chute.pipelines.producers.video._batching import Buckets
+from chute.pipelines.producers.video._clips import spread_clips
 from chute.pipelines.producers.video._cpu import VideoProducer
 from chute.pipelines.producers.video._nvdec import nvdec_import_error
 from chute.pipelines.producers.video._options import VideoOptions
 from chute.pipelines.producers.video._output import to_output as clip_to_output
-from chute.pipelines.sampling._batching import Batching, Buckets, FixedBatches, MaxDuration
-from chute.pipelines.sampling._clips import spread_clips
+from chute.pipelines.sampling._batching import Batching, FixedBatches, MaxDuration
 from chute.pipelines.sampling._order import EpochOrder
 from chute.pipelines.sampling._partition import Partition
 from chute.pipelines.sampling._plan import BatchPlan

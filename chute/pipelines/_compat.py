@@ -18,7 +18,8 @@ from chute.pipelines.producers._registry import family_of
 from chute.pipelines.producers.audio._options import AudioOptions
 from chute.pipelines.producers.image._options import ImageOptions
 from chute.pipelines.producers.stored._options import Lookup
-from chute.pipelines.sampling._batching import Buckets, MaxDuration
+from chute.pipelines.producers.video._batching import Buckets
+from chute.pipelines.sampling._batching import MaxDuration
 
 __all__ = ["LEGACY_KEYWORDS", "translate", "order_from_shuffle"]
 

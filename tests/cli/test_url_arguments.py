@@ -1,7 +1,7 @@
 """URLs on the command line: `s3://` (`gs://`, `az://`, `abfs://`) is a dataset in object
-storage (tests/readers/storage), anything else but file:// is refused before anything is written (`chute convert ...
-s3://bucket/x` used to write a local folder named "s3:" and exit 0), and so is `s3://` where a
-command needs a local path."""
+storage (tests/readers/storage), anything else but file:// is refused before anything is
+written (`chute convert ... s3://bucket/x` used to write a local folder named "s3:" and exit 0),
+and so is `s3://` where a command needs a local path."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """DALI backends on a real GPU (marked `gpu`: skipped where no CUDA device exists).
 
 Tolerance as in tests/pipelines/producers/image/test_dali_pipeline.py: mean |difference| per
-batch <= 1.0 in 0..255 units against the CPU backend (nvJPEG and libjpeg-turbo round differently, DALI's resize is
-not bit-identical to the PIL definition; chute's kernel follows it exactly, so `dali` differs
-from `cpu` only by decoder rounding).
+batch <= 1.0 in 0..255 units against the CPU backend (nvJPEG and libjpeg-turbo round
+differently, DALI's resize is not bit-identical to the PIL definition; chute's kernel follows
+it exactly, so `dali` differs from `cpu` only by decoder rounding).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def dali_videos(request, tmp_path_factory):
 
 def _tolerance():
     # the bound of the dali-vs-cpu video producer twin test for resized clips
-    from tests.pipelines.test_producer_video_dali import RESIZED_TOLERANCE
+    from tests.pipelines.producers.video.test_producer_video_dali import RESIZED_TOLERANCE
 
     return RESIZED_TOLERANCE
 

@@ -80,7 +80,7 @@ def test_video_and_audio_producers_time_their_parts(tmp_path):
     pytest.importorskip("soundfile")
     from chute import AudioOptions, VideoOptions
     from tests.pipelines.producers.test_contract import _audio_dataset
-    from tests.pipelines.test_producer_video import write_videos
+    from tests.pipelines.producers.video.test_producer_video import write_videos
 
     folder = tmp_path / "videos"
     folder.mkdir()

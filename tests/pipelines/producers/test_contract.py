@@ -45,7 +45,7 @@ def datasets(tmp_path_factory):
             w.write({"seq": _ragged_of(i)})
     found = {"mixed": mixed, "ragged": open_dataset(root / "ragged")}
     if importlib.util.find_spec("av") is not None:
-        from tests.pipelines.test_producer_video import write_videos
+        from tests.pipelines.producers.video.test_producer_video import write_videos
 
         folder = root / "videos"
         folder.mkdir()
@@ -180,7 +180,7 @@ def _video_ref(ds, request):
 
     import av
 
-    from chute.pipelines.sampling._clips import clip_indices
+    from chute.pipelines.producers.video._clips import clip_indices
 
     clips = []
     for i, start in zip(request.ids.tolist(), request.params["clip_start"].tolist(),
@@ -214,7 +214,7 @@ def _names() -> list:
         if name == "nvimgcodec" and importlib.util.find_spec("nvidia.nvimgcodec") is None:
             marks.append(pytest.mark.skip(reason="nvidia-nvimgcodec not installed"))
         if name == "video-nvdec" and (why := nvdec_import_error()) is not None:
-            # the fake decoder drives it on the CPU: tests/pipelines/test_producer_video_nvdec.py
+            # a fake decoder drives it on the CPU: producers/video/test_producer_video_nvdec.py
             marks.append(pytest.mark.skip(reason=f"nvdec cannot run here: {why}"))
         if "dali" in name and importlib.util.find_spec("nvidia.dali") is None:
             marks.append(pytest.mark.skip(reason="nvidia-dali not installed"))

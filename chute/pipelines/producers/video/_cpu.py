@@ -41,10 +41,10 @@ from chute.pipelines.producers._contract import (
     check_options,
     no_candidates,
 )
+from chute.pipelines.producers.video._clips import ClipParams, clip_indices
 from chute.pipelines.producers.video._crop import CROPS, VideoCropParams
 from chute.pipelines.producers.video._epoch import VideoEpoch
 from chute.pipelines.producers.video._options import clip_size
-from chute.pipelines.sampling._clips import ClipParams, clip_indices
 
 __all__ = ["VideoProducer", "create", "candidates"]
 

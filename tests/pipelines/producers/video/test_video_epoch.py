@@ -18,7 +18,7 @@ from chute.pipelines import Buckets, Pipeline, VideoOptions  # noqa: E402
 from chute.pipelines.producers._contract import StoredFieldProducer  # noqa: E402
 from chute.pipelines.producers.video._cpu import VideoProducer  # noqa: E402
 from chute.pipelines.producers.video._epoch import VideoEpoch  # noqa: E402
-from tests.pipelines.test_producer_video import write_videos  # noqa: E402
+from tests.pipelines.producers.video.test_producer_video import write_videos  # noqa: E402
 
 OPTS = VideoOptions(num_frames=3, frame_interval=2, size=(16, 24), dtype="uint8")
 BUCKETS = {"16x16": {2: (1.0, 2)}, "32x32": {3: (1.0, 1)}}

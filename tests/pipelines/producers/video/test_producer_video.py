@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("av")
 
 from chute.pipelines import Buckets, Pipeline, VideoOptions  # noqa: E402
-from chute.pipelines.sampling._clips import ClipParams, clip_indices  # noqa: E402
+from chute.pipelines.producers.video._clips import ClipParams, clip_indices  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
 from tests._video_media import convert_videos, level, make_video  # noqa: E402
 

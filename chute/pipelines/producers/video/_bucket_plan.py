@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chute.pipelines._common._request import BatchRequest
-from chute.pipelines.sampling._buckets import BucketTable, schedule
-from chute.pipelines.sampling._clips import ClipParams
+from chute.pipelines.producers.video._buckets import BucketTable, schedule
+from chute.pipelines.producers.video._clips import ClipParams
 
 __all__ = ["BucketPlan", "state_offsets"]
 

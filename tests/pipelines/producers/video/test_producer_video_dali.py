@@ -14,7 +14,7 @@ pytest.importorskip("nvidia.dali")
 
 from chute.errors import BackendUnavailableError  # noqa: E402
 from chute.pipelines import Buckets, Pipeline, VideoOptions  # noqa: E402
-from chute.pipelines.sampling._clips import ClipParams, clip_indices  # noqa: E402
+from chute.pipelines.producers.video._clips import ClipParams, clip_indices  # noqa: E402
 from tests._video_media import level  # noqa: E402
 from tests.pipelines._dali_video_data import FRAMES, write_codec_videos  # noqa: E402
 

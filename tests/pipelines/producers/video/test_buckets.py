@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chute.pipelines.sampling._bucket_plan import BucketPlan, state_offsets
-from chute.pipelines.sampling._buckets import parse_buckets
+from chute.pipelines.producers.video._bucket_plan import BucketPlan, state_offsets
+from chute.pipelines.producers.video._buckets import parse_buckets
 
 CONFIG = {"480p": {16: (1.0, 2)}, "240p": {1: (1.0, 8), 16: (1.0, 4), 32: (0.5, 2)}}
 
@@ -170,7 +170,7 @@ def test_elastic_resume_with_real_ranks(tmp_path, after):
 
     from chute.readers import open_dataset
     from tests.pipelines._ddp_bucket_worker import CONFIG, run
-    from tests.pipelines.test_producer_video import write_videos
+    from tests.pipelines.producers.video.test_producer_video import write_videos
 
     frames = [30, 12, 45, 20, 6, 33, 27, 5, 18, 4, 25, 6, 16]
     dataset = str(write_videos(tmp_path, frames=frames))
