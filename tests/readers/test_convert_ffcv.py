@@ -144,6 +144,9 @@ def _corrupt_cases():
     def version(p):
         _patch(p, 0, np.uint16(3))
 
+    def no_fields(p):
+        _patch(p, 2, np.uint16(0))
+
     def custom(p):
         _patch(p, HEADER.itemsize + 2 * DESCRIPTOR_SIZE, np.uint8(255))
 
@@ -175,6 +178,7 @@ def _corrupt_cases():
         (half, "allocation table offset"),
         (table_torn, "not a whole number of 24-byte entries"),
         (version, "FFCV format version 3"),
+        (no_fields, "it declares no fields"),
         (custom, "type id 255"),
         (dangling, "field 'thumb' of sample 2 points to byte"),
         (raw_size, "field 'image' of sample 1 states 2208 bytes, but 2304 were allocated"),

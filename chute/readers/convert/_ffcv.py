@@ -237,6 +237,8 @@ class FFCVJob(PeerJob):
         layout = _read_layout(self.src)
         names, self.record, self.columns = _columns(self.src, layout["descriptors"],
                                                     frozenset(drop))
+        if not names:
+            raise _corrupt(self.src, "it declares no fields")
         unknown = sorted(set(drop) - set(names))
         if unknown:
             raise FormatError(f"{self.src}: --drop {unknown[0]}: no such field (it has "
@@ -291,7 +293,7 @@ class FFCVJob(PeerJob):
                                f"(bytes {metadata_end} to {self.table_at})")
             if (table["sample_id"] >= n).any():
                 raise _corrupt(path, f"its allocation table names sample "
-                               f"{int(table['sample_id'].max())} of {n}")
+                               f"{int(table['sample_id'].max())}, but it holds {n} samples")
             order = np.argsort(table["ptr"], kind="stable")
             ptrs, sizes, owners = (table[k][order] for k in ("ptr", "size", "sample_id"))
             for i, (name, record_type) in enumerate(zip(self.names, self._members(),
