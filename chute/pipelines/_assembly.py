@@ -68,13 +68,20 @@ class Assembly:
     threads_reason: str = ""
 
     def close(self) -> None:
+        """Close every producer (their threads, decoders and maps)."""
         for producer in self.producers:
             producer.close()
         self.producers = []
 
     def finish(self, batch: dict, transform: Callable | None, copy: bool) -> dict:
         """Output options applied on the device: each field's parts, then its finish (dtype
-        cast, memory format), casts of stored fields, the transform, the copy."""
+        cast, memory format), casts of stored fields, the transform, the copy.
+
+        Args:
+            batch: the batch's device views, by output key.
+            transform: the Pipeline's `transform=`, or None.
+            copy: deliver clones instead of views of the reused slots.
+        """
         for name, keys in self.parts.items():
             batch[name] = [batch.pop(k) for k in keys]
         for key, finish in self.finishers.items():
@@ -137,16 +144,16 @@ def assemble(requested: dict, context: FieldContext, batching_options: dict, uni
             built_all.outputs.update(outputs)
         check_ring_memory(context.prefetch + 2, context.batch_size, built_all.outputs,
                           context.dataset.path)
+        units = () if unit is None else (unit,)
+        built_all.params = _unique([*units, *(s for p in built_all.producers
+                                              for s in p.param_sources())])
+        threaded = next((p for p in built_all.producers if getattr(p, "threads", None)), None)
+        if threaded is not None:
+            built_all.threads = int(threaded.threads)
+            built_all.threads_reason = getattr(threaded, "threads_reason", "")
     except BaseException:
         built_all.close()
         raise
-    units = () if unit is None else (unit,)
-    built_all.params = _unique([*units, *(s for p in built_all.producers
-                                          for s in p.param_sources())])
-    threaded = next((p for p in built_all.producers if getattr(p, "threads", None)), None)
-    if threaded is not None:
-        built_all.threads = int(threaded.threads)
-        built_all.threads_reason = getattr(threaded, "threads_reason", "")
     return built_all
 
 
@@ -164,7 +171,11 @@ class EpochSizes:
         self._durations: dict = {}  # (seed, epoch) -> seconds of every sample
 
     def count(self, seed: int, epoch: int) -> int:
-        """Samples of epoch `epoch` (merged segments depend on it)."""
+        """Samples of epoch `epoch` (merged segments depend on it).
+
+        Args:
+            seed, epoch: the epoch.
+        """
         if self.sampler is not None:
             return int(self.sampler.count)
         return len(self.dataset) if self.unit is None else self.unit.count(seed, epoch)
@@ -172,7 +183,12 @@ class EpochSizes:
     def durations(self, seed: int, epoch: int, assembly: Assembly | None) -> np.ndarray:
         """Seconds every sample of the epoch delivers (what MaxDuration packs): a producer's
         `seconds` when it has one (audio: after speed perturbation and resampling), else the
-        stored durations."""
+        stored durations.
+
+        Args:
+            seed, epoch: the epoch.
+            assembly: the Pipeline's producers (None while they are being built).
+        """
         key = (seed, epoch)
         if key not in self._durations:
             self._durations.clear()  # one epoch at a time

@@ -114,6 +114,7 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
         for f in audio:
             out[f] = dataclasses.replace(out[f] or AudioOptions(), unit=legacy.get("unit"),
                                          merge=legacy.get("merge"))
+    new_batch_size = False
     for key, make in (("max_duration", MaxDuration), ("buckets", Buckets)):
         if legacy.get(key) is None:
             continue
@@ -122,9 +123,12 @@ def translate(dataset, batch_size, fields, batching, legacy: dict[str, Any]
         batching = make(legacy[key])
         if key == "max_duration" and batch_size is not None:
             batching, batch_size = MaxDuration(legacy[key], max_samples=batch_size), None
+            new_batch_size = True
         if key == "buckets":
             batch_size = None  # round 2 ignored it: the config gives each bucket's
     new = [f"fields={{{', '.join(f'{f!r}: {_short(o)}' for f, o in out.items())}}}"]
+    if new_batch_size:  # the cap moved into MaxDuration: the batch size goes
+        new.insert(0, "batch_size=None")
     if batching is not None:
         new.append(f"batching={batching!r}")
     warnings.warn(f"Pipeline({', '.join(f'{k}=' for k in sorted(legacy))}...) is the round-2 "
@@ -139,11 +143,11 @@ def order_from_shuffle(shuffle: Any, order: Any) -> Any:
 
     Args:
         shuffle: the call's shuffle=.
-        order: the call's order= (it must be left at its default).
+        order: the call's order= (None: not given; it cannot be given with shuffle=).
     """
     from chute.pipelines.sampling._windows import ShardWindows
 
-    if order != "shuffle":
+    if order is not None:
         raise ValueError(f"Pipeline: pass either shuffle= or order=, not both (got shuffle="
                          f"{shuffle!r}, order={order!r}); shuffle= is the round-3 spelling")
     new: Any
@@ -156,5 +160,5 @@ def order_from_shuffle(shuffle: Any, order: Any) -> Any:
                         f"{shuffle!r}; write order='shuffle', 'sequential' or ShardWindows(...)")
     warnings.warn(f"Pipeline(shuffle={shuffle!r}) is the round-3 spelling and goes away in the "
                   f"next release; write order={new!r} (docs/coming-from.md)",
-                  DeprecationWarning, stacklevel=4)
+                  DeprecationWarning, stacklevel=5)  # _order_of, _build, __init__, the caller
     return new

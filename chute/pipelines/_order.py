@@ -23,7 +23,11 @@ ORDERS = ("shuffle", "sequential")
 
 
 def check_order(order: Any) -> Order:
-    """`order` if it is one; else a TypeError saying what is."""
+    """`order` if it is one; else a TypeError saying what is.
+
+    Args:
+        order: what was passed as the Pipeline's `order=`.
+    """
     if isinstance(order, ShardWindows) or (isinstance(order, str) and order in ORDERS):
         return cast(Order, order)
     raise TypeError(f"Pipeline order must be 'shuffle', 'sequential' or ShardWindows(shards=k), "

@@ -88,21 +88,21 @@ class Pipeline:
         source: a dataset folder, URL or an open dataset (anything meeting
             `chute.readers.DatasetProtocol`: a chute dataset, a zarr group, a Megatron pair), or
             `chute.mix(...)` of several, interleaved by weight (batches then carry "source").
-        batch_size: samples per batch (per rank); with `MaxDuration` the most in one batch;
-            None with `Buckets` (each bucket has its own).
+        batch_size: samples per batch (per rank); None with `MaxDuration` (its
+            `max_samples`) and `Buckets` (each bucket has its own).
         fields: the fields to deliver: names (each with its kind's default options) or
             {name: options or None}, the options being `ImageOptions`, `VideoOptions`,
             `AudioOptions`, `ArrayOptions` or `Lookup` as the field's kind takes; options of
             another kind raise. Default: "image" (and "label") for a dataset with an "image"
             field, else every field except metadata and tables.
-        batching: None (`batch_size` samples per batch), `MaxDuration(seconds)` or
-            `Buckets(config)`.
+        batching: None (`batch_size` samples per batch), `MaxDuration(seconds,
+            max_samples=N)` or `Buckets(config)`.
         augment: "train" (random crops, clips and perturbations; drops the tail) or "eval"
             (deterministic; every sample once, a sample that fails under on_error="skip" left
             out).
         device: "cpu", "cuda" or "cuda:N" (default: the current CUDA device when there is one).
         seed: seeds the order and every random choice (a pure function of seed, epoch, sample).
-        order: "shuffle" (a keyed global shuffle, new each epoch), "sequential" (the
+        order: "shuffle" (the default: a keyed global shuffle, new each epoch), "sequential" (the
             dataset's own order, e.g. a sequential evaluation) or `ShardWindows(shards=k)`
             (the shards shuffled, then the samples within windows of k shards: a dataset in
             object storage larger than its node cache, docs/storage.md).
@@ -127,7 +127,7 @@ class Pipeline:
                  batching: Batching | None = None,
                  augment: Literal["train", "eval"] = "train",
                  device: str | torch.device | None = None, seed: int = 0,
-                 order: Order = "shuffle", drop_last: bool | None = None,
+                 order: Order | None = None, drop_last: bool | None = None,
                  rank: int | None = None, world_size: int | None = None, prefetch: int = 2,
                  on_error: Literal["skip", "raise"] = "skip",
                  transform: Callable[[dict], dict] | None = None, copy: bool = False,
@@ -303,7 +303,8 @@ class Pipeline:
                 cursor.delivered(last, self._n, *((0, {}) if last else (
                     plan.position_after(k + 1), plan.state_after(k + 1))))
                 yield assembly.finish(batch, self.transform, self.copy)
-            cursor.position = self._n
+            if len(plan) == 0:  # an empty plan (a resumed tail): the epoch is done
+                cursor.position = self._n
         finally:
             run.close()
             if not self._closed and self._pid == os.getpid():
@@ -399,7 +400,7 @@ def _order_of(order, round2: dict) -> Order:
     """The checked order= (round 3's shuffle=, taken out of `round2`, translated)."""
     if "shuffle" in round2:
         order = order_from_shuffle(round2.pop("shuffle"), order)
-    return check_order(order)
+    return check_order("shuffle" if order is None else order)
 
 
 def _check_arguments(augment, on_error, transform, seed, prefetch) -> int:

@@ -163,8 +163,9 @@ def test_round3_shuffle_of_a_mix(images, tmp_path, shuffle, order):
 
 
 def test_round3_shuffle_and_order_cannot_both_be_given(images):
-    with pytest.raises(ValueError, match="either shuffle= or order="):
-        Pipeline(images, 4, device="cpu", shuffle=False, order="sequential")
+    for order in ("sequential", "shuffle"):  # also the default, when given
+        with pytest.raises(ValueError, match="either shuffle= or order="):
+            Pipeline(images, 4, device="cpu", shuffle=False, order=order)
 
 
 def test_round3_batch_size_under_max_duration_is_max_samples(recordings):
@@ -176,3 +177,26 @@ def test_round3_batch_size_under_max_duration_is_max_samples(recordings):
         Pipeline(recordings, 3, fields=audio, batching=MaxDuration(2.5, max_samples=3))
     with pytest.raises(ValueError, match=r"write batching=MaxDuration\(2.5, max_samples=N\)"):
         Pipeline(recordings, fields=audio, batching=MaxDuration(2.5))
+
+
+def test_round3_warnings_point_at_the_callers_line(images, recordings):
+    """Python shows a DeprecationWarning only where it is attributed to the caller's code."""
+    with pytest.warns(DeprecationWarning, match="round-3 spelling") as caught:
+        Pipeline(images, 4, device="cpu", shuffle=False).close()
+    assert caught[0].filename == __file__
+    audio = {"audio": AudioOptions(unit="segment", sample_rate=8000)}
+    with pytest.warns(DeprecationWarning, match="round-3 spelling") as caught:
+        Pipeline(recordings, 3, device="cpu", fields=audio, batching=MaxDuration(2.5)).close()
+    assert caught[0].filename == __file__
+
+
+def test_round3_positional_window_of_max_duration_is_still_the_window():
+    assert MaxDuration(60, 512).window == 512 and MaxDuration(60, 512).max_samples is None
+
+
+def test_the_round2_max_duration_warning_spells_what_works(recordings):
+    with pytest.warns(DeprecationWarning, match="round-2 spelling") as caught:
+        Pipeline(recordings, 3, device="cpu", fields=("audio",), unit="segment",
+                 max_duration=2.5).close()
+    message = str(caught[0].message)
+    assert "batch_size=None" in message and "max_samples=3" in message, message

@@ -63,22 +63,31 @@ def family_of(name: str, spec: dict) -> Family:
     if module_name is None:
         raise ValueError(f"field {name!r} ({key}) has no producer family; add one to "
                          "chute/pipelines/producers/_registry.py (FAMILIES)")
+    return _family(key, module_name)
+
+
+def _family(key: str, module_name: str) -> Family:
     module = importlib.import_module(module_name)
     found = getattr(module, "FAMILIES", None)
-    family = found[key] if found is not None else module.FAMILY
-    _LOADED[key] = family
-    return family
+    return found[key] if found is not None else module.FAMILY
 
 
-# families looked up so far: where producers a family brings itself are found
-_LOADED: dict[str, Family] = {}
+def _family_producer(name: str) -> str | None:
+    """The module of producer `name` that a registered family lists itself (`Family.producers`),
+    importing family modules until one does (a spawned process may create a producer before
+    any family was looked up)."""
+    for key, module_name in list(FAMILIES.items()):
+        try:
+            family = _family(key, module_name)
+        except ImportError:  # a family whose dependencies are missing lists nothing here
+            continue
+        if name in family.producers:
+            return family.producers[name]
+    return None
 
 
 def producer_module(name: str) -> ModuleType:
-    module_name = PRODUCERS.get(name)
-    if module_name is None:
-        module_name = next((f.producers[name] for f in list(_LOADED.values())
-                            if name in f.producers), None)
+    module_name = PRODUCERS.get(name) or _family_producer(name)
     if module_name is None:
         choices = sorted(set(IMAGE_BACKENDS) | {"auto"})
         raise ValueError(f"unknown backend {name!r}; choose one of {choices}")

@@ -176,8 +176,9 @@ class MaxDuration(_FieldFree):
     """
 
     seconds: float
-    max_samples: int | None = None
     window: int = 2048
+    # keyword-only: round 3's MaxDuration(60, 512) meant window=512
+    max_samples: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if not float(self.seconds) > 0:

@@ -121,7 +121,7 @@ class SampleUnit:
 
     def view(self, producer):
         """The producer as a plan of this unit addresses it: segments read their recording's
-        row (ByRecording); recordings are dataset rows."""
+        row (`producers/_by_row.ByRow`); recordings are dataset rows."""
         return ByRow(producer, "recording") if self.name == "segment" else producer
 
     def rows(self, ids, seed: int = 0, epoch: int = 0) -> np.ndarray:
