@@ -133,7 +133,8 @@ def _add_peers(kinds) -> None:
         "name, samples in order. Column encodings: " + _mapping(MDS_MAPPING) + ". A column "
         "that maps to no chute kind stops the convert, named in one line: --drop it. An "
         "unreadable image skips its sample (listed in the report; --strict: stop).")
-    mds.add_argument("src", metavar="SRC", help="folder holding index.json, or s3://BUCKET/PREFIX")
+    mds.add_argument("src", metavar="SRC",
+                     help="folder holding index.json, or an s3://, gs:// or az:// prefix")
     mds.add_argument("--drop", action="append", default=[], metavar="COLUMN",
                      help="a column not to convert (repeatable)")
     _common(mds)
@@ -145,7 +146,8 @@ def _add_peers(kinds) -> None:
         "order. Leaf formats: " + _mapping(LITDATA_MAPPING) + ". litdata's binary-encoded "
         "json leaves need `pip install litdata`; nothing else does. A leaf that maps to no "
         "chute kind stops the convert, named in one line: --drop it.")
-    lit.add_argument("src", metavar="SRC", help="folder holding index.json, or s3://BUCKET/PREFIX")
+    lit.add_argument("src", metavar="SRC",
+                     help="folder holding index.json, or an s3://, gs:// or az:// prefix")
     lit.add_argument("--drop", action="append", default=[], metavar="COLUMN",
                      help="a column (leaf) not to convert (repeatable)")
     _common(lit)
