@@ -37,6 +37,6 @@ def test_only_rank_zero_resolves_and_every_rank_gets_its_decision(tmp_path):
     # a video field's failure tells the other ranks how to name the video field's backend
     assert reports[0]["video_error"] == "RuntimeError: rank 0 could not measure"
     assert reports[1]["video_error"].startswith("BackendUnavailableError: backend='auto'")
-    assert ("name the video field's backend on every rank (VideoOptions(backend='cpu') or "
-            "'dali')") in reports[1]["video_error"]
+    assert ("name the video field's backend on every rank (VideoOptions(backend='cpu'), "
+            "'dali' or 'nvdec')") in reports[1]["video_error"]
     assert "dali-native" not in reports[1]["video_error"]
