@@ -19,6 +19,7 @@ def _random_boxes(rng, n, integer):
     return np.concatenate([start, length], axis=1), sizes
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("integer", [True, False])
 def test_windows_hold_every_tap_with_a_pixel_to_spare(integer):
     rng = np.random.default_rng(int(integer))

@@ -13,6 +13,7 @@ from chute import cli
 from tests._media import jpeg
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_convert_info_verify_and_bench_on_s3(s3, tmp_path, capsys):
     server, bucket = s3
     src = tmp_path / "src"

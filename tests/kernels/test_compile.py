@@ -41,6 +41,7 @@ def _entry_points(ptx: str) -> list[str]:
     return sorted(re.findall(r"\.entry\s+(\w+)", ptx))
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("arch", ARCHS)
 def test_nvrtc_compiles_kernel(arch):
     """Exactly the launcher's options (plus the architecture and CuPy's default execution

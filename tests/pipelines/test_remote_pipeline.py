@@ -44,6 +44,7 @@ def payload_bytes(dataset) -> int:
     return sum(e["size"] for s in dataset.manifest["shards"] for e in s["files"].values())
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_eval_over_s3_delivers_exactly_the_local_batches(s3, folder, tmp_path):
     server, bucket = s3
     convert(folder, f"{bucket}/ds")

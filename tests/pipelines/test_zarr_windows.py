@@ -38,6 +38,7 @@ def _epoch(ds, order, **kw):
         return batches, pipe.dataset.chunk_cache()
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("shards", [None, ROWS], ids=["chunks", "shards"])
 def test_windows_are_windows_of_chunks(tmp_path, shards):
     ds = open_dataset(_store(tmp_path / "x.zarr", shards=shards), sample_array="x")

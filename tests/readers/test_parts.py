@@ -40,6 +40,7 @@ def same(dataset, expected) -> None:
         assert np.array_equal(got["z"], row["z"]) and got["meta"] == row["meta"]
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_parts_adopted_in_order_read_back_as_one_writers_dataset(where, tmp_path, request):
     dest = str(tmp_path / "parts.chute")

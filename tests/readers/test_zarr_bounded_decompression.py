@@ -47,6 +47,7 @@ def _store(tmp_path, codec: str, zarr_format: int = 2):
     return path, chunk
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("codec,fmt", [(c, 2) for c in CODECS] + [("gzip", 3)])
 def test_a_chunk_inflating_beyond_its_size_is_refused_without_its_output(tmp_path, codec, fmt):
     path, chunk = _store(tmp_path, codec, fmt)

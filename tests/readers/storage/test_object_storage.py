@@ -48,6 +48,7 @@ def assert_same(remote_ds, local_ds) -> None:
         np.testing.assert_array_equal(a["z"], b["z"])
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_written_to_s3_reads_back_exactly_as_the_local_copy(s3, tmp_path):
     server, bucket = s3
     rows = samples()
@@ -67,6 +68,7 @@ def test_written_to_s3_reads_back_exactly_as_the_local_copy(s3, tmp_path):
     assert bytes(again[7]["image"]) == rows[7]["image"]
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_the_manifest_is_uploaded_last_and_old_versions_are_cleaned_up(s3, tmp_path):
     server, bucket = s3
     remote = Remote(f"{bucket}/ds")
@@ -124,6 +126,7 @@ def test_refuses_to_overwrite_without_being_asked_and_a_foreign_prefix(s3):
     assert Remote(bucket).get_bytes("other/notes.txt") == b"hello"
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_verify_finds_a_damaged_object(s3, tmp_path):
     server, bucket = s3
     write(f"{bucket}/ds", samples(20))
@@ -153,6 +156,7 @@ def test_a_corrupted_download_is_detected_and_never_delivered(s3, tmp_path):
     assert not list((tmp_path / "c").rglob("image.bin"))  # nothing half-checked is kept
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_a_second_epoch_needs_no_server_when_the_cache_holds_the_dataset(s3, tmp_path):
     server, bucket = s3
     rows = samples(30)
@@ -249,6 +253,7 @@ def test_a_pinned_file_is_never_evicted(tmp_path):
     assert not (folder / "a.bin").exists()  # evicted once let go
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_eight_ranks_asking_at_once_download_each_file_once(s3, tmp_path, monkeypatch):
     server, bucket = s3
     write(f"{bucket}/ds", samples(40))
@@ -275,6 +280,7 @@ def test_eight_ranks_asking_at_once_download_each_file_once(s3, tmp_path, monkey
     assert len(calls) == len(set(calls)) == 2 * len(datasets[0].manifest["shards"])  # image, z
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_a_changed_dataset_never_reads_the_old_versions_cache(s3, tmp_path):
     server, bucket = s3
     write(f"{bucket}/ds", samples(20, seed=0))

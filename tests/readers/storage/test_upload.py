@@ -67,12 +67,14 @@ def lose_and_write(proxy: FaultProxy, bucket: str, tmp_path, trial: int, obj: st
     assert names_at(url) == listed(url) | {"chute.json"}
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_a_lost_reply_to_the_manifest_upload_keeps_the_new_dataset(proxied, tmp_path, trial):
     proxy, bucket = proxied
     lose_and_write(proxy, bucket, tmp_path, trial, r"chute\.json", 1)
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_a_lost_reply_to_the_lease_keeps_the_writer_going(proxied, tmp_path, trial):
     proxy, bucket = proxied

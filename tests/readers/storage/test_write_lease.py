@@ -34,6 +34,7 @@ def assert_holds(url: str, expected: list[dict], cache) -> None:
     assert [bytes(ds[i]["image"]) for i in range(len(ds))] == [r["image"] for r in expected]
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 def test_a_second_writer_while_the_first_writes_fails_at_once(s3, tmp_path):
     server, bucket = s3
     url = f"{bucket}/ds"

@@ -147,6 +147,7 @@ def real_frames():
                                                              strict=False)]
 
 
+@pytest.mark.slow  # about a second each: the fast lane stays under 2 minutes
 @pytest.mark.parametrize("codec, container", [("libvpx-vp9", "webm"), ("mjpeg", "avi")])
 def test_real_footage_reencoded_matches_the_cpu_backend(real_frames, tmp_path, codec,
                                                         container):
