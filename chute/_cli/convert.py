@@ -125,33 +125,35 @@ def _add_peers(kinds) -> None:
     documented layout (chute/readers/convert/_mds.py, _litdata.py)."""
     from chute.readers import LITDATA_MAPPING, MDS_MAPPING
 
-    mds = kinds.add_parser(
-        "mds", help="a MosaicML Streaming (MDS) dataset: index.json + shards",
-        description="Read a MosaicML Streaming dataset (MDSWriter output: index.json and raw "
+    _add_peer(
+        kinds, "mds", "a MosaicML Streaming (MDS) dataset: index.json + shards",
+        "a column not to convert (repeatable)",
+        "Read a MosaicML Streaming dataset (MDSWriter output: index.json and raw "
         "or compressed shards, e.g. shard.00000.mds.zstd) by its documented layout "
         "(mosaicml-streaming is not needed) and store every column as a field of the same "
         "name, samples in order. Column encodings: " + _mapping(MDS_MAPPING) + ". A column "
         "that maps to no chute kind stops the convert, named in one line: --drop it. An "
         "unreadable image skips its sample (listed in the report; --strict: stop).")
-    mds.add_argument("src", metavar="SRC",
-                     help="folder holding index.json, or an s3://, gs:// or az:// prefix")
-    mds.add_argument("--drop", action="append", default=[], metavar="COLUMN",
-                     help="a column not to convert (repeatable)")
-    _common(mds)
-    lit = kinds.add_parser(
-        "litdata", help="a litdata optimized dataset: index.json + chunk-*.bin",
-        description="Read a litdata dataset (litdata.optimize / BinaryWriter output: "
+    _add_peer(
+        kinds, "litdata", "a litdata optimized dataset: index.json + chunk-*.bin",
+        "a column (leaf) not to convert (repeatable)",
+        "Read a litdata dataset (litdata.optimize / BinaryWriter output: "
         "index.json and chunk files, uncompressed or zstd) by its on-disk layout and store "
         "every leaf of a sample as a field named by its path ('image', 'meta.a'), samples in "
         "order. Leaf formats: " + _mapping(LITDATA_MAPPING) + ". litdata's binary-encoded "
         "json leaves need `pip install litdata`; nothing else does. A leaf that maps to no "
         "chute kind stops the convert, named in one line: --drop it.")
-    lit.add_argument("src", metavar="SRC",
-                     help="folder holding index.json, or an s3://, gs:// or az:// prefix")
-    lit.add_argument("--drop", action="append", default=[], metavar="COLUMN",
-                     help="a column (leaf) not to convert (repeatable)")
-    _common(lit)
     _add_ffcv(kinds)
+
+
+def _add_peer(kinds, name: str, summary: str, drop_help: str, description: str) -> None:
+    """One peer format's subcommand: SRC (a folder with index.json, or a URL), --drop."""
+    parser = kinds.add_parser(name, help=summary, description=description)
+    parser.add_argument("src", metavar="SRC",
+                        help="folder holding index.json, or an s3://, gs:// or az:// prefix")
+    parser.add_argument("--drop", action="append", default=[], metavar="COLUMN",
+                        help=drop_help)
+    _common(parser)
 
 
 def _add_ffcv(kinds) -> None:

@@ -10,14 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from chute.pipelines.sampling._batching import BoundBatching, Plan, PlanContext
+from chute.pipelines.sampling._batching import BoundBatching, Plan, PlanContext, _ref
 
 __all__ = ["Buckets", "BoundBuckets"]
-
-
-def _ref(dataset):
-    """How processes that reopen the dataset name it (see `sampling/_batching.py`)."""
-    return dataset.ref()
 
 
 @dataclass(frozen=True)
