@@ -22,6 +22,8 @@ __all__ = ["ProcessLock", "ProcessPool", "ReusePool", "on_fork_in_child"]
 
 _LOCKS: weakref.WeakSet = weakref.WeakSet()
 _POOLS: weakref.WeakSet = weakref.WeakSet()
+_FORK_WAITS: weakref.WeakSet = weakref.WeakSet()  # locks a fork waits for (ProcessLock)
+_held_for_fork: list[ProcessLock] = []
 
 
 def on_fork_in_child(reset: Callable[[], None]) -> Callable[[], None]:
@@ -36,17 +38,30 @@ def on_fork_in_child(reset: Callable[[], None]) -> Callable[[], None]:
 
 
 class ProcessLock:
-    """A `threading.Lock` that is free in a forked child whatever the parent held."""
+    """A `threading.Lock` that is free in a forked child whatever the parent held.
 
-    def __init__(self) -> None:
+    Args:
+        fork_waits: a fork waits until no other thread holds this lock, and nothing takes it
+            until the fork is done. For a lock around Numba's parallel kernels: its TBB pool
+            can only be shut down cleanly before a fork while no parallel region runs, and a
+            child forked mid-region crashed in its own first one (docs/design.md, "Processes
+            and threads").
+    """
+
+    def __init__(self, *, fork_waits: bool = False) -> None:
         self._lock = threading.Lock()
+        self._owner: int | None = None
         _LOCKS.add(self)
+        if fork_waits:
+            _FORK_WAITS.add(self)
 
     def __enter__(self) -> ProcessLock:
         self._lock.acquire()
+        self._owner = threading.get_ident()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._owner = None
         self._lock.release()
 
     def locked(self) -> bool:
@@ -126,9 +141,24 @@ class ReusePool:
                 self._free(item)
 
 
+def _wait_before_fork() -> None:
+    for lock in list(_FORK_WAITS):
+        # the forking thread's own lock: waiting for it would wait for ever
+        if lock._owner != threading.get_ident():
+            lock._lock.acquire()
+            _held_for_fork.append(lock)
+
+
+def _release_after_fork() -> None:
+    while _held_for_fork:
+        _held_for_fork.pop()._lock.release()
+
+
 def _renew() -> None:
+    _held_for_fork.clear()
     for lock in list(_LOCKS):
         lock._lock = threading.Lock()
+        lock._owner = None
     for pool in list(_POOLS):
         # the parent's workers are gone here: forget that pool without joining it
         pool._lock = threading.Lock()
@@ -152,5 +182,7 @@ def _one_torch_thread() -> None:
 
 
 on_fork_in_child(_renew)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_wait_before_fork, after_in_parent=_release_after_fork)
 on_fork_in_child(_one_torch_thread)
 

@@ -8,6 +8,7 @@ Stopping and starting the server keeps its objects (moto keeps them in this proc
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import stat
@@ -31,13 +32,16 @@ def cache_peak(cache: Path) -> Iterator[list[int]]:
     def watch() -> None:
         while not stop.is_set():
             sizes = {}  # by inode: a file being renamed may be listed under both names
-            for path in cache.rglob("*"):
-                try:
-                    info = path.lstat()
-                except FileNotFoundError:  # evicted or renamed since listed
-                    continue
-                if stat.S_ISREG(info.st_mode):
-                    sizes[info.st_ino] = info.st_size
+            # os.walk skips a folder removed while it is walked (rglob raises, which ended
+            # this watcher with the peak still 0)
+            for root, _dirs, names in os.walk(cache):
+                for name in names:
+                    try:
+                        info = os.lstat(os.path.join(root, name))
+                    except FileNotFoundError:  # evicted or renamed since listed
+                        continue
+                    if stat.S_ISREG(info.st_mode):
+                        sizes[info.st_ino] = info.st_size
             peak[0] = max(peak[0], sum(sizes.values()))
             time.sleep(0.005)
 

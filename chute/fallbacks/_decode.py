@@ -69,7 +69,8 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
     # Takes effect only if no parallel Numba function has run yet in this process.
     numba.config.THREADING_LAYER = "forksafe"  # type: ignore[attr-defined]  # set at run time
 
-_lock = ProcessLock()  # free again in a forked child, whatever the parent's threads held
+# free again in a forked child, and a fork waits for the parallel kernels it guards
+_lock = ProcessLock(fork_waits=True)
 _resources: _Resources | None = None
 
 
