@@ -188,7 +188,7 @@ gpu_bundle() {
 }
 
 install_peers() {
-  # tests/readers/test_convert_{mds,litdata}.py write datasets with the real MosaicML Streaming
+  # tests/convert/test_convert_{mds,litdata}.py write datasets with the real MosaicML Streaming
   # and litdata writers (pyproject.toml, extra test-peers). Their dependencies would move torch
   # and numpy (streaming pins numpy<2.2), so they come without them, plus the few light modules
   # their writers and readers import, with torch and numpy held where they are.

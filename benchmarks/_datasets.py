@@ -12,7 +12,7 @@ from pathlib import Path
 from PIL import Image
 
 from chute import View
-from chute.readers import ShardWriter
+from chute.convert import ShardWriter
 
 __all__ = ["DINO_VIEWS", "jpeg_files", "write_jpeg_dataset", "machine_line"]
 

@@ -27,8 +27,8 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from chute.convert import AudioConvertOptions, convert_audio
 from chute.pipelines import AudioOptions, Pipeline
-from chute.readers import AudioConvertOptions, convert_audio
 
 BATCH = 16
 

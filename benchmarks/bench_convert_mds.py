@@ -17,7 +17,7 @@ rate / the imagefolder convert's rate.
 
 Needs mosaicml-streaming and litdata importable (pyproject.toml's `test-peers` extra, or
 benchmarks/peer_streaming_env.sh's venv); where torchvision is absent the stand-in of
-tests/readers/_peers.py lets streaming import. The data stays in ../shared/data: nothing is
+tests/convert/_peers.py lets streaming import. The data stays in ../shared/data: nothing is
 copied into the repository (the datasets are written in a temporary folder).
 """
 
@@ -46,7 +46,7 @@ def _files(src: Path, n: int) -> list[Path]:
 def _write_mds(files: list[Path], out: Path, compression: str | None) -> None:
     from PIL import Image
 
-    from tests.readers._peers import import_streaming
+    from tests.convert._peers import import_streaming
 
     streaming = import_streaming()
     with streaming.MDSWriter(out=str(out), columns={"image": "jpeg", "label": "int"},
@@ -90,7 +90,7 @@ def main() -> int:
     if not args.src.is_dir():
         print(f"no images at {args.src} (see ../shared/data/README.md)", file=sys.stderr)
         return 1
-    from chute.readers import ConvertOptions, convert_imagefolder, convert_litdata, convert_mds
+    from chute.convert import ConvertOptions, convert_imagefolder, convert_litdata, convert_mds
 
     options = ConvertOptions(progress=False, workers=1, shard_size="256MiB")
     files = _files(args.src, args.images)

@@ -51,7 +51,7 @@ def write_csv(files: list[Path], repeat: int, path: Path) -> int:
 
 def convert(listing: Path, dst: Path, *, workers: int | None, max_side: int | None,
             shard_size: str, engine=None) -> float:
-    from chute.readers import ConvertOptions, convert_csv
+    from chute.convert import ConvertOptions, convert_csv
 
     options = ConvertOptions(shard_size=shard_size, workers=workers, max_side=max_side,
                              progress=False, overwrite=True)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from chute.convert._convert_video import convert_video_csv
 from chute.infer import (
     InferServer,
     VideoClipLoader,
@@ -41,7 +42,6 @@ from chute.infer import (
 )
 from chute.infer._search import format_trials, search
 from chute.readers import open_dataset
-from chute.readers.convert._convert_video import convert_video_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VIDEOS = ROOT.parent / "shared/data/videos"

@@ -25,14 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from chute.readers import (
-    ConvertOptions,
-    convert_csv,
-    convert_imagefolder,
-    dataset_info,
-    open_dataset,
-)
-from chute.readers.convert._sources import IMAGE_EXTENSIONS
+from chute.convert import ConvertOptions, convert_csv, convert_imagefolder
+from chute.convert._sources import IMAGE_EXTENSIONS
+from chute.readers import dataset_info, open_dataset
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample" / "images"
 

@@ -39,8 +39,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_latents import make_latents  # noqa: E402
 
+from chute.convert import convert_zarr  # noqa: E402
 from chute.pipelines import Lookup, Pipeline  # noqa: E402
-from chute.readers import convert_zarr  # noqa: E402
 from chute.readers.zarr._zarr_chunks import read_threads  # noqa: E402
 
 # the segment's frames, and its video's embedding through the segment_to_video index

@@ -28,7 +28,7 @@ samples / seconds of the timed epochs (loader construction excluded); ratios = t
 (float16, float32) on the dataset converted from this row's peer format / this row's rate.
 
 Needs mosaicml-streaming and litdata importable (the `test-peers` extra's notes in
-pyproject.toml, or benchmarks/peer_streaming_env.sh); tests/readers/_peers.py's stand-in lets
+pyproject.toml, or benchmarks/peer_streaming_env.sh); tests/convert/_peers.py's stand-in lets
 streaming import without torchvision. Data stays in ../shared/data; datasets are written to a
 temporary folder.
 """
@@ -116,7 +116,7 @@ def chute_loader(dataset: Path, batch: int, dtype: str):
 def streaming_loader(folder: Path, batch: int):
     import torch
 
-    from tests.readers._peers import import_streaming
+    from tests.convert._peers import import_streaming
 
     streaming = import_streaming()
     streaming.base.util.clean_stale_shared_memory()
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
         print(f"not importable: {', '.join(missing)} (pyproject.toml's test-peers extra)",
               file=sys.stderr)
         return 1
-    from chute.readers import ConvertOptions, convert_litdata, convert_mds
+    from chute.convert import ConvertOptions, convert_litdata, convert_mds
 
     files = _files(args.src, args.images)
     start_load = _load()

@@ -58,7 +58,8 @@ import torch
 from _datasets import jpeg_files
 
 from chute import ImageOptions, Pipeline, ShardWindows
-from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
+from chute.convert import ConvertOptions, convert_imagefolder
+from chute.readers import open_dataset
 from chute.readers.storage._object_store import Remote
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -136,7 +136,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
+    from chute.convert import ConvertOptions, convert_imagefolder
+    from chute.readers import open_dataset
     from tests._s3 import S3Server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -34,10 +34,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from chute.convert._convert_video import convert_video_csv
 from chute.pipelines import Pipeline, VideoOptions
 from chute.pipelines.producers.video._clips import ClipParams, clip_indices
 from chute.readers import open_dataset
-from chute.readers.convert._convert_video import convert_video_csv
 
 DEFAULT_VIDEOS = Path(__file__).resolve().parents[2] / "shared/data/videos"
 EXTENSIONS = {".mp4", ".mkv", ".webm", ".avi", ".mov"}

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import av
 
+from chute.convert._convert_video import convert_video_csv
 from chute.pipelines import Pipeline, VideoOptions
-from chute.readers.convert._convert_video import convert_video_csv
 
 DEFAULT_VIDEOS = Path(__file__).resolve().parents[2] / "shared/data/videos"
 EXTENSIONS = {".mp4", ".mkv", ".webm", ".avi", ".mov"}

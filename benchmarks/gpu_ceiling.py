@@ -409,7 +409,7 @@ def step_datasets(run: Run, sizes: Sizes, sources: list[Path], origin: str,
 
     from _datasets import FIELDS
 
-    from chute.readers import ShardWriter
+    from chute.convert import ShardWriter
 
     start = time.perf_counter()
     tasks = [(i, sources[i % len(sources)], 36, sizes) for i in range(sizes.images)]

@@ -100,8 +100,8 @@ def _generated(k: int) -> bytes:
 
 def prepare(dest: Path) -> dict:
     """Write the step's dataset (dest/ds) and the cpu backend's references (dest/refs.npz)."""
+    from chute.convert import convert_video_csv
     from chute.pipelines import Pipeline, VideoOptions
-    from chute.readers import convert_video_csv
 
     dest.mkdir(parents=True, exist_ok=True)
     videos = []

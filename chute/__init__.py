@@ -15,7 +15,7 @@ from chute.errors import BackendUnavailableError, ChuteError, DecodeError, Forma
 _LAZY = {
     "open_dataset": "chute.readers",
     "Dataset": "chute.readers",
-    "ShardWriter": "chute.readers",
+    "ShardWriter": "chute.convert",
     "Pipeline": "chute.pipelines",
     "ImageOptions": "chute.pipelines",
     "VideoOptions": "chute.pipelines",

@@ -1,5 +1,5 @@
 """8-bit pixels of high-bit-depth grey PIL images, the step the image converter
-(chute/readers/convert/_images.py) and the CPU decoder's PIL path (chute/fallbacks/_slow_path.py)
+(chute/convert/_images.py) and the CPU decoder's PIL path (chute/fallbacks/_slow_path.py)
 share before their RGB conversion."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def write_recordings(folder: Path, names=tuple(RECORDINGS), segments=segments_of
 
 def convert_recordings(folder: Path, **kwargs) -> Path:
     """write_recordings + convert_audio into folder/ds; returns the dataset folder."""
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     jsonl = write_recordings(folder, **kwargs)
     convert_audio(jsonl, folder / "ds", AudioConvertOptions(workers=1, progress=False))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from chute.readers import ShardWriter
+from chute.convert import ShardWriter
 
 
 def write_samples(path: Path, fields: dict, samples: Iterable[dict], shard_size="1GiB",

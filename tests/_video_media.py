@@ -196,8 +196,8 @@ def convert_videos(folder, videos, corrupt=(), shard_size: str = "20KB"):
     shard (sizes unchanged: only `verify` would know). Returns the dataset path."""
     import csv
 
+    from chute.convert._convert_video import convert_video_csv
     from chute.readers import open_dataset
-    from chute.readers.convert._convert_video import convert_video_csv
 
     for name, data in videos:
         (folder / name).write_bytes(data)

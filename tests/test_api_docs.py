@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow  # starts processes (docs/testing.md)
 pytest.importorskip("sphinx")
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("pipelines", "readers", "autotune", "fallbacks", "kernels", "errors", "infer",
-            "ray")
+PACKAGES = ("pipelines", "readers", "convert", "autotune", "fallbacks", "kernels", "errors",
+            "infer", "ray")
 
 
 def test_api_reference_builds_and_covers_every_public_name(tmp_path):

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _OPEN = re.compile(r"^ {0,3}```python\s*$")
 _CLOSE = re.compile(r"^ {0,3}```\s*$")
 # where examples find chute's public names (each module's __all__)
-_MODULES = ("chute", "chute.pipelines", "chute.readers", "chute.infer", "chute.ray",
-            "chute.autotune")
+_MODULES = ("chute", "chute.pipelines", "chute.readers", "chute.convert", "chute.infer",
+            "chute.ray", "chute.autotune")
 
 
 def _examples() -> list[tuple[str, int, str]]:

@@ -5,15 +5,17 @@ use, and no two layers depend on each other in a circle.
 Layers (what each may import besides itself; a layer may always import its own modules):
 
     base        chute.errors, chute._lazy, chute._version, ... small helpers: base only
-    readers     the shard format: base
+    readers     reading the shard format: base
+    convert     writing it (ShardWriter, parts, converters, metadata updates): base, readers
     fallbacks   CPU decoders: base (no files, no sampling: not readers)
     kernels     GPU kernels: base (likewise)
     autotune    measure/select/cache library: base (candidates and runner are injected;
                 it knows nothing of Pipeline)
-    pipelines   the Pipeline: base, readers, fallbacks, kernels, autotune (which it calls for
-                backend="auto")
-    infer       inference pipelines: base, readers, fallbacks, kernels, autotune, pipelines
-    ray         chute on Ray Data (engines, Ray Dataset I/O): base, readers
+    pipelines   the Pipeline: base, readers, convert, fallbacks, kernels, autotune (which it
+                calls for backend="auto")
+    infer       inference pipelines: base, readers, convert, fallbacks, kernels, autotune,
+                pipelines
+    ray         chute on Ray Data (engines, Ray Dataset I/O): base, readers, convert
     app         the facade and commands (chute/__init__.py, chute.cli, chute._cli): anything
 """
 
@@ -46,6 +48,7 @@ LAYER_OF = {
     "chute._sndfile_read": "base",  # frames read with libsndfile directly (soundfile only)
     "chute._pil_rgb": "base",  # 16-bit grey PIL images to 8 bits (numpy + PIL only)
     "chute.readers": "readers",
+    "chute.convert": "convert",
     "chute.fallbacks": "fallbacks",
     "chute.kernels": "kernels",
     "chute.autotune": "autotune",
@@ -59,13 +62,15 @@ LAYER_OF = {
 MAY_IMPORT = {
     "base": {"base"},
     "readers": {"base"},
+    "convert": {"base", "readers"},
     "fallbacks": {"base"},
     "kernels": {"base"},
     "autotune": {"base"},
-    "pipelines": {"base", "readers", "fallbacks", "kernels", "autotune"},
-    "infer": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines"},
-    "ray": {"base", "readers"},
-    "app": {"base", "readers", "fallbacks", "kernels", "autotune", "pipelines", "infer", "ray"},
+    "pipelines": {"base", "readers", "convert", "fallbacks", "kernels", "autotune"},
+    "infer": {"base", "readers", "convert", "fallbacks", "kernels", "autotune", "pipelines"},
+    "ray": {"base", "readers", "convert"},
+    "app": {"base", "readers", "convert", "fallbacks", "kernels", "autotune", "pipelines",
+            "infer", "ray"},
 }
 
 
@@ -229,7 +234,7 @@ def test_lower_layers_do_not_import_the_ones_above(imports, source, target):
 
 
 # packages whose modules other packages use only through the names their __init__ exports
-PACKAGES = ("chute.readers", "chute.fallbacks", "chute.kernels", "chute.autotune",
+PACKAGES = ("chute.readers", "chute.convert", "chute.fallbacks", "chute.kernels", "chute.autotune",
             "chute.pipelines", "chute.infer", "chute._cli")
 
 
@@ -533,3 +538,23 @@ def test_the_pipeline_class_is_small():
     from chute.pipelines import Pipeline
 
     assert len(inspect.getsource(Pipeline).splitlines()) <= 300
+
+
+def test_storage_sits_below_the_format_and_the_dataset(imports):
+    """readers/storage/ is where bytes live: it imports nothing of readers above it (the
+    Dataset, the format, the kinds), so opening a dataset is not a loop through storage."""
+    allowed = ("chute.readers.storage", "chute.readers._sizes")
+    bad = [str(i) for i in imports
+           if i.source.startswith("chute.readers.storage") and layer_of(i.target) == "readers"
+           and not i.target.startswith(allowed)]
+    assert not bad, "storage importing readers above it:\n" + "\n".join(bad)
+
+
+def test_one_opener_tells_local_from_remote():
+    """Only readers/_open.py branches on `is_remote` to open a dataset (open_dataset, open_url
+    and DatasetRef.open go through it); _inspect.py only names what kind of dataset it was
+    given (what verify checks, the path it reports)."""
+    readers = CHUTE / "readers"
+    callers = sorted(str(p.relative_to(CHUTE)) for p in readers.rglob("*.py")
+                     if "is_remote(" in p.read_text() and "storage" not in p.parts)
+    assert callers == ["readers/_inspect.py", "readers/_open.py"], callers

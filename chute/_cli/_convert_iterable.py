@@ -1,5 +1,5 @@
 """`chute convert hf`: a Hugging Face `datasets` dataset, written with
-`chute.readers.write_dataset`."""
+`chute.convert.write_dataset`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def convert_iterable(args) -> int:
         raise ChuteError(f"{', '.join(ignored)} {verb} not apply to `convert hf` (an unreadable "
                          "image stops it naming the row; images are stored as they are)")
     from chute._cli._engine import engine_of
-    from chute.readers import HFJob, run_job
+    from chute.convert import HFJob, run_job
 
     engine = engine_of(args)
     job = HFJob(_hf_table(args), args.src, image_column=args.image_column,

@@ -82,7 +82,7 @@ def write_audio(folder: Path, count: int = 16, rate: int = 16000, seconds: float
     to `folder/audio.chute`. Returns the dataset path."""
     import soundfile as sf
 
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     files = _fresh(folder / "files")
     rng = np.random.default_rng(seed)
@@ -141,7 +141,7 @@ def write_video(folder: Path, count: int = 12, frames: int = 30, size: int = 64,
     """`count` MP4 clips of `frames` frames at `size`x`size` in `folder/files`, listed in a CSV
     and converted with chute's video converter to `folder/video.chute`. Returns the dataset path
     and the codec used."""
-    from chute.readers import convert_video_csv
+    from chute.convert import convert_video_csv
 
     files = _fresh(folder / "files")
     codec = _video_codec()

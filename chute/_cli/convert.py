@@ -10,8 +10,9 @@ from chute._cli import convert_audio
 from chute._cli._args import jpeg_quality, positive
 from chute._cli._engine import add_engine_args, engine_of
 from chute._cli._output import add_json_flag, print_json
+from chute.convert import TRANSCODE_QUALITY, WEBDATASET_MAX_MEMBER
 from chute.errors import ChuteError
-from chute.readers import TRANSCODE_QUALITY, WEBDATASET_MAX_MEMBER, parse_size
+from chute.readers import parse_size
 
 
 def _size(text: str) -> int:
@@ -122,8 +123,8 @@ def _mapping(table: dict[str, str]) -> str:
 
 def _add_peers(kinds) -> None:
     """`chute convert mds` and `chute convert litdata`: other loaders' datasets, read by their
-    documented layout (chute/readers/convert/_mds.py, _litdata.py)."""
-    from chute.readers import LITDATA_MAPPING, MDS_MAPPING
+    documented layout (chute/convert/_mds.py, _litdata.py)."""
+    from chute.convert import LITDATA_MAPPING, MDS_MAPPING
 
     _add_peer(
         kinds, "mds", "a MosaicML Streaming (MDS) dataset: index.json + shards",
@@ -158,7 +159,7 @@ def _add_peer(kinds, name: str, summary: str, drop_help: str, description: str) 
 
 def _add_ffcv(kinds) -> None:
     """`chute convert ffcv`: an FFCV .beton file, read by its layout (_ffcv.py)."""
-    from chute.readers import FFCV_MAPPING
+    from chute.convert import FFCV_MAPPING
 
     ffcv = kinds.add_parser(
         "ffcv", help="an FFCV dataset: one .beton file",
@@ -202,7 +203,8 @@ def _add_zarr(kinds) -> None:
 
 
 def _run_zarr(args) -> int:
-    from chute.readers import convert_zarr, open_dataset
+    from chute.convert import convert_zarr
+    from chute.readers import open_dataset
 
     n = convert_zarr(args.src, args.dst, shard_size=args.shard_size, overwrite=args.overwrite,
                      compression=None if args.compression == "none" else args.compression,
@@ -249,7 +251,7 @@ def _add_video(kinds) -> None:
 
 
 def _run_video(args) -> int:
-    from chute.readers import convert_video_csv
+    from chute.convert import convert_video_csv
 
     report = convert_video_csv(args.src, args.dst, root=args.root, shard_size=args.shard_size,
                                workers=args.workers, strict=args.strict,
@@ -269,7 +271,7 @@ def _run_video(args) -> int:
 
 
 def run(args) -> int:
-    from chute.readers import ConvertOptions, convert_csv, convert_imagefolder
+    from chute.convert import ConvertOptions, convert_csv, convert_imagefolder
 
     options = ConvertOptions(
         shard_size=args.shard_size, workers=args.workers, max_side=args.max_side,
@@ -283,16 +285,16 @@ def run(args) -> int:
     if args.source_kind == "imagefolder":
         report = convert_imagefolder(args.src, args.dst, options, engine=engine)
     elif args.source_kind == "ffcv":
-        from chute.readers import convert_ffcv
+        from chute.convert import convert_ffcv
 
         report = convert_ffcv(args.src, args.dst, options, drop=args.drop, engine=engine)
     elif args.source_kind in ("mds", "litdata"):
-        from chute.readers import convert_litdata, convert_mds
+        from chute.convert import convert_litdata, convert_mds
 
         convert = convert_mds if args.source_kind == "mds" else convert_litdata
         report = convert(args.src, args.dst, options, drop=args.drop, engine=engine)
     elif args.source_kind == "webdataset":
-        from chute.readers import convert_webdataset
+        from chute.convert import convert_webdataset
 
         report = convert_webdataset(args.src, args.dst, options, max_member=args.max_member,
                                     engine=engine)

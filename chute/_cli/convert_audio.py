@@ -44,7 +44,7 @@ def add_parser(kinds, size) -> None:
 
 
 def run(args) -> int:
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     report = convert_audio(args.src, args.dst, AudioConvertOptions(
         shard_size=args.shard_size, workers=args.workers, strict=args.strict,

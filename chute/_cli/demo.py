@@ -92,7 +92,7 @@ class _Steps:
 
 def _build_dataset(args, steps: _Steps, record: dict) -> Path:
     from chute._sample_images import write_image_folder
-    from chute.readers import ConvertOptions, convert_imagefolder
+    from chute.convert import ConvertOptions, convert_imagefolder
 
     step = steps.next()
     args.workdir.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from chute.readers import update_metadata
+    from chute.convert import update_metadata
 
     result = update_metadata(args.dst, args.jsonl, key=args.key, field=args.field,
                              merge=args.merge, allow_unmatched=args.allow_unmatched,

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from chute import _device
+from chute.convert import UnreadableVideo, probe_video
 from chute.errors import BackendUnavailableError, DecodeError, FormatError
 from chute.fallbacks import decode_frames
 from chute.pipelines import (
@@ -33,7 +34,7 @@ from chute.pipelines import (
     nvdec_import_error,
     spread_clips,
 )
-from chute.readers import UnreadableVideo, open_dataset, probe_video
+from chute.readers import open_dataset
 
 __all__ = ["VideoClipLoader"]
 

@@ -14,10 +14,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from chute.convert import ConvertReport, PartTarget, PartWriter
 from chute.errors import ChuteError
 from chute.ray._runtime import cluster_cpus, connect, task_env
 from chute.ray._signals import HeldSignals
-from chute.readers import ConvertReport, PartTarget, PartWriter, StorageError
+from chute.readers import StorageError
 
 __all__ = ["RayEngine"]
 
@@ -60,7 +61,7 @@ class RayEngine:
         held.check()
 
     def run(self, job, writer, report: ConvertReport, progress) -> None:
-        """Write `job`'s units as parts adopted by `writer` (see `chute.readers.Engine`). A
+        """Write `job`'s units as parts adopted by `writer` (see `chute.convert.Engine`). A
         SIGINT or SIGTERM cancels the tasks, waits for them, shuts Ray down and raises
         KeyboardInterrupt (the writer then drops what they wrote)."""
         ray = connect(self.address)

@@ -10,19 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from chute._lazy import require
-from chute.ray._runtime import connect, task_env
-from chute.readers import (
+from chute.convert import (
     TRANSCODE_QUALITY,
-    Dataset,
     PartTarget,
     PartWriter,
     ShardWriter,
-    StorageError,
     image_declarations,
     infer_fields,
-    open_url,
     with_jpeg,
 )
+from chute.ray._runtime import connect, task_env
+from chute.readers import Dataset, StorageError, open_url
 
 __all__ = ["write_dataset"]
 
@@ -36,7 +34,7 @@ def write_dataset(dataset: Any, path: str | Path, *, fields: Mapping[str, str | 
     Each row becomes a sample: bytes columns `bytes` fields, numbers scalar columns, tensor
     columns `ndarray` fields, anything else `json` (as `ShardWriter` infers kinds from the
     first row, unless `fields` declares them). The `image_field` column, as in
-    `chute.readers.write_dataset`, holds encoded images of any format Pillow reads: stored as
+    `chute.convert.write_dataset`, holds encoded images of any format Pillow reads: stored as
     JPEG (JPEG bytes unchanged) with the "height" and "width" columns an image Pipeline
     computes crops from (with `fields`, when they declare `image_field`).
 

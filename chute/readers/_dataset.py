@@ -23,63 +23,8 @@ from chute.readers.kinds._kinds import get_kind
 if TYPE_CHECKING:
     from chute.readers._remote import RemoteSource
     from chute.readers.storage._shard_files import ShardFiles
-    from chute.readers.zarr._zarr import ZarrDataset
 
-__all__ = ["Dataset", "open_dataset"]
-
-
-def open_dataset(path: str | os.PathLike[str], *, bytes_field: str = "data",
-                 cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: str | int | None = None, sample_array: str | None = None,
-                 missing_chunks: str | dict[str, str] = "error",
-                 chunk_cache: str | int = "256MiB",
-                 offline: bool = False) -> Dataset | ZarrDataset:
-    """Open a chute dataset, a zarr group, or a Megatron-LM / TouchDataset `.bin/.idx` pair.
-
-    Args:
-        path: a chute dataset folder (or its chute.json), a zarr group folder (`x.zarr`,
-            read directly: see `chute.readers.zarr._zarr`), a `file://` URL, a chute dataset
-            in object storage (`s3://bucket/prefix`, `gs://`, `az://`, `abfs://`,
-            docs/storage.md), or a Megatron pair
-            given as PREFIX, PREFIX.bin or PREFIX.idx.
-        bytes_field: the name of a Megatron pair's one bytes field ("data" unless told
-            otherwise, e.g. "image" for a pair of encoded images).
-        cache_dir: for `s3://`: the node cache folder shared by every process of the
-            machine (default: $CHUTE_DATA_CACHE, else the `data` folder of chute's cache).
-        cache_limit: for `s3://`: bytes the cache may hold, e.g. "50GB" (default:
-            $CHUTE_DATA_CACHE_LIMIT, else no limit).
-        sample_array: for a zarr group: the array whose rows are the samples (e.g.
-            "latents/base_frames"); needed when its arrays' first dimensions differ.
-        missing_chunks: for a zarr group: "error" (an absent chunk file fails its rows, as
-            on_error says), "fill" (zarr's fill value: arrays written sparse on purpose), or
-            {array: "error" | "fill"} (docs/latents.md, "Missing chunks").
-        chunk_cache: for a zarr group: bytes of decoded chunks kept per process ("256MiB";
-            0: none), so batches sharing a chunk decode it once.
-        offline: for `s3://`: never ask the server (also `CHUTE_OFFLINE=1`): open the newest
-            version whose files are all in the node cache (docs/storage.md).
-
-    Returns:
-        The open Dataset, a ZarrDataset for a zarr group (memory-mapped; cheap to pickle).
-    """
-    from chute.readers.storage._object_store import is_remote
-    from chute.readers.storage._storage import local_path
-    from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
-
-    if is_remote(path):
-        return Dataset.remote(str(path), cache_dir=cache_dir, cache_limit=cache_limit,
-                              offline=offline)
-    if cache_dir is not None or cache_limit is not None or offline:
-        raise ValueError(f"{path}: cache_dir, cache_limit and offline are for datasets in "
-                         "object storage (s3://, gs://, az://...); a local dataset is read in "
-                         "place")
-    local = local_path(path)
-    if is_zarr_group(Path(local)):
-        return ZarrDataset(local, sample_array=sample_array, missing_chunks=missing_chunks,
-                           chunk_cache=chunk_cache)
-    if (sample_array, missing_chunks, chunk_cache) != (None, "error", "256MiB"):
-        raise ValueError(f"{path}: sample_array, missing_chunks and chunk_cache are for zarr "
-                         "groups; this is not one")
-    return Dataset(local, bytes_field=bytes_field)
+__all__ = ["Dataset"]
 
 
 def _check_sizes(layout: Layout, lazy=frozenset()) -> None:

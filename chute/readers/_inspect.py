@@ -11,7 +11,7 @@ from stat import S_ISREG
 from tqdm import tqdm
 
 from chute.errors import FormatError
-from chute.readers._dataset import open_dataset
+from chute.readers._open import open_dataset
 from chute.readers._remote import verify_remote
 from chute.readers.format._layout import listed_files
 from chute.readers.format._manifest import (

@@ -78,7 +78,7 @@ class DatasetProtocol(Protocol):
 
     def ref(self) -> Any:
         """How other processes reopen this dataset: its `DatasetRef` unless overridden."""
-        from chute.readers.storage._storage import DatasetRef
+        from chute.readers._open import DatasetRef
 
         return DatasetRef.of(self)
 

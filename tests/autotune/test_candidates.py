@@ -77,7 +77,8 @@ def test_each_backend_default_is_measured_first(monkeypatch):
 @pytest.mark.slow
 def test_importing_autotune_pulls_no_gpu_library_and_nothing_above_it():
     gpu = ["cupy", "cvcuda", "pynvml", "nvidia.dali", "torch"]
-    above = ["chute.pipelines", "chute.readers", "chute.fallbacks", "chute.kernels"]
+    above = ["chute.pipelines", "chute.readers", "chute.convert", "chute.fallbacks",
+             "chute.kernels"]
     code = (f"import chute.autotune, sys; "
             f"print([m for m in {gpu + above!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

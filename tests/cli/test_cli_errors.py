@@ -4,7 +4,7 @@ exit 1, never a traceback."""
 import pytest
 
 from chute.cli import main
-from chute.readers import ShardWriter
+from chute.convert import ShardWriter
 from tests.pipelines._pipeline_data import write_dataset
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from chute.cli import main
-from chute.readers import open_dataset, update_metadata
+from chute.convert import update_metadata
+from chute.readers import open_dataset
 from tests.readers._images import jpeg_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ def test_csv_row_naming_a_fifo_is_skipped_not_read(tmp_path):
 def test_symlinked_subfolders_are_followed_and_cycles_are_not(tmp_path):
     """Images inside a symlinked sub-folder are found, as torchvision's ImageFolder finds them;
     a link back to a folder being walked is not entered again (no endless walk)."""
-    from chute.readers.convert._sources import list_imagefolder
+    from chute.convert._sources import list_imagefolder
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "deep").mkdir(parents=True)

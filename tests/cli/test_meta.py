@@ -85,7 +85,8 @@ def test_bad_jsonl(tmp_path, dataset, capsys, content, message):
 def test_a_metadata_field_whose_name_has_a_dot_gets_new_generations(tmp_path):
     import json
 
-    from chute.readers import ShardWriter, open_dataset, update_metadata
+    from chute.convert import ShardWriter, update_metadata
+    from chute.readers import open_dataset
 
     with ShardWriter(tmp_path / "d", {"meta.v2": "json", "label": "int64"}) as w:
         for i in range(3):

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from chute.cli import main
+from chute.convert import update_metadata
 from chute.pipelines import AudioOptions, Pipeline, VideoOptions
-from chute.readers import open_dataset, update_metadata
+from chute.readers import open_dataset
 from tests._video_media import convert_videos, make_video
 
 OPTS = VideoOptions(num_frames=2, frame_interval=1, size=None)
@@ -84,7 +85,7 @@ def test_an_interrupted_update_keeps_the_old_captions_in_both(tmp_path, videos, 
                                                               where):
     """`text`: the metadata's new generation is written and the caption field's fails;
     `manifest`: both are written and the switch-over fails."""
-    from chute.readers import _meta_update
+    from chute.convert import _meta_update
 
     before = _tree(videos)
     if where == "text":

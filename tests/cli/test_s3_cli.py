@@ -43,7 +43,8 @@ def test_convert_info_verify_and_bench_on_s3(s3, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_second_convert_to_the_same_url_in_another_process_fails_in_one_line(s3, tmp_path):
-    from chute.readers import ShardWriter, open_dataset
+    from chute.convert import ShardWriter
+    from chute.readers import open_dataset
 
     server, bucket = s3
     src = tmp_path / "src"

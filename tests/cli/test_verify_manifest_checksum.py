@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from chute.cli import main
+from chute.convert._writer import ShardWriter
 from chute.readers import open_dataset, verify_dataset
 from chute.readers.format._manifest import MANIFEST, MANIFEST_CHECKSUM
-from chute.readers.format._writer import ShardWriter
 
 
 @pytest.fixture

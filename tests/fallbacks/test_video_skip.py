@@ -8,9 +8,9 @@ import pytest
 
 av = pytest.importorskip("av")
 
+from chute.convert._video_probe import probe_video  # noqa: E402
 from chute.fallbacks import _video, decode_frames  # noqa: E402
 from chute.fallbacks._h264_refs import disposable_test  # noqa: E402
-from chute.readers.convert._video_probe import probe_video  # noqa: E402
 from tests._video_media import make_video  # noqa: E402
 
 

@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("av")
 
+from chute.convert._video_probe import probe_video  # noqa: E402
 from chute.errors import DecodeError  # noqa: E402
 from chute.fallbacks import decode_frames  # noqa: E402
-from chute.readers.convert._video_probe import probe_video  # noqa: E402
 from tests._video_media import make_video  # noqa: E402
 
 

@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def video_dataset(tmp_path_factory):
     """A converted video dataset of 4 tiny clips of different lengths and sizes."""
     pytest.importorskip("av")
-    from chute.readers.convert._convert_video import convert_video_csv
+    from chute.convert._convert_video import convert_video_csv
 
     root = tmp_path_factory.mktemp("infer_videos")
     rows = [["path", "text"]]

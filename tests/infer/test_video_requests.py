@@ -7,10 +7,10 @@ import os
 import pytest
 import torch
 
+from chute.convert import probe_video
 from chute.fallbacks import decode_frames
 from chute.infer import VideoClipLoader
 from chute.pipelines import spread_clips
-from chute.readers import probe_video
 from tests._video_media import make_video
 
 LOADER = {"num_frames": 4, "size": 32, "dtype": "float32", "threads": 2}

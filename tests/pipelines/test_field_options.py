@@ -110,8 +110,8 @@ def test_one_sample_unit_per_pipeline(tmp_path):
 def test_an_image_field_written_without_its_size_columns_says_how_to_add_them(tmp_path):
     # docs/format.md's ShardWriter example wrote no height/width, and the error only said
     # `chute convert`, which a dataset written from Python does not go through
+    from chute.convert import ShardWriter
     from chute.errors import FormatError
-    from chute.readers import ShardWriter
 
     payload = jpeg(12, 16)
     with ShardWriter(tmp_path / "bare.chute", {"image": {"kind": "bytes", "media": "image"}}) as w:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from chute.convert import ShardWriter
 from chute.pipelines import ArrayOptions, ImageOptions, Pipeline
-from chute.readers import ShardWriter
 from tests.pipelines._pipeline_data import latent_of, write_dataset
 
 N = 37

@@ -40,8 +40,8 @@ def test_audio_dataset_without_unit_column(tmp_path, column):
 def test_audio_segments_malformed(tmp_path, meta):
     """A missing or malformed segment list raised KeyError / AttributeError / OverflowError."""
     pytest.importorskip("soundfile")
+    from chute.convert._meta_update import _rewrite
     from chute.readers import open_dataset
-    from chute.readers._meta_update import _rewrite
     from tests._audio import convert_recordings
 
     root = convert_recordings(tmp_path, names=("a.wav",))

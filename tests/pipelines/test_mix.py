@@ -321,7 +321,7 @@ def test_a_video_dataset_and_an_image_dataset_are_refused_in_one_true_sentence(p
     import csv
 
     from chute import VideoOptions
-    from chute.readers.convert._convert_video import convert_video_csv
+    from chute.convert._convert_video import convert_video_csv
     from tests._video_media import make_video
 
     rows = [["path", "text"]]

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from chute import ImageOptions, Pipeline, ShardWindows
-from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
+from chute.convert import ConvertOptions, convert_imagefolder
+from chute.readers import open_dataset
 from tests._media import jpeg
 from tests._s3 import cache_peak
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chute.errors import ChuteError
-from chute.readers import (
+from chute.convert import (
     AudioConvertOptions,
     AudioJob,
     ConvertOptions,
@@ -21,17 +20,17 @@ from chute.readers import (
     VideoJob,
     WebDatasetJob,
     ZarrJob,
-    open_dataset,
     run_job,
-    verify_dataset,
 )
+from chute.errors import ChuteError
+from chute.readers import open_dataset, verify_dataset
 from tests.ray import _sources
 
 pytestmark = pytest.mark.slow  # Ray starts worker processes
 
 
 def _images(root: Path, options: ConvertOptions):
-    from chute.readers.convert._sources import list_imagefolder
+    from chute.convert._sources import list_imagefolder
 
     folder = _sources.image_folder(root / "src")
     sources, names = list_imagefolder(folder)
@@ -40,7 +39,7 @@ def _images(root: Path, options: ConvertOptions):
 
 
 def _csv(root: Path, options: ConvertOptions):
-    from chute.readers.convert._sources import list_csv
+    from chute.convert._sources import list_csv
 
     path = _sources.image_csv(root / "src")
     sources, names = list_csv(path)
@@ -76,7 +75,7 @@ def _hf(root: Path, options: ConvertOptions):
 
 
 def _peer_rows(n: int = 16) -> list[dict]:
-    from tests.readers._peers import jpeg_bytes
+    from tests.convert._peers import jpeg_bytes
 
     rows = [{"image": jpeg_bytes(i), "label": i, "caption": f"c{i}"} for i in range(n)]
     rows[5]["image"] = rows[5]["image"][:40]  # a truncated JPEG: skipped and listed
@@ -84,7 +83,7 @@ def _peer_rows(n: int = 16) -> list[dict]:
 
 
 def _mds(root: Path, options: ConvertOptions):
-    from tests.readers._peers import write_mds_layout
+    from tests.convert._peers import write_mds_layout
 
     src = write_mds_layout(root / "src", _peer_rows(),
                            {"image": "jpeg", "label": "int", "caption": "str"}, per_shard=2,
@@ -93,7 +92,7 @@ def _mds(root: Path, options: ConvertOptions):
 
 
 def _litdata(root: Path, options: ConvertOptions):
-    from tests.readers._peers import write_litdata_layout
+    from tests.convert._peers import write_litdata_layout
 
     src = write_litdata_layout(root / "src", _peer_rows(),
                                {"image": "jpeg", "label": "int", "caption": "str"}, per_chunk=2)

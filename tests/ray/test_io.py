@@ -10,9 +10,10 @@ import os
 import numpy as np
 import pytest
 
+from chute.convert import ShardWriter
+from chute.convert import write_dataset as write_in_process
 from chute.errors import ChuteError
-from chute.readers import ShardWriter, open_dataset, verify_dataset
-from chute.readers import write_dataset as write_in_process
+from chute.readers import open_dataset, verify_dataset
 from tests._media import encode, jpeg, smooth_image
 
 pytestmark = pytest.mark.slow  # Ray starts worker processes
@@ -50,7 +51,7 @@ def test_a_ray_dataset_written_reads_back_with_equal_rows_in_order(tmp_path, ray
 
 def test_images_get_the_height_and_width_columns_the_pipeline_needs(tmp_path, ray_local):
     """docs/ray.md's example, issue 38 item 7: rows of JPEG (and PNG) bytes are written as
-    `chute.readers.write_dataset` writes them (an image field, height and width), so a
+    `chute.convert.write_dataset` writes them (an image field, height and width), so a
     Pipeline streams them."""
     import ray.data
 

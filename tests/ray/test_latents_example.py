@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chute.readers import ConvertOptions, convert_imagefolder, open_dataset
+from chute.convert import ConvertOptions, convert_imagefolder
+from chute.readers import open_dataset
 from tests.ray._sources import image_folder
 
 pytestmark = pytest.mark.slow  # Ray starts worker processes

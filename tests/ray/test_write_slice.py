@@ -8,16 +8,10 @@ import os
 
 import pytest
 
+from chute.convert import ConvertOptions, ImageJob, PartTarget, ShardWriter, run_job
+from chute.convert._sources import list_imagefolder
 from chute.ray._engine import _write_slice
-from chute.readers import (
-    ConvertOptions,
-    ImageJob,
-    PartTarget,
-    ShardWriter,
-    open_dataset,
-    run_job,
-)
-from chute.readers.convert._sources import list_imagefolder
+from chute.readers import open_dataset
 from tests.ray._sources import image_folder, rows_of
 
 

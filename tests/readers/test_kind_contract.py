@@ -28,8 +28,9 @@ import numpy as np
 import pytest
 
 from chute.cli import main
+from chute.convert import ShardWriter
 from chute.errors import FormatError
-from chute.readers import SampleIndexError, ShardWriter, open_dataset, verify_dataset
+from chute.readers import SampleIndexError, open_dataset, verify_dataset
 from chute.readers.format._layout import listed_files
 from chute.readers.format._mmidx import MAGIC
 from chute.readers.kinds._kinds import KINDS, field_files

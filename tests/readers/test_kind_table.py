@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chute.readers import ShardWriter
+from chute.convert import ShardWriter
 
 
 def _write(path, table):

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
+from chute.convert import ShardWriter
 from chute.errors import FormatError
-from chute.readers import ShardWriter, dataset_info, open_dataset
+from chute.readers import dataset_info, open_dataset
 
 
 def _latents(n, shape=(4, 8, 8), seed=0, dtype=np.float16):

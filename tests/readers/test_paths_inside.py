@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from chute.cli import main
+from chute.convert import ShardWriter
 from chute.errors import FormatError
-from chute.readers import ShardWriter, open_dataset, verify_dataset
+from chute.readers import open_dataset, verify_dataset
 
 
 def _rewrite(root, change):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import zstandard
 
+from chute.convert._writer import ShardWriter
 from chute.errors import FormatError
 from chute.readers import open_dataset
-from chute.readers.format._writer import ShardWriter
 from chute.readers.kinds import _kind_ndarray
 
 

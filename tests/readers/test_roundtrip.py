@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from chute.readers import ShardWriter, open_dataset
+from chute.convert import ShardWriter
+from chute.readers import open_dataset
 
 from .conftest import write_dataset
 

@@ -23,8 +23,9 @@ import torch
 
 import chute
 from chute.cli import main
+from chute.convert import ShardWriter
 from chute.errors import FormatError
-from chute.readers import DatasetProtocol, DatasetRef, SampleIndexError, ShardWriter, open_dataset
+from chute.readers import DatasetProtocol, DatasetRef, SampleIndexError, open_dataset
 from chute.readers.kinds._kinds import KINDS
 from tests.readers.test_megatron import write_megatron_pair
 

@@ -108,7 +108,7 @@ def test_big_endian_arrays_deliver_native_values(tmp_path, fmt, chunk):
 
 
 def test_arrays_of_strings_do_not_stop_the_group(tmp_path):
-    from chute.readers import convert_zarr
+    from chute.convert import convert_zarr
 
     path = _store(tmp_path / "x.zarr")
     group = zarr.open_group(str(path), mode="a")

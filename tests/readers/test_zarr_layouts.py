@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from chute.cli import main
+from chute.convert import convert_zarr
 from chute.errors import FormatError
 from chute.pipelines import Lookup, Pipeline
-from chute.readers import convert_zarr, open_dataset, verify_dataset
+from chute.readers import open_dataset, verify_dataset
 from tests.readers._zarr_stores import latents_values, open_latents, write_store
 
 zarr = pytest.importorskip("zarr")

@@ -8,7 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from chute.readers import ShardWriter, open_dataset
+from chute.convert import ShardWriter
+from chute.readers import open_dataset
 from chute.readers.zarr._zstd_native import decoder
 
 zstandard = pytest.importorskip("zstandard")

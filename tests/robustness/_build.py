@@ -9,7 +9,7 @@ import numpy as np
 
 from chute import AudioOptions, ImageOptions, Lookup, VideoOptions
 from chute._sample_images import synthetic_jpeg
-from chute.readers import ShardWriter
+from chute.convert import ShardWriter
 
 
 def _images(root: Path, n: int = 12) -> Path:
@@ -38,7 +38,7 @@ def _ndarrays(root: Path, n: int = 12) -> Path:
 
 
 def _audio(root: Path) -> Path:
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
     from tests._audio import write_recordings
 
     jsonl = write_recordings(root.parent / "audio-source")
@@ -50,7 +50,7 @@ def _audio(root: Path) -> Path:
 def _videos(root: Path) -> Path:
     import csv
 
-    from chute.readers.convert._convert_video import convert_video_csv
+    from chute.convert._convert_video import convert_video_csv
     from tests._video_media import make_video
 
     source = root.parent / "video-source"

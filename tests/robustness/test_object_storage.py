@@ -37,8 +37,8 @@ from chute.errors import ChuteError
 from chute.readers import open_dataset
 from chute.readers.storage._object_store import Remote
 from tests._s3 import FaultProxy
+from tests.convert.destination.test_write_lease import rows, writer
 from tests.readers.storage.test_shared_cache_limit import _digest, _read_epoch
-from tests.readers.storage.test_write_lease import rows, writer
 from tests.robustness._alarm import Hang, alarm
 from tests.robustness.test_node_cache import assert_no_failures
 from tests.robustness.test_node_cache import trial as cache_trial

@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 from chute.readers.storage._object_store import Remote, StorageError, UnreachableError
-from chute.readers.storage._upload import listed_objects
 
-__all__ = ["download_listed"]
+__all__ = ["download_listed", "listed_objects"]
 
 _MANIFEST = "chute.json"  # readers/format/_manifest.py's MANIFEST (storage sits below format)
 
@@ -55,3 +54,16 @@ def _replaced(remote: Remote, name: str) -> str | None:
     except (StorageError, ValueError):
         return None
     return None if name in listed_objects(manifest) else "rewritten"
+
+def listed_objects(manifest: dict) -> set[str]:
+    """Every object a manifest lists (shard files and tables)."""
+    names: set[str] = set()
+    try:
+        for shard in manifest.get("shards", []):
+            names.update(f"{shard['name']}/{f}" for f in shard.get("files", {}))
+        for spec in manifest.get("fields", {}).values():
+            if isinstance(spec, dict) and "file" in spec and "xxh3_64" in spec:  # a table
+                names.add(spec["file"])
+    except (TypeError, KeyError, AttributeError):
+        pass
+    return names

@@ -1,19 +1,17 @@
-"""Storage addressed by URL: one place that turns a dataset URL into something readable:
-local files (`file://` URLs and plain paths) here, object storage (`s3://`, `gs://`, `az://`,
-`abfs://`) through
-`readers/storage/_object_store.py` and the node cache (docs/storage.md)."""
+"""Local paths from paths and `file://` URLs (other schemes refused in one line), and where a
+write goes (a path, or an object-storage URL); datasets are opened by `readers/_open.py`, which
+hands object storage to `readers/storage/_object_store.py` and the node cache
+(docs/storage.md)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from chute.errors import FormatError
 
-__all__ = ["SCHEMES", "DatasetRef", "local_path", "open_url", "destination", "beside",
-           "name_of"]
+__all__ = ["SCHEMES", "local_path", "destination", "beside", "name_of"]
 
 
 def _file(url: str) -> Path:
@@ -75,44 +73,3 @@ def beside(dest: Path | str, name: str) -> Path | str:
 def name_of(dest: Path | str) -> str:
     """The last component of a destination, for progress bars."""
     return str(dest).rstrip("/").rsplit("/", 1)[-1] if isinstance(dest, str) else dest.name
-
-
-def open_url(url: str, *, bytes_field: str = "data", fingerprint: str | None = None,
-             **options):
-    """Open the dataset at `url` (a plain path works too); `bytes_field` names a Megatron
-    pair's one field; `options` are `open_dataset`'s cache settings for `s3://` (a zarr
-    group's sample_array, ... for a local one), and a known `fingerprint` lets a remote
-    dataset reopen from its cached manifest."""
-    from chute.readers._dataset import Dataset, open_dataset
-    from chute.readers.storage._object_store import is_remote
-
-    if is_remote(url):
-        return Dataset.remote(url, fingerprint=fingerprint, **options)
-    return open_dataset(local_path(url), bytes_field=bytes_field, **options)  # zarr's
-
-
-@dataclass(frozen=True)
-class DatasetRef:
-    """A dataset's identity across processes: its storage URL and fingerprint. `open()` in
-    another process (a DALI worker, a DDP rank) refuses a dataset that changed meanwhile."""
-
-    url: str
-    fingerprint: str
-    bytes_field: str = "data"  # what a Megatron pair's field was called when it was opened
-    options: tuple = ()  # (name, value) of open_dataset's cache settings (s3:// only)
-
-    @classmethod
-    def of(cls, dataset) -> DatasetRef:
-        options = tuple(sorted(getattr(dataset, "open_options", {}).items()))
-        return cls(dataset.url, dataset.fingerprint, getattr(dataset, "_bytes_field", "data"),
-                   options)
-
-    def open(self):
-        dataset = open_url(self.url, bytes_field=self.bytes_field,
-                           fingerprint=self.fingerprint if self.options else None,
-                           **dict(self.options))
-        if dataset.fingerprint != self.fingerprint:
-            raise FormatError(f"{self.url}: the dataset changed since it was opened "
-                              f"(fingerprint {dataset.fingerprint}, expected {self.fingerprint}); "
-                              "restart the job on the new version")
-        return dataset

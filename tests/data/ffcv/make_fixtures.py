@@ -1,4 +1,4 @@
-"""Write the FFCV fixtures of tests/readers/test_convert_ffcv.py with the real FFCV, and what
+"""Write the FFCV fixtures of tests/convert/convert_ffcv.py with the real FFCV, and what
 FFCV's own Reader and Loader return for them (see README.md here for how to run it).
 
     all_fields.beton.gz  a .beton with every built-in field type (gzipped: FFCV pads every

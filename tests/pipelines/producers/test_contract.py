@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from chute._device import cuda_device_count
+from chute.convert import ShardWriter
 from chute.pipelines import (
     PRODUCERS,
     BatchPlan,
@@ -22,7 +23,7 @@ from chute.pipelines import (
     nvdec_import_error,
 )
 from chute.pipelines.producers._registry import IMAGE_BACKENDS
-from chute.readers import DatasetRef, ShardWriter, open_dataset
+from chute.readers import DatasetRef, open_dataset
 from tests.pipelines._pipeline_data import latent_of, write_dataset
 
 N, BATCH = 23, 4  # eval epochs end with a short batch of 3
@@ -79,7 +80,7 @@ def _audio_dataset(path):
     """N short WAV recordings of different lengths."""
     import soundfile as sf
 
-    from chute.readers.convert._convert_audio import AUDIO_FIELDS
+    from chute.convert._convert_audio import AUDIO_FIELDS
 
     with ShardWriter(path, AUDIO_FIELDS, shard_size="4KiB") as w:
         for i in range(N):

@@ -279,7 +279,8 @@ def test_a_full_cache_disk_before_any_download_is_one_line(s3, tmp_path, monkeyp
     import errno
     from pathlib import Path
 
-    from chute.readers import ShardWriter, open_dataset
+    from chute.convert import ShardWriter
+    from chute.readers import open_dataset
 
     _, bucket = s3
     with ShardWriter(f"{bucket}/ds", {"blob": "bytes"}, shard_size="2KB") as writer:
@@ -321,7 +322,7 @@ print(sum(len(ds[i]["blob"]) for i in range(len(ds))))
 
 @pytest.mark.slow
 def test_a_dataset_of_more_shards_than_open_files_allowed_opens(tmp_path):
-    from chute.readers.convert._write_dataset import write_dataset
+    from chute.convert._write_dataset import write_dataset
 
     samples = ({"blob": bytes([i % 256]) * 64, "label": i} for i in range(300))
     write_dataset(samples, tmp_path / "ds", fields={"blob": "bytes", "label": "scalar"},
@@ -335,7 +336,8 @@ def test_a_dataset_of_more_shards_than_open_files_allowed_opens(tmp_path):
 
 # -- item 5: the manifest's own checksum -----------------------------------------------------
 def test_a_manifest_damaged_in_flight_or_in_the_cache_is_never_used(s3, tmp_path):
-    from chute.readers import ShardWriter, open_dataset
+    from chute.convert import ShardWriter
+    from chute.readers import open_dataset
     from chute.readers.storage._object_store import Remote
 
     _, bucket = s3
@@ -364,8 +366,8 @@ def test_a_manifest_damaged_in_flight_or_in_the_cache_is_never_used(s3, tmp_path
 def test_too_many_open_files_is_said_as_itself_not_as_a_damaged_dataset(tmp_path, monkeypatch):
     import errno
 
+    from chute.convert._write_dataset import write_dataset
     from chute.readers import verify_dataset
-    from chute.readers.convert._write_dataset import write_dataset
     from chute.readers.kinds import _kind_scalar
 
     write_dataset(({"blob": b"x" * 10, "label": i} for i in range(4)), tmp_path / "ds",

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chute.convert import ShardWriter
 from chute.errors import ChuteError, FormatError
-from chute.readers import ShardWriter, StorageError, open_dataset, verify_dataset
+from chute.readers import StorageError, open_dataset, verify_dataset
 from chute.readers.storage._node_cache import NodeCache
 from chute.readers.storage._object_store import Remote
 

@@ -109,7 +109,7 @@ def test_a_slow_but_steady_download_longer_than_the_deadline_finishes(proxied, t
 
 
 def test_a_write_into_a_missing_bucket_says_the_bucket_does_not_exist(s3):
-    from chute.readers import ShardWriter
+    from chute.convert import ShardWriter
 
     with pytest.raises(StorageError) as info:
         with ShardWriter("s3://no-such-bucket-38/ds", {"image": "bytes"}) as writer:

@@ -9,7 +9,7 @@ import pytest
 
 from chute.readers import open_dataset
 from chute.readers.storage._object_store import Remote, StorageError
-from tests.readers.storage.test_write_lease import rows, writer
+from tests.convert.destination.test_write_lease import rows, writer
 
 
 def write(url: str, data: list[dict], overwrite: bool = False) -> None:

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from chute import ImageOptions, Pipeline, ShardWindows, cli
-from chute.readers import ConvertOptions, convert_imagefolder, open_dataset, verify_dataset
+from chute.convert import ConvertOptions, convert_imagefolder
+from chute.readers import open_dataset, verify_dataset
 from chute.readers.storage._object_store import ConflictError, Remote, StorageError
 from tests._emulators import Azurite, EmulatorMissing
 from tests._media import jpeg
@@ -130,7 +131,7 @@ def test_the_node_cache_stays_within_its_limit(bucket, larger, tmp_path):
 # a convert killed (SIGKILL) after it has uploaded several shards of the new version
 _KILLED = """
 import os, signal, sys
-from chute.readers import ShardWriter
+from chute.convert import ShardWriter
 writer = ShardWriter(sys.argv[1], {"image": "bytes", "label": "int64"}, shard_size="4KB",
                      overwrite=True)
 for i in range(40):

@@ -13,7 +13,8 @@ import os
 import numpy as np
 import pytest
 
-from chute.readers import ShardWriter, open_dataset
+from chute.convert import ShardWriter
+from chute.readers import open_dataset
 
 FIELDS = {"image": "bytes", "label": "int64"}
 PROCESSES = 4

@@ -191,7 +191,7 @@ def sample_unit(dataset, unit: str = "recording", meta_field: str = "meta",
 
 
 def _frames(dataset, meta, r: int, s: int, seg, rate: int, frames: int) -> tuple[int, int]:
-    from chute.readers import segment_frames
+    from chute.convert import segment_frames
 
     found = segment_frames(seg, rate, frames)
     if isinstance(found, str):

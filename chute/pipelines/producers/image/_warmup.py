@@ -78,9 +78,9 @@ def warm_cpu_decoder(report=None) -> float:
     import numpy as np
 
     from chute._sample_images import synthetic_jpeg
+    from chute.convert import ShardWriter
     from chute.pipelines.producers._tune_runner import open_pipeline
     from chute.pipelines.producers.image._options import ImageOptions
-    from chute.readers import ShardWriter
 
     start = time.perf_counter()
     rng = np.random.default_rng(0)

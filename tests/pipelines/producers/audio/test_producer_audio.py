@@ -132,7 +132,7 @@ def test_lossy_formats_equal_soundfile_read_of_the_source(tmp_path, fmt, subtype
     # from the source file at those frames
     import json
 
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     if fmt not in sf.available_formats():
         pytest.skip(f"this libsndfile cannot write {fmt}")
@@ -195,7 +195,7 @@ def test_a_flac_written_as_a_stream_converts_and_reads_to_its_last_frame(tmp_pat
     import io
     import json
 
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     rate = 16000
     pcm = (np.random.default_rng(5).standard_normal((3 * rate, 1)) * 3000).astype(np.int16)
@@ -229,7 +229,7 @@ def test_resampled_lengths_are_soxrs_also_at_a_half_frame(tmp_path, frames, spee
     # and 4337, while lengths rounded half to even said 220 and 4336, so the sample failed
     import json
 
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     rate = 8000
     pcm = (np.random.default_rng(7).standard_normal((rate, 1)) * 3000).astype(np.int16)

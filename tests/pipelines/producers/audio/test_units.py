@@ -10,10 +10,11 @@ import warnings
 import numpy as np
 import pytest
 
+from chute.convert import update_metadata
 from chute.errors import DecodeError, FormatError
 from chute.pipelines import AudioOptions, Pipeline
 from chute.pipelines.producers.audio._units import sample_unit
-from chute.readers import open_dataset, update_metadata
+from chute.readers import open_dataset
 from tests._audio import RECORDINGS, convert_recordings, pcm_of, segments_of
 
 pytest.importorskip("soundfile")
@@ -47,7 +48,7 @@ def test_segment_ids_map_to_recording_and_frames(folder):
 
 def test_broken_segments_in_stored_metadata_raise_naming_them(tmp_path):
     # metadata written before `chute meta update` checked segments (it now drops these)
-    from chute.readers._meta_update import _rewrite
+    from chute.convert._meta_update import _rewrite
 
     folder = convert_recordings(tmp_path, names=("a.wav", "b.flac"))
     bad = {"key": "b.flac", "segments": [{"start": 0, "end": 1}, {"start": 1.5, "end": 1.2}]}
@@ -128,7 +129,7 @@ def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
     # one further past is dropped at conversion and raises after a metadata update
     import soundfile as sf
 
-    from chute.readers import AudioConvertOptions, convert_audio
+    from chute.convert import AudioConvertOptions, convert_audio
 
     rate, frames = 16000, 19752  # 1.2345 s
     samples = (np.random.default_rng(3).standard_normal(frames) * 3000).astype(np.int16)
@@ -152,7 +153,7 @@ def test_an_end_rounded_past_the_last_frame_means_the_last_frame(tmp_path):
     (tmp_path / "u.jsonl").write_text(json.dumps({"key": "r", "segments": segments}) + "\n")
     assert update_metadata(tmp_path / "ds", tmp_path / "u.jsonl").dropped == [
         ("r#segment2", "ends at 1.25 s, past the end of the recording (1.234500 s)")]
-    from chute.readers._meta_update import _rewrite  # as written before updates were checked
+    from chute.convert._meta_update import _rewrite  # as written before updates were checked
 
     _rewrite(open_dataset(tmp_path / "ds"), "meta", [{"key": "r", "segments": segments}])
     with pytest.raises(FormatError, match=r"recording 0 \('r'\).*segment 2.*past the end"):

@@ -115,7 +115,7 @@ def test_eval_on_converted_pngs_matches_torchvision_on_the_pngs(tmp_path):
     """`convert` transcodes PNGs to JPEG; eval on them stays close to torchvision's transform on
     the PNG files themselves: median MAE 0.3-0.4 on these noisy, saturated images (0.21 on PNG
     copies of photos, README); 4:2:0 chroma at quality 95 gave 2.9-4.6."""
-    from chute.readers import ConvertOptions, convert_imagefolder
+    from chute.convert import ConvertOptions, convert_imagefolder
 
     sizes = [(375, 500), (333, 250), (301, 457), (240, 240)]
     pngs = {f"p{i}.png": encode(smooth_image(h, w, seed=20 + i), "PNG")

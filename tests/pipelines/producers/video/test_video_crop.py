@@ -13,11 +13,11 @@ import torch
 
 pytest.importorskip("av")
 
+from chute.convert._convert_video import convert_video_csv  # noqa: E402
 from chute.pipelines import Pipeline, VideoOptions  # noqa: E402
 from chute.pipelines.producers.video._clips import ClipParams, clip_indices  # noqa: E402
 from chute.pipelines.producers.video._crop import VideoCropParams  # noqa: E402
 from chute.readers import open_dataset  # noqa: E402
-from chute.readers.convert._convert_video import convert_video_csv  # noqa: E402
 from tests._video_media import make_video  # noqa: E402
 
 FRAMES = [14, 9, 17, 12, 10, 15]

@@ -1,2 +1,0 @@
-"""chute.readers.convert: converters: image folders, CSV, WebDataset, Hugging Face, MosaicML
-Streaming (MDS), litdata, FFCV, audio, video, zarr."""
