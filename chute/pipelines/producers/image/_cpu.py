@@ -16,7 +16,8 @@ bombs").
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -29,9 +30,38 @@ from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch, fr
 from chute.pipelines.producers.image._producer import ImageProducerBase
 from chute.pipelines.producers.image._warmup import mark_compiled, note_first_compile
 
-__all__ = ["CpuBackend", "create", "candidates"]
+__all__ = ["CpuBackend", "CpuDecodeOptions", "create", "candidates"]
 
-_OPTIONS = {"threads", "dct_scaling", "roi_decode", "max_pixels"}
+
+@dataclass(frozen=True)
+class CpuDecodeOptions:
+    """The cpu backend's `backend_options`, parsed once when the producer is built (its
+    defaults are the only ones).
+
+    Args:
+        threads: decoder threads; None: `default_threads()`.
+        dct_scaling: downscale in the DCT domain; None: on in train, off in eval.
+        roi_decode: decode only each crop's region; None: when available.
+        max_pixels: the largest image decoded; None: CHUTE_MAX_IMAGE_PIXELS or Pillow's bound.
+    """
+
+    threads: int | None = None
+    dct_scaling: bool | None = None
+    roi_decode: bool | None = None
+    max_pixels: int | None = None
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> CpuDecodeOptions:
+        """The options of a `backend_options` dict, yes/no ones parsed strictly; unknown ones
+        raise, naming those known.
+
+        Args:
+            options: the backend options.
+        """
+        check_options("cpu", dict(options), {f.name for f in fields(cls)})
+        made = cls(**options)
+        return replace(made, dct_scaling=parse_flag(made.dct_scaling, "dct_scaling"),
+                       roi_decode=parse_flag(made.roi_decode, "roi_decode"))
 
 
 class CpuBackend(ImageProducerBase):
@@ -39,7 +69,7 @@ class CpuBackend(ImageProducerBase):
     output_on_device = False
 
     def __init__(self, spec: ImageSpec):
-        check_options("cpu", spec.options, _OPTIONS)
+        options = CpuDecodeOptions.from_dict(spec.options)
         super().__init__(spec)
         from chute.fallbacks import (
             decode_batch,
@@ -53,15 +83,15 @@ class CpuBackend(ImageProducerBase):
         self._decode_batch = decode_batch
         self._decode_views = decode_views
         self._release_scratch = release_scratch
-        self.max_pixels = max_image_pixels(spec.options.get("max_pixels"))
+        self.max_pixels = max_image_pixels(options.max_pixels)
         self._sizes = self.size_table()
-        self.threads = spec.options.get("threads")
+        self.threads = options.threads
         self.threads_reason = "backend_options['threads']"
         if self.threads is None:
             self.threads, self.threads_reason = default_threads()
-        dct = parse_flag(spec.options.get("dct_scaling"), "dct_scaling")
-        self.dct_scaling = spec.augment == "train" if dct is None else dct
-        self.roi_decode = parse_flag(spec.options.get("roi_decode"), "roi_decode")
+        self.dct_scaling = (spec.augment == "train" if options.dct_scaling is None
+                            else options.dct_scaling)
+        self.roi_decode = options.roi_decode
         self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_common/_stages.py)
         self._compiled = False  # set after the first decode (Numba kernels compiled or loaded)
         self._sync = _Gather()  # the scratch of decode() outside an epoch (substitutes)

@@ -52,14 +52,13 @@ from chute._normalization import scaled_mean_std
 from chute.errors import BackendUnavailableError
 from chute.kernels import roi_windows, union_windows
 from chute.pipelines._common._stages import StageTimes
-from chute.pipelines.producers._contract import ImageSpec, check_options
+from chute.pipelines.producers._contract import ImageSpec
 from chute.pipelines.producers._inflight import DecodeWorkers, InFlightEpoch, free_event
 from chute.pipelines.producers.image._header import header_checks
 from chute.pipelines.producers.image._nvimgcodec_config import (
-    OPTIONS,
+    NvImgCodecOptions,
     candidate_grid,
     cpu_only_decoder,
-    decoder_config,
     make_decoder,
     size_hint,
 )
@@ -119,13 +118,8 @@ class NvImgCodecBackend(ImageProducerBase):
     name = "nvimgcodec"
 
     def __init__(self, spec: ImageSpec, device_id: int | None):
-        check_options("nvimgcodec", spec.options, OPTIONS)
-        roi_option = spec.options.get("roi_decode", "auto")
-        if not (roi_option is True or roi_option is False or roi_option == "auto"):
-            raise ValueError(f"backend 'nvimgcodec': roi_decode must be 'auto' (the default), "
-                             f"True or False, not {roi_option!r}; leave it out unless a GPU "
-                             "decodes wrong windows")
-        self.config = decoder_config(spec.options)
+        options = NvImgCodecOptions.from_dict(spec.options)
+        self.config = options.decoder
         super().__init__(spec)
         self.device_id = device_id
         self.output_on_device = device_id is not None
@@ -134,11 +128,11 @@ class NvImgCodecBackend(ImageProducerBase):
         self._codec = codec
         self._params = codec.DecodeParams(apply_exif_orientation=False,
                                           color_spec=codec.ColorSpec.SRGB)
-        self.whole, self.roi_reason = self._choose_whole(roi_option)
+        self.whole, self.roi_reason = self._choose_whole(options.roi_decode)
         _log.info("nvimgcodec on %s: %s; %s", spec.device, self.roi_reason, self.config)
         from chute.fallbacks import max_image_pixels
 
-        self._max_pixels = max_image_pixels(spec.options.get("max_pixels"))
+        self._max_pixels = max_image_pixels(options.max_pixels)
         self._sizes = self.size_table()
         self._size_hint = size_hint(self._sizes)
         self._placeholder: Any = None  # the 1x1 source failed samples read (views on a GPU)

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from chute.pipelines._common._options import parse_flag
+from chute.pipelines.producers._contract import check_options
 
-__all__ = ["DecoderConfig", "decoder_config", "make_decoder", "cpu_only_decoder", "size_hint",
-           "GPU_BACKENDS", "OPTIONS", "candidate_grid"]
+__all__ = ["DecoderConfig", "NvImgCodecOptions", "decoder_config", "make_decoder",
+           "cpu_only_decoder", "size_hint", "GPU_BACKENDS", "OPTIONS", "candidate_grid"]
 
 GPU_BACKENDS = ("hw", "cuda", "hybrid")
 OPTIONS = frozenset({"num_cpu_threads", "max_pixels", "roi_decode", "decoders", "gpu_backends",
@@ -73,9 +74,9 @@ class DecoderConfig:
                 "cpu_fallback": self.cpu_fallback}
 
 
-def _int_option(options: Mapping, name: str, low: int, high: int, default):
-    value = options.get(name, default)
-    if value is None or value is default:
+def _int_option(options: Mapping, name: str, low: int, high: int):
+    value = options[name]
+    if value is None:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
             low <= value <= high):
@@ -84,21 +85,30 @@ def _int_option(options: Mapping, name: str, low: int, high: int, default):
     return int(value)
 
 
+# option -> (low, high) of the whole-number options
+_INT_RANGES = {"decoders": (1, _MAX_DECODERS), "cuda_streams": (1, 64),
+               "num_cpu_threads": (0, 4096)}
+
+
 def decoder_config(options: Mapping[str, Any]) -> DecoderConfig:
     """The DecoderConfig of backend options `options` (raises ValueError, naming the option,
-    for a value it cannot use).
+    for a value it cannot use); options left out keep DecoderConfig's defaults.
 
     Args:
         options: the backend options (unknown keys are checked by the producer).
     """
-    backends = options.get("gpu_backends", GPU_BACKENDS)
-    if isinstance(backends, str):
-        backends = [b.strip() for b in backends.split(",") if b.strip()]
-    if not isinstance(backends, (list, tuple)) or not backends or any(
-            b not in GPU_BACKENDS for b in backends) or len(set(backends)) != len(backends):
-        raise ValueError(f"backend 'nvimgcodec': gpu_backends must be a non-empty list of "
-                         f"distinct names from {list(GPU_BACKENDS)}, not {backends!r}")
-    hw_load = options.get("hw_load")
+    given: dict[str, Any] = {}
+    backends: Any = DecoderConfig.gpu_backends
+    if "gpu_backends" in options:
+        backends = options["gpu_backends"]
+        if isinstance(backends, str):
+            backends = [b.strip() for b in backends.split(",") if b.strip()]
+        if not isinstance(backends, (list, tuple)) or not backends or any(
+                b not in GPU_BACKENDS for b in backends) or len(set(backends)) != len(backends):
+            raise ValueError(f"backend 'nvimgcodec': gpu_backends must be a non-empty list of "
+                             f"distinct names from {list(GPU_BACKENDS)}, not {backends!r}")
+        given["gpu_backends"] = tuple(backends)
+    hw_load = options["hw_load"] if "hw_load" in options else None
     if hw_load is not None:
         if isinstance(hw_load, bool) or not isinstance(hw_load, (int, float, np.floating)) or \
                 not math.isfinite(hw_load) or not 0.0 < float(hw_load) <= 1.0:
@@ -108,18 +118,50 @@ def decoder_config(options: Mapping[str, Any]) -> DecoderConfig:
             raise ValueError("backend 'nvimgcodec': hw_load is the load hint of the 'hw' "
                              f"decoder, which gpu_backends={list(backends)} leaves out; add "
                              "'hw' or drop hw_load")
-        hw_load = float(hw_load)
-    preallocate = parse_flag(options.get("preallocate"), "preallocate")
-    cpu_fallback = parse_flag(options.get("cpu_fallback"), "cpu_fallback")
-    return DecoderConfig(
-        decoders=_int_option(options, "decoders", 1, _MAX_DECODERS, 2),
-        gpu_backends=tuple(backends),
-        hw_load=hw_load,
-        preallocate=True if preallocate is None else preallocate,
-        cuda_streams=_int_option(options, "cuda_streams", 1, 64, None),
-        num_cpu_threads=_int_option(options, "num_cpu_threads", 0, 4096, 0),
-        cpu_fallback=bool(cpu_fallback),
-    )
+        given["hw_load"] = float(hw_load)
+    for name in ("preallocate", "cpu_fallback"):
+        flag = parse_flag(options[name], name) if name in options else None
+        if flag is not None:  # None: the default
+            given[name] = flag
+    for name, (low, high) in _INT_RANGES.items():
+        if name in options:
+            given[name] = _int_option(options, name, low, high)
+    return DecoderConfig(**given)
+
+
+@dataclass(frozen=True)
+class NvImgCodecOptions:
+    """The `nvimgcodec` backend's `backend_options`, parsed once when the producer is built
+    (its defaults are the only ones).
+
+    Args:
+        decoder: what every decode worker's Decoder is built with.
+        roi_decode: "auto" (decode each crop's window where the GPU decodes windows right),
+            True or False.
+        max_pixels: the largest image decoded; None: CHUTE_MAX_IMAGE_PIXELS or Pillow's bound.
+    """
+
+    decoder: DecoderConfig = DecoderConfig()
+    roi_decode: bool | str = "auto"
+    max_pixels: int | None = None
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> NvImgCodecOptions:
+        """The options of a `backend_options` dict; unknown ones, and values the backend
+        cannot use, raise ValueError naming the option.
+
+        Args:
+            options: the backend options.
+        """
+        check_options("nvimgcodec", dict(options), OPTIONS)
+        mine = {k: options[k] for k in ("roi_decode", "max_pixels") if k in options}
+        made = cls(**mine)
+        roi = made.roi_decode
+        if not (roi is True or roi is False or roi == "auto"):
+            raise ValueError(f"backend 'nvimgcodec': roi_decode must be 'auto' (the default), "
+                             f"True or False, not {roi!r}; leave it out unless a GPU "
+                             "decodes wrong windows")
+        return replace(made, decoder=decoder_config(options))
 
 
 def make_decoder(codec: Any, config: DecoderConfig, device_id: int | None, batch_size: int,

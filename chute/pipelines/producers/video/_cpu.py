@@ -3,12 +3,13 @@ from container bytes, only the span each clip needs, resized to fill `size` by F
 (antialiased bilinear, in the colour conversion pass) and centre-cropped, in parallel across
 samples (docs/design.md, "Video clips").
 
-Options (`fields={"video": VideoOptions(...)}`): num_frames (16), frame_interval (1), size ((H, W);
-None keeps the stored size, which must then agree within a batch), dtype ("uint8", or
-"float32"/"float16" scaled to [-1, 1]), layout ("CTHW" -> [B, 3, T, H, W] | "TCHW" ->
-[B, T, 3, H, W]), threads (decoding threads, default: CPU count), crop ("center", or
-"random": in training the crop's position is keyed by (seed, epoch, sample id); evaluation
-always centres).
+Options: the field's `VideoOptions` (`video/_options.py`, the only place their defaults are
+written; a spec built by hand may give a dict of them, `video/_spec.py`): num_frames,
+frame_interval, size ((H, W); None keeps the stored size, which must then agree within a
+batch), dtype ("uint8", or "float32"/"float16" scaled to [-1, 1]), layout ("CTHW" ->
+[B, 3, T, H, W] | "TCHW" -> [B, T, 3, H, W]), threads (decoding threads; None: CPU count),
+crop ("center", or "random": in training the crop's position is keyed by (seed, epoch, sample
+id); evaluation always centres).
 
 Reads in plan order queue the next batch's clips before waiting for the current one
 (`pipelines/producers/video/_epoch.py`), so the decoding threads do not idle at batch boundaries.
@@ -38,22 +39,16 @@ from chute.pipelines.producers._contract import (
     Output,
     ProducerSpec,
     StoredFieldProducer,
-    check_options,
     no_candidates,
 )
 from chute.pipelines.producers.video._clips import ClipParams, clip_indices
-from chute.pipelines.producers.video._crop import CROPS, VideoCropParams
+from chute.pipelines.producers.video._crop import VideoCropParams
 from chute.pipelines.producers.video._epoch import VideoEpoch
 from chute.pipelines.producers.video._options import clip_size
+from chute.pipelines.producers.video._spec import video_options
 
 __all__ = ["VideoProducer", "create", "candidates"]
 
-_OPTIONS = {"num_frames", "frame_interval", "size", "dtype", "layout", "threads", "buckets",
-            "crop", "sampling", "short"}
-_SAMPLINGS = ("window", "uniform")
-_SHORT = ("repeat", "error")
-_DTYPES = ("uint8", "float32", "float16")
-_LAYOUTS = ("CTHW", "TCHW")
 AR_KEY = "ar"
 # The delivered clip's conditioning values (Open-Sora's num_frames, height, width, fps).
 CONDITIONING = {"clip_num_frames": np.int64, "clip_height": np.int64, "clip_width": np.int64,
@@ -65,36 +60,24 @@ class VideoProducer(StoredFieldProducer):
 
     def __init__(self, spec: ProducerSpec):
         self.stages = StageTimes()  # the Pipeline gives its own (pipelines/_common/_stages.py)
-        check_options(self.name, spec.options, _OPTIONS)
-        options = spec.options
+        # VideoOptions (checked when made), or a hand-built dict converted once
+        options, self.buckets = video_options(spec)
+        self.options = options
         self.field = spec.field
         self.dataset = spec.dataset
-        self.num_frames = int(options.get("num_frames", 16))
-        self.frame_interval = int(options.get("frame_interval", 1))
-        if self.num_frames < 1 or self.frame_interval < 1:
-            raise ValueError(f"video options need num_frames >= 1 and frame_interval >= 1, got "
-                             f"{self.num_frames}, {self.frame_interval}")
-        self.size = clip_size(options.get("size", (256, 256)))
-        # With buckets the plan gives each batch its frame count and size (request params).
-        self.buckets = options.get("buckets")
-        # Neither size nor buckets: clips keep the stored size (decoded at native size).
+        self.num_frames = int(options.num_frames)
+        self.frame_interval = int(options.frame_interval)
+        self.size = clip_size(options.size)
+        # With buckets (self.buckets) the plan gives each batch its frame count and size
+        # (request params). Neither size nor buckets: clips keep the stored size (decoded at
+        # native size).
         self.native = self.size is None and self.buckets is None
-        self.dtype = options.get("dtype", "uint8")
-        self.layout = options.get("layout", "CTHW")
-        if self.dtype not in _DTYPES or self.layout not in _LAYOUTS:
-            raise ValueError(f"video options: dtype must be one of {_DTYPES} and layout one of "
-                             f"{_LAYOUTS}, got {self.dtype!r}, {self.layout!r}")
-        crop = options.get("crop", "center")
-        if crop not in CROPS:
-            raise ValueError(f"video option crop must be one of {CROPS}, got {crop!r}")
+        self.dtype = options.dtype
+        self.layout = options.layout
         self.mode = spec.augment
-        sampling, short = options.get("sampling", "window"), options.get("short", "repeat")
-        if sampling not in _SAMPLINGS or short not in _SHORT:
-            raise ValueError(f"video options: sampling must be one of {_SAMPLINGS} and short "
-                             f"one of {_SHORT}, got {sampling!r}, {short!r}")
-        self.spread = sampling == "uniform"
+        self.spread = options.sampling == "uniform"
         # Evaluation is deterministic and centred whatever the option says.
-        self.random_crop = crop == "random" and self.mode == "train"
+        self.random_crop = options.crop == "random" and self.mode == "train"
         needed = [c for c in ("num_frames", "height", "width", "pts", "rotation", "fps")
                   if c not in spec.dataset.fields]
         if needed:
@@ -107,10 +90,9 @@ class VideoProducer(StoredFieldProducer):
         self._heights = np.asarray(spec.dataset.column("height"))
         self._widths = np.asarray(spec.dataset.column("width"))
         self._fps = np.asarray(spec.dataset.column("fps"), np.float64)
-        if short == "error" and self.buckets is None:
+        if options.short == "error" and self.buckets is None:
             self._refuse_short(spec)
-        self._pool = ProcessPool(int(options.get("threads") or os.cpu_count() or 1),
-                                 "chute-video")
+        self._pool = ProcessPool(int(options.threads or os.cpu_count() or 1), "chute-video")
 
     def _refuse_short(self, spec: ProducerSpec) -> None:
         span = self.num_frames if self.spread else \

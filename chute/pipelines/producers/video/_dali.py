@@ -67,7 +67,7 @@ class DaliVideoProducer(VideoProducer):
         if spec.device.startswith("cuda"):
             require_cuda("video backend 'dali'", spec.device)
             self.device_id = int(spec.device.partition(":")[2] or 0)
-        threads = int(spec.options.get("threads") or usable_cpu_count())
+        threads = int(self.options.threads or usable_cpu_count())
         self.config = DaliVideoConfig(
             batch_size=spec.batch_size, device_id=self.device_id, resize=not self.native,
             rotate=bool(np.any(self._rotation)),

@@ -117,7 +117,7 @@ class NvdecVideoProducer(VideoProducer):
         super().__init__(spec)
         self.nvc = import_nvc()
         self.device_id = device_id
-        workers = min(_MAX_DECODERS, int(spec.options.get("threads") or usable_cpu_count()))
+        workers = min(_MAX_DECODERS, int(self.options.threads or usable_cpu_count()))
         self._workers = ProcessPool(workers, "chute-nvdec")
         self._local = threading.local()
         self._lock = threading.Lock()

@@ -133,8 +133,8 @@ def test_under_buckets_the_largest_clips_are_measured_at_their_own_batch_size(vp
             frame_interval=2, backend="auto")}) as pipe:
         assert pipe.stats.field_backends["video"]["reason"].startswith("quick autotune")
         assert {tuple(b["video"].shape[1:]) for b in pipe} <= {(3, 4, 32, 32), (3, 1, 16, 16)}
-    measured, batch = auto_video._measured_options({"buckets": pipe.batching.table}, 8)
-    assert (measured["num_frames"], measured["size"], batch) == (4, (32, 32), 1)
+    measured, batch = auto_video._measured_options(VideoOptions(), pipe.batching.table, 8)
+    assert (measured.num_frames, measured.size, batch) == (4, (32, 32), 1)
 
 
 @pytest.mark.slow
