@@ -65,7 +65,7 @@ def _old_spellings(path: Path) -> list[str]:
 
 def test_nothing_of_chute_uses_the_old_spelling():
     here = Path(__file__).resolve()
-    paths = [p for folder in ("chute", "tests", "benchmarks", "docs")
+    paths = [p for folder in ("chute", "tests", "benchmarks", "docs", "examples")
              for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".md") and p != here]
     bad = [hit for p in paths + [ROOT / "README.md"] for hit in _old_spellings(p)]
     assert not bad, "old spellings of moved names:\n" + "\n".join(bad)

@@ -7,7 +7,6 @@ import pytest
 
 from tests.pipelines._pipeline_data import write_dataset
 
-pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning to run this")
 pytest.importorskip("chute.fallbacks._decode")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_lightning.py"
@@ -23,6 +22,8 @@ def load_example():
 @pytest.mark.slow
 @pytest.mark.parametrize("loader", ["pipeline", "dataloader"])
 def test_every_lightning_epoch_gets_every_batch(tmp_path, loader, monkeypatch):
+    # imported here: Lightning takes 3.5 s to import, which collecting the fast lane paid
+    pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning to run this")
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
     dataset = write_dataset(tmp_path / "tiny.chute", n=60, sizes=(32, 40))
     counts = load_example().train(str(dataset), epochs=3, batch_size=8, image_size=16,

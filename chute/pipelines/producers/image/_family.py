@@ -52,7 +52,7 @@ def _check_columns(field: str, dataset) -> None:
         raise FormatError(f"field {field!r} of {dataset.path} holds images but the dataset "
                           f"has no {missing} column(s), which crops are computed from; "
                           "convert it with `chute convert` or write it with "
-                          "chute.readers.write_dataset (both store them), or give ShardWriter "
+                          "chute.convert.write_dataset (both store them), or give ShardWriter "
                           "int32 'height' and 'width' fields (docs/format.md)")
 
 

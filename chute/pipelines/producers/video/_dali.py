@@ -276,7 +276,7 @@ class DaliVideoProducer(VideoProducer):
 
         Args:
             data: the container's bytes (bytes-like or a uint8 array).
-            pts: each frame's timestamp (`chute.readers.probe_video`).
+            pts: each frame's timestamp (`chute.convert.probe_video`).
         """
         return bool(_mjpeg_damage(_as_buffer(data), np.asarray(pts), None))
 
@@ -295,7 +295,7 @@ class DaliVideoProducer(VideoProducer):
             target: the clips' destination, [N, 3, T, H, W] (layout "CTHW"; [N, T, 3, H, W]
                 for "TCHW") in the producer's dtype: a numpy array in CPU mode, a contiguous
                 CUDA tensor on a GPU.
-            pts: each frame's timestamp (`chute.readers.probe_video`), which FFmpeg needs to
+            pts: each frame's timestamp (`chute.convert.probe_video`), which FFmpeg needs to
                 tell a corrupt video from a codec DALI cannot read when DALI fails.
             name: what errors call the video (e.g. its path).
             damaged: `video_damaged(data, pts)` when the caller keeps it (False: no clip is
@@ -386,7 +386,7 @@ def _mjpeg_damage(data, pts, frames) -> str | None:
         if context is None or context.name != "mjpeg":
             return None
         try:
-            # the packets the probe counted as frames (chute.readers.probe_video)
+            # the packets the probe counted as frames (chute.convert.probe_video)
             for packet in container.demux(streams[0]):
                 if packet.pts is None or not packet.size or packet.is_discard:
                     continue
