@@ -22,8 +22,8 @@ __all__ = ["ProcessLock", "ProcessPool", "ReusePool", "on_fork_in_child"]
 
 _LOCKS: weakref.WeakSet = weakref.WeakSet()
 _POOLS: weakref.WeakSet = weakref.WeakSet()
-_FORK_WAITS: weakref.WeakSet = weakref.WeakSet()  # locks a fork waits for (ProcessLock)
-_held_for_fork: list[ProcessLock] = []
+_FORK_WAITS: list[weakref.ref] = []  # locks a fork waits for, in creation order
+_held_for_fork: dict[int, list[ProcessLock]] = {}  # by forking thread: what it took
 
 
 def on_fork_in_child(reset: Callable[[], None]) -> Callable[[], None]:
@@ -42,10 +42,10 @@ class ProcessLock:
 
     Args:
         fork_waits: a fork waits until no other thread holds this lock, and nothing takes it
-            until the fork is done. For a lock around Numba's parallel kernels: its TBB pool
-            can only be shut down cleanly before a fork while no parallel region runs, and a
-            child forked mid-region crashed in its own first one (docs/design.md, "Processes
-            and threads").
+            until the fork is done. For a lock around Numba's parallel kernels: a child forked
+            while another thread ran a TBB parallel region crashed in its own first one
+            (docs/design.md, "Processes and threads"). A fork takes such locks in the order
+            they were made, so code holding two must take them in that order too.
     """
 
     def __init__(self, *, fork_waits: bool = False) -> None:
@@ -53,7 +53,7 @@ class ProcessLock:
         self._owner: int | None = None
         _LOCKS.add(self)
         if fork_waits:
-            _FORK_WAITS.add(self)
+            _FORK_WAITS.append(weakref.ref(self))
 
     def __enter__(self) -> ProcessLock:
         self._lock.acquire()
@@ -141,17 +141,27 @@ class ReusePool:
                 self._free(item)
 
 
+def fork_waits_for() -> list[ProcessLock]:
+    """The live `ProcessLock(fork_waits=True)` locks, in the order they were made."""
+    _FORK_WAITS[:] = [r for r in _FORK_WAITS if r() is not None]
+    return [lock for r in _FORK_WAITS if (lock := r()) is not None]
+
+
 def _wait_before_fork() -> None:
-    for lock in list(_FORK_WAITS):
+    me = threading.get_ident()
+    taken = []
+    for lock in fork_waits_for():
         # the forking thread's own lock: waiting for it would wait for ever
-        if lock._owner != threading.get_ident():
+        if lock._owner != me:
             lock._lock.acquire()
-            _held_for_fork.append(lock)
+            taken.append(lock)
+    # per thread: two threads forking at once each release only what they took
+    _held_for_fork[me] = taken
 
 
 def _release_after_fork() -> None:
-    while _held_for_fork:
-        _held_for_fork.pop()._lock.release()
+    for lock in reversed(_held_for_fork.pop(threading.get_ident(), [])):
+        lock._lock.release()
 
 
 def _renew() -> None:

@@ -22,8 +22,8 @@ def lazy_attributes(package: str, names: dict[str, str], namespace: dict, public
         module = names.get(name)
         if module is None and moved and name in moved:
             warnings.warn(f"{package}.{name} is the round-3 spelling and goes away in the next "
-                          f"release: import {name} from {moved[name]} (docs/design.md, "
-                          "\"Layers\")", DeprecationWarning, stacklevel=2)
+                          f"release: import {name} from {moved[name]} (docs/coming-from.md, "
+                          "\"Migrating from round 3\")", DeprecationWarning, stacklevel=2)
             return getattr(importlib.import_module(moved[name]), name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -63,4 +63,22 @@ def test_the_lock_around_numbas_parallel_decode_is_one_a_fork_waits_for():
     from chute import _fork
     from chute.fallbacks import _decode
 
-    assert _decode._lock in _fork._FORK_WAITS
+    assert _decode._lock in _fork.fork_waits_for()
+
+
+def test_locks_are_taken_in_the_order_they_were_made_and_released_per_thread():
+    from chute import _fork
+
+    first, second = ProcessLock(fork_waits=True), ProcessLock(fork_waits=True)
+    waits = _fork.fork_waits_for()
+    assert waits.index(first) < waits.index(second)
+    _fork._wait_before_fork()  # what os.fork runs first, from this thread
+    try:
+        assert first.locked() and second.locked()
+        other = threading.Thread(target=_fork._release_after_fork)  # another thread's hook
+        other.start()
+        other.join()
+        assert first.locked() and second.locked()  # it released nothing of this thread's
+    finally:
+        _fork._release_after_fork()
+    assert not first.locked() and not second.locked()

@@ -79,6 +79,10 @@ def _open(path, *, bytes_field: str = "data", fingerprint: str | None = None, ca
     from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
     if is_remote(path):
+        if (sample_array, missing_chunks, chunk_cache) != (None, "error", "256MiB"):
+            raise ValueError(f"{path}: sample_array, missing_chunks and chunk_cache are for "
+                             "local zarr groups; a dataset in object storage is a chute "
+                             "dataset")
         return Dataset.remote(str(path), cache_dir=cache_dir, cache_limit=cache_limit,
                               fingerprint=fingerprint, offline=offline)
     if cache_dir is not None or cache_limit is not None or offline:
