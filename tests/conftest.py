@@ -1,9 +1,25 @@
+import multiprocessing
 import os
 from pathlib import Path
 
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _start_method_left_alone():
+    """A test that changes the process-wide multiprocessing start method (litdata.optimize
+    sets "spawn") must put it back: later tests' DataLoader workers then had to pickle what
+    fork hands over."""
+    default = multiprocessing.get_all_start_methods()[0]  # what None means (the first use)
+    before = multiprocessing.get_start_method(allow_none=True)
+    yield
+    after = multiprocessing.get_start_method(allow_none=True)
+    if (after or default) != (before or default):
+        multiprocessing.set_start_method(before, force=True)
+        pytest.fail(f"the test changed the multiprocessing start method from {before!r} to "
+                    f"{after!r}; restore it (tests/convert/_peers.py, start_method_kept)")
 
 
 def pytest_collection_modifyitems(config, items):

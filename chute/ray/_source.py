@@ -45,8 +45,12 @@ def read_dataset(path: Any, *, fields: list[str] | None = None) -> Any:
     ray = connect(None)
     source = _ShardSource(DatasetRef.of(dataset), spans, names,
                           {n: dataset.fields[n] for n in names}, _sizes(dataset, spans))
-    return ray.data.read_datasource(source, override_num_blocks=max(1, len(spans)),
+    read = ray.data.read_datasource(source, override_num_blocks=max(1, len(spans)),
                                     runtime_env=task_env().get("runtime_env"))
+    # Ray Data hands out blocks as their tasks finish unless told to keep their order; this
+    # dataset's own context (its copy of Ray's DataContext) says so (docs/ray.md)
+    read.context.execution_options.preserve_order = True
+    return read
 
 
 def _sizes(dataset: Any, spans: list[tuple[int, int]]) -> list[int]:

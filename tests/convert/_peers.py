@@ -5,13 +5,16 @@ tests use where the libraries are absent (and the Ray engine test uses always)."
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import io
 import json
+import multiprocessing
 import struct
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +65,17 @@ def import_litdata():
     except ImportError as exc:
         pytest.skip(f"litdata does not import here ({exc})")
     return litdata
+
+
+@contextlib.contextmanager
+def start_method_kept() -> Iterator[None]:
+    """The multiprocessing start method as it was after the block (`litdata.optimize` sets
+    "spawn" for the whole process, with force=True)."""
+    before = multiprocessing.get_start_method(allow_none=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(before, force=True)
 
 
 def jpeg_bytes(seed: int, size=(12, 10)) -> bytes:

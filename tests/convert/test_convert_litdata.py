@@ -21,7 +21,13 @@ from chute.cli import main
 from chute.convert import ConvertOptions, LitdataJob, convert_litdata
 from chute.errors import FormatError
 from chute.readers import open_dataset, verify_dataset
-from tests.convert._peers import decoded, import_litdata, jpeg_bytes, write_litdata_layout
+from tests.convert._peers import (
+    decoded,
+    import_litdata,
+    jpeg_bytes,
+    start_method_kept,
+    write_litdata_layout,
+)
 
 OPTIONS = ConvertOptions(progress=False, shard_size="2KB")
 N = 9
@@ -155,8 +161,10 @@ def test_every_litdata_leaf_converts_to_what_litdata_reads(compression, tmp_path
 def test_optimize_output_converts_in_order(tmp_path):
     litdata = import_litdata()
 
-    litdata.optimize(fn=_optimized, inputs=list(range(12)), output_dir=str(tmp_path / "opt"),
-                     chunk_bytes="1KB", num_workers=1, mode="overwrite")
+    with start_method_kept():
+        litdata.optimize(fn=_optimized, inputs=list(range(12)),
+                         output_dir=str(tmp_path / "opt"), chunk_bytes="1KB", num_workers=1,
+                         mode="overwrite")
     report = convert_litdata(tmp_path / "opt", tmp_path / "out.chute", OPTIONS)
     assert report.written == 12
     ours = open_dataset(tmp_path / "out.chute")
