@@ -142,6 +142,8 @@ def test_a_chute_dataset_reads_as_a_ray_dataset_one_block_per_shard(tmp_path, ra
             for i, r in enumerate(ray_rows(45))]
     dataset = write_chute(tmp_path / "r.chute", rows)
     read = read_dataset(tmp_path / "r.chute")
+    # without it the rows came back in the order their read tasks finished (seen once in CI)
+    assert read.context.execution_options.preserve_order
     assert read.count() == len(dataset)
     assert read.materialize().num_blocks() == len(dataset.manifest["shards"]) > 3
     got = read.take_all()
