@@ -50,6 +50,8 @@ def _old_spellings(path: Path) -> list[str]:
     text = path.read_text()
     found = [f"{path}: chute.readers.{m}" for m in
              re.findall(r"\bchute\.readers\.(\w+)", text) if m in MOVED]
+    if "from chute.readers import" not in text:  # parsing every file took 2 s
+        return found
     blocks = [text] if path.suffix == ".py" else re.findall(r"```python\n(.*?)```", text, re.S)
     for block in blocks:
         try:

@@ -108,7 +108,8 @@ def test_out_of_range_rows_named(tmp_path):
         ds.column("base_frames")
 
 
-@pytest.mark.parametrize("codec", ["zstd", "none"])
+# the fast lane keeps one variant of each (docs/testing.md); the slow lane runs them all
+@pytest.mark.parametrize("codec", ["zstd", pytest.param("none", marks=pytest.mark.slow)])
 def test_corrupt_chunk_is_named_or_counted(tmp_path, read_path, codec):
     path = write_store(tmp_path / "x.zarr", VALUES, zarr_format=3, chunk=1, codec=codec)
     (path / "base_frames" / "c" / "5" / "0" / "0" / "0").write_bytes(b"not zstd at all")
@@ -153,7 +154,7 @@ def test_not_a_group_and_empty_group(tmp_path):
         open_dataset(tmp_path / "empty.zarr")
 
 
-@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("fmt", [pytest.param(2, marks=pytest.mark.slow), 3])
 @pytest.mark.parametrize("delta", [-2, 2], ids=["short", "long"])
 def test_a_valid_zstd_frame_of_the_wrong_size_is_named(tmp_path, fmt, delta, read_path):
     import zstandard
