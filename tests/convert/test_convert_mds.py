@@ -127,7 +127,6 @@ def test_every_mds_encoding_converts_to_what_streaming_reads(compression, tmp_pa
     _assert_same(ours, _theirs(streaming, src))
 
 
-@pytest.mark.slow  # 1.4 s: writes with the real MDSWriter (docs/testing.md)
 def test_a_pickled_column_is_refused_in_one_line_and_converts_without_it(tmp_path):
     streaming = import_streaming()
     columns = {"label": "int", "obj": "pkl"}

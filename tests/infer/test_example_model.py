@@ -1,12 +1,10 @@
 import sys
 
-import pytest
 import torch
 
 from tests.infer.conftest import EXAMPLES
 
 
-@pytest.mark.slow  # 1.3 s of 3-D convolutions on the CPU (docs/testing.md)
 def test_the_reference_model_classifies_16x112x112_clips_with_seeded_weights():
     sys.path.insert(0, str(EXAMPLES))
     try:

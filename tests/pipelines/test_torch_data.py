@@ -1,5 +1,7 @@
 """The Pipeline where a DataLoader is expected: batches unchanged, set_epoch forwarded."""
 
+import gc
+
 import pytest
 import torch
 
@@ -46,7 +48,21 @@ def test_a_plain_dataloader_over_the_dataset_works(dataset_path):
         loader = torch.utils.data.DataLoader(PipelineDataset(pipe), batch_size=None)
         first, second = epoch_ids(loader), epoch_ids(loader)
         assert len(first) == len(second) == (N // 4) * 4 and first != second
+
+
+def test_the_dataset_refuses_to_run_in_a_dataloader_worker(dataset_path, monkeypatch):
+    # what a worker process sees (the real worker is the slow test below)
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    with make(dataset_path) as pipe, pytest.raises(RuntimeError, match="num_workers=0"):
+        iter(PipelineDataset(pipe))
+
+
+@pytest.mark.slow  # a worker process; torch then waits 5 s for it to stop (docs/testing.md)
+def test_a_dataloader_worker_is_refused(dataset_path):
+    with make(dataset_path) as pipe:
         workers = torch.utils.data.DataLoader(PipelineDataset(pipe), batch_size=None,
                                               num_workers=1)
-        with pytest.raises(RuntimeError, match="num_workers=0"):
+        with pytest.raises(RuntimeError, match="num_workers=0") as caught:
             next(iter(workers))
+        del caught, workers
+        gc.collect()  # the worker stops here, not in whichever later test collects it

@@ -55,7 +55,6 @@ def test_windows_are_windows_of_chunks(tmp_path, shards):
     assert all((a == b).all() for a, b in zip(batches, again, strict=True))  # keyed
 
 
-@pytest.mark.slow  # 5 s: whole epochs through a window-sized chunk cache (docs/testing.md)
 def test_a_window_sized_cache_decodes_each_chunk_once(tmp_path):
     path = _store(tmp_path / "x.zarr")
     chunk_bytes = ROWS * 6 * 4
