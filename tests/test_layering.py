@@ -22,6 +22,7 @@ Layers (what each may import besides itself; a layer may always import its own m
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -96,6 +97,7 @@ def module_files(root: Path = CHUTE) -> dict[str, Path]:
     return out
 
 
+@functools.cache  # every `from package import ...` asks again: parsing each time took 2 s
 def _lazy_names(path: Path) -> dict[str, str]:
     """A package's `_LAZY = {name: module}` table (chute/_lazy.py), read from the source."""
     for node in ast.parse(path.read_text()).body:
