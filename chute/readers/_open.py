@@ -78,8 +78,9 @@ def _open(path, *, bytes_field: str = "data", fingerprint: str | None = None, ca
     from chute.readers.storage._object_store import is_remote
     from chute.readers.zarr._zarr import ZarrDataset, is_zarr_group
 
+    zarr_options = (sample_array, missing_chunks, chunk_cache) != (None, "error", "256MiB")
     if is_remote(path):
-        if (sample_array, missing_chunks, chunk_cache) != (None, "error", "256MiB"):
+        if zarr_options:
             raise ValueError(f"{path}: sample_array, missing_chunks and chunk_cache are for "
                              "local zarr groups; a dataset in object storage is a chute "
                              "dataset")
@@ -93,7 +94,7 @@ def _open(path, *, bytes_field: str = "data", fingerprint: str | None = None, ca
     if is_zarr_group(Path(local)):
         return ZarrDataset(local, sample_array=sample_array, missing_chunks=missing_chunks,
                            chunk_cache=chunk_cache)
-    if (sample_array, missing_chunks, chunk_cache) != (None, "error", "256MiB"):
+    if zarr_options:
         raise ValueError(f"{path}: sample_array, missing_chunks and chunk_cache are for zarr "
                          "groups; this is not one")
     return Dataset(local, bytes_field=bytes_field)

@@ -1,10 +1,13 @@
 """A process forked while a Pipeline decodes (a DataLoader worker, a subprocess launcher) must be
 able to decode: module locks and per-process decoder state are reset in the child."""
 
+import contextlib
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,10 +56,11 @@ def _wait_all(pids, deadline):
     return [codes[p] for p in pids]
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # fork with threads: what we test
-def test_children_forked_during_decoding_can_decode(tmp_path):
-    path = write_dataset(tmp_path / "ds.chute", n=24, sizes=(300, 400), shard_size="1MiB")
+@contextlib.contextmanager
+def decoding_pipeline(folder: Path) -> Iterator[Pipeline]:
+    """A Pipeline on the cpu backend that another thread iterates while the block runs, its
+    decoder compiled first (benchmarks/fork_stress.py uses it too)."""
+    path = write_dataset(folder / "ds.chute", n=24, sizes=(300, 400), shard_size="1MiB")
     image = ImageOptions(size=64, backend="cpu", dtype="float32")
     pipe = Pipeline(path, 8, fields={"image": image, "label": None}, device="cpu", rank=0,
                     world_size=1, prefetch=1)
@@ -75,24 +79,42 @@ def test_children_forked_during_decoding_can_decode(tmp_path):
     assert _child_decodes(pipe, 0) == 0
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
-    pids = []
     try:
         assert decoding.wait(120)
-        for k in range(FORKS):
+        yield pipe
+    finally:
+        stop.set()
+        thread.join(60)
+        pipe.close()
+
+
+def fork_children(pipe, count: int) -> list[int]:
+    """The pids of `count` children forked a few ms apart, each running `_child_decodes`
+    (after a failure to fork, those started are waited for)."""
+    pids: list[int] = []
+    try:
+        for k in range(count):
             time.sleep(0.01 + 0.003 * k)
             pid = os.fork()
-            if pid == 0:  # the child: never return into pytest
+            if pid == 0:  # the child: never return into the caller
                 code = 1
                 try:
                     code = _child_decodes(pipe, k)
                 finally:
                     os._exit(code)
             pids.append(pid)
-    finally:
-        stop.set()
-        codes = _wait_all(pids, time.monotonic() + DEADLINE_S)
-        thread.join(60)
-        pipe.close()
+    except BaseException:
+        _wait_all(pids, time.monotonic() + DEADLINE_S)
+        raise
+    return pids
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # fork with threads: what we test
+def test_children_forked_during_decoding_can_decode(tmp_path):
+    with decoding_pipeline(tmp_path) as pipe:
+        pids = fork_children(pipe, FORKS)
+    codes = _wait_all(pids, time.monotonic() + DEADLINE_S)
     assert codes == [0] * FORKS, f"children that hung (None) or failed: {codes}"
 
 

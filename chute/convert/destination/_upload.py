@@ -35,11 +35,11 @@ from types import FrameType
 
 from chute.convert.destination._write_lease import LEASE, WriteLease
 from chute.errors import ChuteError
+from chute.readers.format import MANIFEST
 from chute.readers.storage import Remote, StorageError, listed_objects
 
 __all__ = ["RemoteDestination"]
 
-_MANIFEST = "chute.json"  # readers/format/_manifest.py's MANIFEST (storage sits below format)
 _OWN = re.compile(r"^w[0-9a-f]{8}-\d{5}/")  # a shard of some write, finished or interrupted
 _REPORTS = ("skipped.tsv",)  # written beside the manifest by converters, after it
 _STAGING = "chute-upload-"  # + PID-random: the local staging folders, in the temporary folder
@@ -57,7 +57,7 @@ class RemoteDestination:
         self.remote = Remote(url)
         self.url = self.remote.url
         self.token = secrets.token_hex(4)
-        self._lease: WriteLease | None = WriteLease(self.remote, self.token, _MANIFEST)
+        self._lease: WriteLease | None = WriteLease(self.remote, self.token, MANIFEST)
         try:
             self._check(overwrite)
         except BaseException:
@@ -70,18 +70,19 @@ class RemoteDestination:
 
     def _check(self, overwrite: bool) -> None:
         existing = dict(self.remote.list())
-        self._old: dict | None = None
-        if _MANIFEST in existing:
+        # what the dataset there lists (listed once: every object of the prefix is asked)
+        self._old_objects: set[str] = set()
+        if MANIFEST in existing:
             if not overwrite:
                 raise ChuteError(f"{self.url}: already holds a chute dataset; pass "
                                  "overwrite=True (--overwrite) to replace it")
             try:
-                self._old = json.loads(self.remote.get_bytes(_MANIFEST))
+                self._old_objects = listed_objects(json.loads(self.remote.get_bytes(MANIFEST)))
             except ValueError:
-                self._old = None  # a damaged manifest: its objects go with the leftovers
+                pass  # a damaged manifest: its objects go with the leftovers
         foreign = sorted(n for n in existing
-                         if n not in (_MANIFEST, LEASE) and not _OWN.match(n)
-                         and n not in _REPORTS and not self._listed_in_old(n))
+                         if n not in (MANIFEST, LEASE) and not _OWN.match(n)
+                         and n not in _REPORTS and n not in self._old_objects)
         if foreign:
             raise ChuteError(f"{self.url}: already holds {len(foreign)} objects that are not a "
                              f"chute dataset (e.g. {foreign[0]}); choose an empty prefix")
@@ -94,7 +95,7 @@ class RemoteDestination:
         self.remote = Remote(url)
         self.url = self.remote.url
         self.token = secrets.token_hex(4)
-        self._old = None
+        self._old_objects = set()
         self._lease = None  # the writer that commits holds the destination's lease
         self.staging, self._staging_fd = _staging()
         self._uploaded = []
@@ -119,11 +120,6 @@ class RemoteDestination:
         if self._term:
             self._term = False
             _term_restored()
-
-    def _listed_in_old(self, name: str) -> bool:
-        if not self._old:
-            return False
-        return name in listed_objects(self._old)
 
     def shard_name(self, index: int) -> str:
         """The name of shard `index` of this write."""
@@ -154,16 +150,15 @@ class RemoteDestination:
         assert self._lease is not None
         self._published = listed_objects(new)  # from here on the new dataset may be the one there
         try:
-            self._lease.put_manifest(_MANIFEST, data)
+            self._lease.put_manifest(MANIFEST, data)
         except ChuteError:
             if self._lease.lost is not None:  # another writer's manifest is there, or none
                 self._published = set()     # was put: this write's objects are its own
             raise
-        keep = self._published | {_MANIFEST}
+        keep = self._published | {MANIFEST}
         try:  # the old skipped.tsv too: the new one, if any, is written after this
             stale = [n for n, _ in self.remote.list() if n not in keep and
-                     (_OWN.match(n) or n in _REPORTS or
-                      (self._old is not None and n in listed_objects(self._old)))]
+                     (_OWN.match(n) or n in _REPORTS or n in self._old_objects)]
             self.remote.delete(stale)
         except StorageError:
             pass  # the new dataset is complete; leftovers go at the next write
@@ -180,9 +175,9 @@ class RemoteDestination:
         if lease is not None and lease.lost is not None:  # tables share the other's names
             names = [n for n in names if n.startswith(f"w{self.token}-")]
         elif lease is not None:
-            old = listed_objects(self._old) if self._old else set()
             try:
-                names += [n for n, _ in self.remote.list() if _OWN.match(n) and n not in old]
+                names += [n for n, _ in self.remote.list()
+                          if _OWN.match(n) and n not in self._old_objects]
             except StorageError:
                 pass
         names = [n for n in names if n not in self._published]
@@ -192,7 +187,6 @@ class RemoteDestination:
             pass
         if lease is not None:
             lease.release()
-
 
 
 def _staging() -> tuple[Path, int | None]:

@@ -55,6 +55,7 @@ def _replaced(remote: Remote, name: str) -> str | None:
         return None
     return None if name in listed_objects(manifest) else "rewritten"
 
+
 def listed_objects(manifest: dict) -> set[str]:
     """Every object a manifest lists (shard files and tables)."""
     names: set[str] = set()

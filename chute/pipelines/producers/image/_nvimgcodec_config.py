@@ -108,7 +108,7 @@ def decoder_config(options: Mapping[str, Any]) -> DecoderConfig:
             raise ValueError(f"backend 'nvimgcodec': gpu_backends must be a non-empty list of "
                              f"distinct names from {list(GPU_BACKENDS)}, not {backends!r}")
         given["gpu_backends"] = tuple(backends)
-    hw_load = options["hw_load"] if "hw_load" in options else None
+    hw_load = options.get("hw_load")
     if hw_load is not None:
         if isinstance(hw_load, bool) or not isinstance(hw_load, (int, float, np.floating)) or \
                 not math.isfinite(hw_load) or not 0.0 < float(hw_load) <= 1.0:
@@ -120,7 +120,7 @@ def decoder_config(options: Mapping[str, Any]) -> DecoderConfig:
                              "'hw' or drop hw_load")
         given["hw_load"] = float(hw_load)
     for name in ("preallocate", "cpu_fallback"):
-        flag = parse_flag(options[name], name) if name in options else None
+        flag = parse_flag(options.get(name), name)
         if flag is not None:  # None: the default
             given[name] = flag
     for name, (low, high) in _INT_RANGES.items():
