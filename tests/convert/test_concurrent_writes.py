@@ -153,3 +153,41 @@ def test_old_dataset_moved_aside_by_an_interrupted_swap_is_put_back(tmp_path):
         ShardWriter(dst, {"x": "int64"})
     assert open_dataset(dst).column("x").tolist() == [0, 1, 2]
     assert sorted(os.listdir(tmp_path)) == ["d.chute"]
+
+
+def test_a_late_writer_cannot_keep_a_leftover_alive(tmp_path, monkeypatch):
+    """A killed Ray driver's tasks go on writing into its staging folder for a moment
+    (docs/ray.md, "Failures"); a file they add while the next write removes the folder
+    must not leave it behind (it did: the removal found the folder not empty)."""
+    dst = tmp_path / "d.chute"
+    _write(dst, 3)
+    staging = tmp_path / ".d.chute.tmp-999-dead"
+    (staging / "p0").mkdir(parents=True)
+    (staging / "p0" / "x.bin").write_bytes(b"x")
+    real = os.scandir
+    late = []
+
+    def scandir_then_write_late(path="."):
+        listing = list(real(path))
+        if isinstance(path, int) and not late:  # inside the removal: a late task writes
+            try:
+                (staging / "late").mkdir()
+                late.append("written")
+            except FileNotFoundError:
+                late.append("refused")
+        return _Listing(listing)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_write_late)
+    _write(dst, 2, overwrite=True)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == ["d.chute"]
+    assert late == ["refused"]
+    assert open_dataset(dst).column("x").tolist() == [0, 1]
+
+
+class _Listing(list):
+    def __enter__(self):
+        return iter(self)
+
+    def __exit__(self, *exc):
+        return False

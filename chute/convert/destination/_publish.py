@@ -4,8 +4,9 @@ dataset (or none) whole, never a half-written one, and a replaced dataset is swa
 new one in one step (renameat2 RENAME_EXCHANGE where the kernel has it).
 
 Names beside destination NAME: `.NAME.tmp-*` (a write in progress; the old dataset after a
-swap) and `.NAME.old-*` (the old dataset moved aside where no exchange exists). Both belong to
-whoever holds the destination's lock (`convert/destination/_dest_lock.py`), which cleans them up."""
+swap), `.NAME.old-*` (the old dataset moved aside where no exchange exists) and `.NAME.del-*`
+(a leftover being removed). All belong to whoever holds the destination's lock
+(`convert/destination/_dest_lock.py`), which cleans them up."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ __all__ = ["staging_folder", "clean_leftovers", "publish"]
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+_TAGS = ("tmp", "old", "del")
 
 
 def _aside(dest: Path, tag: str) -> Path:
@@ -41,14 +43,23 @@ def clean_leftovers(dest: Path) -> None:
     """Call with the lock held: put back an old dataset that an interrupted swap moved aside,
     and remove the folders of interrupted writes."""
     leftovers = [dest.parent / e.name for e in os.scandir(dest.parent)
-                 if e.name.startswith((f".{dest.name}.tmp-", f".{dest.name}.old-"))]
+                 if e.name.startswith(tuple(f".{dest.name}.{tag}-" for tag in _TAGS))]
     if not os.path.lexists(dest):
         moved = [p for p in leftovers if ".old-" in p.name and (p / MANIFEST).is_file()]
         if moved:
             os.rename(moved[0], dest)
             leftovers.remove(moved[0])
     for path in leftovers:
-        shutil.rmtree(path, ignore_errors=True)
+        # Renamed first: a killed Ray driver's workers can still be writing into its staging
+        # folder by name (docs/ray.md, "Failures"); once the name is gone they cannot add to
+        # the folder while it is removed, which would leave it behind.
+        doomed = path if ".del-" in path.name else _aside(dest, "del")
+        if doomed != path:
+            try:
+                os.rename(path, doomed)
+            except FileNotFoundError:
+                continue
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _exchange(a: Path, b: Path) -> bool:
