@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["S3Server", "FaultProxy", "cache_peak"]
 
@@ -61,7 +62,8 @@ class S3Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self._server = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
         self.start()
 
     @property
@@ -69,19 +71,24 @@ class S3Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        from moto.server import ThreadedMotoServer
+        # moto's ThreadedMotoServer binds in its own thread and waits for it without a
+        # timeout, so a failed bind hung the suite: the server is bound here instead
+        from moto.server import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
 
+        app = DomainDispatcherApplication(create_backend_app)
         deadline = time.monotonic() + 10
         while True:  # the port may linger in TIME_WAIT for a moment after a stop
             try:
-                self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port,
-                                                  verbose=False)
-                self._server.start()
+                self._server = make_server("127.0.0.1", self.port, app, threaded=True)
                 break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="moto-s3")
+        self._thread.start()
         self._wait_up()
 
     def _wait_up(self) -> None:
@@ -95,7 +102,9 @@ class S3Server:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join()
             self._server = None
 
     def create_bucket(self, name: str) -> None:

@@ -1,5 +1,6 @@
 import multiprocessing
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,29 @@ def _start_method_left_alone():
         multiprocessing.set_start_method(before, force=True)
         pytest.fail(f"the test changed the multiprocessing start method from {before!r} to "
                     f"{after!r}; restore it (tests/convert/_peers.py, start_method_kept)")
+
+
+@pytest.fixture(autouse=True)
+def _ray_left_alone(request):
+    """A test that starts Ray in this process must stop it (the `ray_local` fixture does it
+    for its module): later tests fork, which a process running Ray's threads should not, and
+    Ray's processes would hold the 2 cores for the rest of the suite."""
+    if "ray_local" in request.fixturenames:
+        yield
+        return
+    before = _ray_running()
+    yield
+    if _ray_running() and not before:
+        import ray
+
+        ray.shutdown()
+        pytest.fail("the test left Ray running in the pytest process; stop it "
+                    "(chute.ray.shutdown() or ray.shutdown()) or use the ray_local fixture")
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(getattr(ray, "is_initialized", lambda: False)())
 
 
 def pytest_collection_modifyitems(config, items):

@@ -13,6 +13,7 @@ The `chute ...` lines of the shell examples are checked in tests/test_docs_examp
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -145,15 +146,22 @@ def test_every_example_of_the_page_runs(page, world, monkeypatch):
     blocks = PAGES[page]
     runs = (False, True) if any("resuming" in code for _, code in blocks) else (False,)
     skipped = []
-    for resuming in runs:  # a resume example runs fresh, then from the checkpoint it saved
-        namespace = _given(resuming)
-        for line, code in blocks:
-            need = _needs(code)
-            if need is not None and not (need.lower() == "a gpu" and _cuda()):
-                skipped.append(f"{page}:{line} (needs {need})")
-                continue
-            # line numbers of a failure point into the page
-            exec(compile("\n" * (line - 1) + code, str(ROOT / page), "exec"), namespace)
+    ray_before = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    try:
+        for resuming in runs:  # a resume example runs fresh, then from the checkpoint it saved
+            namespace = _given(resuming)
+            for line, code in blocks:
+                need = _needs(code)
+                if need is not None and not (need.lower() == "a gpu" and _cuda()):
+                    skipped.append(f"{page}:{line} (needs {need})")
+                    continue
+                # line numbers of a failure point into the page
+                exec(compile("\n" * (line - 1) + code, str(ROOT / page), "exec"), namespace)
+    finally:
+        if not ray_before and "ray" in sys.modules and sys.modules["ray"].is_initialized():
+            # an example that starts Ray (ray.data.from_items) ends its script, which stops
+            # Ray; here the page's "script" ends with the test
+            sys.modules["ray"].shutdown()
     if skipped and len(skipped) == len(blocks) * len(runs):
         pytest.skip("every example " + "; ".join(sorted(set(skipped))))
 

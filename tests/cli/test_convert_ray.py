@@ -153,7 +153,7 @@ def test_a_signal_to_the_driver_alone_stops_the_convert_and_ray_and_removes_what
     assert driver.returncode == 130, err
     assert err.strip() == "interrupted", err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no lock, staging or dst
-    deadline = time.monotonic() + 3  # shut down before the driver exits (orphans lived 10 s)
+    deadline = time.monotonic() + 6  # shut down before the driver exits (orphans lived 10 s)
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_with(marker) == []

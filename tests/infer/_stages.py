@@ -82,6 +82,20 @@ def slow_marked(items: list) -> list:
     return slow(items)
 
 
+def held_once(items: list) -> list:
+    """The first call anywhere leaves `held` in $CHUTE_TEST_MARKS and then sleeps 60 s (a
+    test kills the replica meanwhile); every later call is `slow`."""
+    from pathlib import Path
+
+    try:
+        with open(Path(os.environ["CHUTE_TEST_MARKS"]) / "held", "x"):
+            pass
+    except FileExistsError:
+        return slow(items)
+    time.sleep(60)
+    return [torch.tensor([float(x)]) for x in items]
+
+
 def always_fails(items: list) -> list:
     """Every request fails."""
     raise ValueError("this stage refuses everything")

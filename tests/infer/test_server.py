@@ -120,16 +120,18 @@ def test_a_killed_replica_is_reported_restarted_and_cleaned_up(leak_check):
     leak_check(pids)
 
 
-def test_a_replica_killed_mid_run_fails_only_its_batch_and_the_run_goes_on(leak_check):
-    config = InferConfig([StageConfig("slow", "tests.infer._stages:slow", max_batch=2,
-                                      max_wait_ms=50)])
+def test_a_replica_killed_mid_run_fails_only_its_batch_and_the_run_goes_on(
+        leak_check, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_TEST_MARKS", str(tmp_path))
+    # the first batch is held until the kill; a wait of 5 s keeps its two requests together
+    config = InferConfig([StageConfig("slow", "tests.infer._stages:held_once", max_batch=2,
+                                      max_wait_ms=5000)])
     with InferServer(config) as server:
         victim = server.stages[0].replicas[0].process.pid
         first = [server.submit(k, block=True) for k in range(2)]
         deadline = time.monotonic() + 30
-        while np.isnan(first[1].stages["slow"].batched) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05)  # the batch of two is running (a call takes 0.2 s)
+        while not (tmp_path / "held").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the batch of two is running
         queued = [server.submit(k, block=True) for k in range(2, 6)]  # behind it, same replica
         os.kill(victim, signal.SIGKILL)
         assert server.wait(first + queued, 60)

@@ -40,19 +40,24 @@ def test_every_field_and_every_shared_stage_is_timed(dataset):
 def test_the_cpu_backends_stages_add_up_to_its_pass(dataset):
     fields = {"image": ImageOptions(size=96, backend="cpu",
                                     backend_options={"threads": 1}), "label": None}
+    ratios = []
     with pytest.warns(RuntimeWarning, match="could not be decoded"), \
             Pipeline(dataset, 8, fields=fields, device="cpu", prefetch=4) as pipe:
         for _ in pipe:  # the first pass compiles and maps: left out
             pass
-        pipe.stats.stages.reset()
-        start = time.perf_counter()
-        for _ in pipe:
-            pass  # the loop takes (almost) nothing: the producer bounds the pass
-        wall = time.perf_counter() - start
-        top = pipe.stats.stages.top_level()
-    # the producer thread's stages: it is busy the whole pass (the loop is faster)
-    busy = sum(v for k, v in top.items() if k != "wait")
-    assert 0.9 * wall <= busy <= 1.02 * wall, (busy, wall, top)
+        # A pass is about 50 ms: another process taking the core between two timed blocks
+        # (not inside one) shows as untimed, so the best of up to 5 passes is compared.
+        while len(ratios) < 5 and not (ratios and 0.9 <= max(ratios)):
+            pipe.stats.stages.reset()
+            start = time.perf_counter()
+            for _ in pipe:
+                pass  # the loop takes (almost) nothing: the producer bounds the pass
+            wall = time.perf_counter() - start
+            top = pipe.stats.stages.top_level()
+            # the producer thread's stages: it is busy the whole pass (the loop is faster)
+            ratios.append(sum(v for k, v in top.items() if k != "wait") / wall)
+            assert ratios[-1] <= 1.02, (ratios, top)  # nothing is counted twice
+    assert max(ratios) >= 0.9, (ratios, top)
 
 
 def test_stage_times_add_from_several_threads():
