@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.pipelines.test_fork_safety import (  # noqa: E402
     DEADLINE_S,
-    _wait_all,
     decoding_pipeline,
     fork_children,
+    wait_all,
 )
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     codes: list = []
     with decoding_pipeline(Path(tempfile.mkdtemp())) as pipe:
         for round_ in range(max(1, args.children // 20)):
-            got = _wait_all(fork_children(pipe, 20), time.monotonic() + DEADLINE_S)
+            got = wait_all(fork_children(pipe, 20), time.monotonic() + DEADLINE_S)
             codes += got
             print(round_, got, flush=True)
     print("exit codes of the children (0: decoded; -11: SIGSEGV; None: hung):",

@@ -25,25 +25,38 @@ def _start_method_left_alone():
 
 @pytest.fixture(autouse=True)
 def _ray_left_alone(request):
-    """A test that starts Ray in this process must stop it (the `ray_local` fixture does it
-    for its module): later tests fork, which a process running Ray's threads should not, and
-    Ray's processes would hold the 2 cores for the rest of the suite."""
+    """A test that starts Ray in this process must stop it (`ray_local` does for its module,
+    `ray_stopped` after its test): later tests fork, which a process running Ray's threads
+    should not, and Ray's processes would hold the 2 cores for the rest of the suite."""
     if "ray_local" in request.fixturenames:
         yield
         return
     before = _ray_running()
     yield
-    if _ray_running() and not before:
-        import ray
-
-        ray.shutdown()
+    if _stop_ray_unless(before):
         pytest.fail("the test left Ray running in the pytest process; stop it "
-                    "(chute.ray.shutdown() or ray.shutdown()) or use the ray_local fixture")
+                    "(chute.ray.shutdown() or ray.shutdown()) or use the ray_stopped fixture")
+
+
+@pytest.fixture
+def ray_stopped():
+    """For a test whose code may start Ray itself (a docs example that calls
+    `ray.data.from_items`, as a script would, which Ray stops at exit): stopped after it."""
+    before = _ray_running()
+    yield
+    _stop_ray_unless(before)
 
 
 def _ray_running() -> bool:
-    ray = sys.modules.get("ray")
-    return ray is not None and bool(getattr(ray, "is_initialized", lambda: False)())
+    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
+
+
+def _stop_ray_unless(running_before: bool) -> bool:
+    """Stop Ray if it runs now and did not before; whether it was stopped."""
+    if running_before or not _ray_running():
+        return False
+    sys.modules["ray"].shutdown()
+    return True
 
 
 def pytest_collection_modifyitems(config, items):

@@ -13,7 +13,6 @@ The `chute ...` lines of the shell examples are checked in tests/test_docs_examp
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -141,27 +140,20 @@ def _cuda() -> bool:
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
-def test_every_example_of_the_page_runs(page, world, monkeypatch):
+def test_every_example_of_the_page_runs(page, world, monkeypatch, ray_stopped):
     monkeypatch.chdir(world)
     blocks = PAGES[page]
     runs = (False, True) if any("resuming" in code for _, code in blocks) else (False,)
     skipped = []
-    ray_before = "ray" in sys.modules and sys.modules["ray"].is_initialized()
-    try:
-        for resuming in runs:  # a resume example runs fresh, then from the checkpoint it saved
-            namespace = _given(resuming)
-            for line, code in blocks:
-                need = _needs(code)
-                if need is not None and not (need.lower() == "a gpu" and _cuda()):
-                    skipped.append(f"{page}:{line} (needs {need})")
-                    continue
-                # line numbers of a failure point into the page
-                exec(compile("\n" * (line - 1) + code, str(ROOT / page), "exec"), namespace)
-    finally:
-        if not ray_before and "ray" in sys.modules and sys.modules["ray"].is_initialized():
-            # an example that starts Ray (ray.data.from_items) ends its script, which stops
-            # Ray; here the page's "script" ends with the test
-            sys.modules["ray"].shutdown()
+    for resuming in runs:  # a resume example runs fresh, then from the checkpoint it saved
+        namespace = _given(resuming)
+        for line, code in blocks:
+            need = _needs(code)
+            if need is not None and not (need.lower() == "a gpu" and _cuda()):
+                skipped.append(f"{page}:{line} (needs {need})")
+                continue
+            # line numbers of a failure point into the page
+            exec(compile("\n" * (line - 1) + code, str(ROOT / page), "exec"), namespace)
     if skipped and len(skipped) == len(blocks) * len(runs):
         pytest.skip("every example " + "; ".join(sorted(set(skipped))))
 

@@ -38,7 +38,7 @@ def _child_decodes(pipe, k: int) -> int:
     return 0
 
 
-def _wait_all(pids, deadline):
+def wait_all(pids, deadline):
     """Exit codes of pids (None for a child still running at the deadline, then killed)."""
     codes = {}
     while len(codes) < len(pids) and time.monotonic() < deadline:
@@ -104,7 +104,7 @@ def fork_children(pipe, count: int) -> list[int]:
                     os._exit(code)
             pids.append(pid)
     except BaseException:
-        _wait_all(pids, time.monotonic() + DEADLINE_S)
+        wait_all(pids, time.monotonic() + DEADLINE_S)
         raise
     return pids
 
@@ -114,7 +114,7 @@ def fork_children(pipe, count: int) -> list[int]:
 def test_children_forked_during_decoding_can_decode(tmp_path):
     with decoding_pipeline(tmp_path) as pipe:
         pids = fork_children(pipe, FORKS)
-    codes = _wait_all(pids, time.monotonic() + DEADLINE_S)
+    codes = wait_all(pids, time.monotonic() + DEADLINE_S)
     assert codes == [0] * FORKS, f"children that hung (None) or failed: {codes}"
 
 
@@ -138,7 +138,7 @@ def test_a_pass_started_before_the_fork_says_so_in_the_child(tmp_path):
                     code = 3
             finally:
                 os._exit(code)
-        assert _wait_all([pid], time.monotonic() + DEADLINE_S) == [0]
+        assert wait_all([pid], time.monotonic() + DEADLINE_S) == [0]
         assert len([b for b in it]) == len(pipe) - 1  # the parent's pass is untouched
 
 

@@ -53,13 +53,12 @@ def clean_leftovers(dest: Path) -> None:
         # Renamed first: a killed Ray driver's workers can still be writing into its staging
         # folder by name (docs/ray.md, "Failures"); once the name is gone they cannot add to
         # the folder while it is removed, which would leave it behind.
-        doomed = path if ".del-" in path.name else _aside(dest, "del")
-        if doomed != path:
+        if ".del-" not in path.name:
             try:
-                os.rename(path, doomed)
+                path = path.rename(_aside(dest, "del"))
             except FileNotFoundError:
                 continue
-        shutil.rmtree(doomed, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _exchange(a: Path, b: Path) -> bool:
